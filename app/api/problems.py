@@ -1,0 +1,64 @@
+"""RFC 9457 problem details for every error the API returns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+PROBLEM_JSON = "application/problem+json"
+
+
+class Problem(BaseModel):
+    type: str = Field("about:blank", description="A URI reference identifying the problem type")
+    title: str
+    status: int
+    detail: str | None = None
+    instance: str | None = None
+    errors: list[dict[str, Any]] | None = Field(None, description="Per-field validation errors, naming each field")
+
+
+class ProblemError(Exception):
+    def __init__(self, status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.title = title
+        self.detail = detail
+        self.headers = headers
+
+
+def problem_response(request: Request, status: int, title: str, detail: str | None, errors: list[dict[str, Any]] | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+    body = Problem(title=title, status=status, detail=detail, instance=request.url.path, errors=errors)
+    return JSONResponse(body.model_dump(exclude_none=True), status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for problem+json answers."""
+    return {status: {"model": Problem, "content": {PROBLEM_JSON: {}}} for status in statuses}
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"field": ".".join(str(part) for part in error["loc"] if part not in ("body", "query", "path", "header")) or "body",
+             "in": str(error["loc"][0]) if error["loc"] else "request",
+             "message": error["msg"]}
+            for error in exc.errors()
+        ]
+        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+        return problem_response(request, 422, "Invalid request", detail, errors)
+
+    @app.exception_handler(ProblemError)
+    async def _problem(request: Request, exc: ProblemError) -> JSONResponse:
+        return problem_response(request, exc.status, exc.title, exc.detail, headers=exc.headers)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        detail = exc.detail if isinstance(exc.detail, str) else None
+        title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
+        return problem_response(request, exc.status_code, title, detail, headers=getattr(exc, "headers", None))

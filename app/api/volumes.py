@@ -1,0 +1,71 @@
+"""GET /volumes: the cached cluster view, one entry per (broker, log dir), with its age."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, Field
+
+from app.api.dependencies import get_observer
+from app.observer import Observer
+from app.policy.limits import VolumeStatus, judge_volume
+from app.timefmt import iso_instant
+
+router = APIRouter(tags=["volumes"])
+
+
+class CachedVolume(BaseModel):
+    broker_id: int
+    log_dir: str
+    total_bytes: int
+    usable_bytes: int
+    available_ratio: float | None
+    observed_at: str
+    age_seconds: float = Field(description="Seconds since this observation was made")
+    broker_active: bool = Field(description="The broker was listed by DescribeCluster in the latest round")
+    error: str | None = Field(description="Kafka error reported for this log dir (e.g. KAFKA_STORAGE_ERROR)")
+    status: VolumeStatus
+    factor: float
+
+
+class VolumesView(BaseModel):
+    observed_at: str | None
+    validity_seconds: float
+    active_brokers: list[int]
+    missing_brokers: list[int]
+    volumes: list[CachedVolume]
+
+
+@router.get("/volumes", response_model=VolumesView, summary="The cached cluster view of every log dir volume")
+async def volumes(observer: Annotated[Observer, Depends(get_observer)]) -> VolumesView:
+    decider = observer.decider
+    now = observer.clock()
+    breaching = {(v.broker_id, v.log_dir) for v in observer.board.current().model.breaching}
+    active = set(decider.active_brokers)
+    entries = []
+    for volume in sorted(decider.cache.volumes(), key=lambda v: v.key):
+        verdict = judge_volume(decider.policy, volume, volume.key in breaching)
+        entries.append(
+            CachedVolume(
+                broker_id=volume.broker_id,
+                log_dir=volume.log_dir,
+                total_bytes=volume.total_bytes,
+                usable_bytes=volume.usable_bytes,
+                available_ratio=volume.available_ratio,
+                observed_at=iso_instant(volume.observed_at) or "",
+                age_seconds=round(max(0.0, now - volume.observed_at), 3),
+                broker_active=volume.broker_id in active,
+                error=volume.error,
+                status=verdict.status,
+                factor=verdict.factor,
+            )
+        )
+    latest = decider.latest_round
+    return VolumesView(
+        observed_at=iso_instant(latest.finished_at) if latest else None,
+        validity_seconds=decider.validity_seconds,
+        active_brokers=sorted(active),
+        missing_brokers=sorted(latest.missing_brokers) if latest else [],
+        volumes=entries,
+    )

@@ -1,0 +1,61 @@
+"""``throttle-service``: run the HTTP service, or check a configuration and exit."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from app.settings import ConfigurationError, Settings, load_settings
+
+EXIT_INVALID_CONFIG = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="throttle-service",
+        description="Serve Kafka throttle decisions computed from every broker's log dir volumes.",
+        epilog="Environment variables override the file: a property's name upper-cased, dots as underscores.",
+    )
+    parser.add_argument("--config", type=Path, metavar="FILE", help="Kafka-style properties file")
+    parser.add_argument("--check-config", action="store_true", help="validate the configuration and exit (0 valid, 2 invalid)")
+    return parser
+
+
+def _load(config: Path | None) -> Settings:
+    try:
+        return load_settings(config)
+    except ConfigurationError as exc:
+        print(f"throttle-service: invalid configuration ({len(exc.problems)} problem(s)):", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  {problem}", file=sys.stderr)
+        raise SystemExit(EXIT_INVALID_CONFIG) from None
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    settings = _load(args.config)
+    if args.check_config:
+        print("configuration is valid")
+        return
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kafka").setLevel(logging.WARNING if settings.log_level != "DEBUG" else logging.DEBUG)
+
+    import uvicorn
+
+    from app.main import create_app
+
+    uvicorn.run(
+        create_app(settings),
+        host=settings.http_host,
+        port=settings.http_port,
+        ssl_certfile=settings.http_ssl_certfile,
+        ssl_keyfile=settings.http_ssl_keyfile,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""The FastAPI application: wiring of settings, volume source, decision and routers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
+from prometheus_fastapi_instrumentator import Instrumentator
+
+from app.api import health, throttle, volumes
+from app.api.problems import install_problem_handlers
+from app.clock import Clock, system_clock
+from app.metrics import ServiceMetrics
+from app.observer import Observer
+from app.policy.limits import policy_from_levels
+from app.settings import Settings
+from app.throttle.decider import ThrottleDecider
+from app.volumes.admin_config import to_kafka_python
+from app.volumes.source import VolumeSource
+
+API_VERSION = "0.1.0"
+
+
+def kafka_source_from(settings: Settings, clock: Clock) -> VolumeSource:
+    from app.volumes.kafka_source import KafkaVolumeSource
+
+    admin_config, _ = to_kafka_python(settings.kafka_admin)  # validated at load time
+    assert settings.kafka_admin_bootstrap_servers is not None
+    return KafkaVolumeSource(
+        settings.kafka_admin_bootstrap_servers,
+        settings.effective_kafka_request_timeout.total_seconds(),
+        admin_config,
+        clock=clock,
+    )
+
+
+def build_observer(settings: Settings, clock: Clock, source: VolumeSource | None, registry: CollectorRegistry) -> Observer:
+    policy = policy_from_levels(
+        settings.storage_per_volume_limit_min_available_bytes,
+        settings.storage_per_volume_limit_min_available_ratio,
+        settings.storage_per_volume_soft_limit_min_available_bytes,
+        settings.storage_per_volume_soft_limit_min_available_ratio,
+        settings.storage_per_volume_limit_hysteresis_bytes,
+        settings.storage_per_volume_limit_hysteresis_ratio,
+    )
+    decider = ThrottleDecider(
+        policy,
+        settings.throttle_factor_validity_duration.total_seconds(),
+        settings.throttle_factor_fallback,
+        started_at=clock(),
+        enabled=settings.observation_enabled,
+    )
+    return Observer(decider, ServiceMetrics(registry), clock, source, settings.storage_check_interval.total_seconds())
+
+
+def create_app(
+    settings: Settings,
+    source: VolumeSource | None = None,
+    clock: Clock = system_clock,
+    observe: bool = True,
+) -> FastAPI:
+    """Build the app. ``source`` defaults to the Kafka admin source of the settings;
+    ``observe=False`` leaves the loop off so tests can apply rounds themselves."""
+    if source is None and settings.observation_enabled and observe:
+        source = kafka_source_from(settings, clock)
+    registry = CollectorRegistry()
+    observer = build_observer(settings, clock, source, registry)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        observer.board.refresh()
+        task = None
+        if observe and settings.observation_enabled and source is not None:
+            task = asyncio.create_task(observer.run(), name="observer")
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    app = FastAPI(
+        title="Kafka throttle decision service",
+        version=API_VERSION,
+        description=(
+            "Observes every log dir volume of a Kafka cluster (DescribeCluster + DescribeLogDirs) "
+            "and serves the throttle factor that keeps the cluster from running out of disk."
+        ),
+        lifespan=lifespan,
+    )
+    app.state.observer = observer
+    app.state.settings = settings
+    install_problem_handlers(app)
+    app.include_router(throttle.router)
+    app.include_router(volumes.router)
+    app.include_router(health.router)
+    Instrumentator(registry=registry, excluded_handlers=["/metrics"]).instrument(app).expose(
+        app, endpoint="/metrics", include_in_schema=True, tags=["metrics"]
+    )
+    return app

@@ -1,0 +1,104 @@
+"""Prometheus metrics of the decision (proposal 047 and "Re-thinking" names in comments).
+
+Each app gets its own registry, so several apps (tests, benchmarks) never collide. Gauges
+that describe the factor read the published decision at scrape time: expiry is judged when
+read, for metrics as for HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from app.policy.limits import Evaluation, State
+from app.volumes.model import VolumeKey, VolumeObservation
+
+_STATE_VALUE = {State.OPEN.value: 0, State.THROTTLE.value: 1, State.PAUSE.value: 2}
+
+
+class ServiceMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.throttle_factor = Gauge(  # [ThrottleFactor]
+            "kafka_throttle_factor", "Throttle factor in force (1 = no throttling, 0 = producers paused)", registry=registry
+        )
+        self.state = Gauge(
+            "kafka_throttle_state", "Throttle state in force: 0 OPEN, 1 THROTTLE, 2 PAUSE", registry=registry
+        )
+        self.lack_of_data = Gauge(  # "Throttling applied due lack of data"
+            "kafka_throttle_fallback_in_force",
+            "1 while the fallback factor applies for lack of valid data, else 0",
+            registry=registry,
+        )
+        self.fallback_applied = Counter(  # [FallbackThrottleFactorApplied]
+            "kafka_throttle_fallback_applied",
+            "Times the fallback factor took over after the last valid factor expired",
+            registry=registry,
+        )
+        self.limit_violations = Counter(  # [LimitViolated]
+            "kafka_throttle_limit_violations",
+            "Volumes found violating a limit, counted once per volume per observation round",
+            ["limit"],
+            registry=registry,
+        )
+        self.active_brokers = Gauge(  # [ActiveBrokers]
+            "kafka_throttle_active_brokers", "Active brokers in the latest successful round", registry=registry
+        )
+        self.active_log_dirs = Gauge(  # [ActiveLogDirs]
+            "kafka_throttle_active_log_dirs", "Log dirs in the cached cluster view", registry=registry
+        )
+        self.unjudged_log_dirs = Gauge(
+            "kafka_throttle_unjudged_log_dirs", "Log dirs reporting no TotalBytes/UsableBytes (-1)", registry=registry
+        )
+        self.volume_available = Gauge(
+            "kafka_throttle_volume_available_bytes", "Usable bytes of a log dir's volume", ["broker_id", "log_dir"], registry=registry
+        )
+        self.volume_total = Gauge(
+            "kafka_throttle_volume_total_bytes", "Total bytes of a log dir's volume", ["broker_id", "log_dir"], registry=registry
+        )
+        self.observation_errors = Counter(
+            "kafka_throttle_observation_errors",
+            "Failed observations: kind=round (nothing observed) or kind=broker (one broker missing)",
+            ["kind"],
+            registry=registry,
+        )
+        self.admin_connected = Gauge(  # "Connection status"
+            "kafka_throttle_admin_connected", "1 if the latest round reached the cluster, else 0", registry=registry
+        )
+        self.round_duration = Histogram(
+            "kafka_throttle_round_duration_seconds",
+            "Duration of an observation round",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=registry,
+        )
+        self._volume_series: set[VolumeKey] = set()
+        for kind in ("round", "broker"):
+            self.observation_errors.labels(kind)
+        for limit in ("hard", "soft"):
+            self.limit_violations.labels(limit)
+
+    def bind_reading(self, read: Callable[[], tuple[float, str, bool]]) -> None:
+        """Gauges of the factor in force, judged at scrape time: read() -> (factor, state, fallback)."""
+        self.throttle_factor.set_function(lambda: read()[0])
+        self.state.set_function(lambda: _STATE_VALUE[read()[1]])
+        self.lack_of_data.set_function(lambda: 1.0 if read()[2] else 0.0)
+
+    def record_evaluation(self, evaluation: Evaluation, volumes: list[VolumeObservation], active_brokers: int) -> None:
+        self.active_brokers.set(active_brokers)
+        self.active_log_dirs.set(len(volumes))
+        self.unjudged_log_dirs.set(len(evaluation.unjudged))
+        if evaluation.breaching:
+            self.limit_violations.labels("hard").inc(len(evaluation.breaching))
+        if evaluation.ramping:
+            self.limit_violations.labels("soft").inc(len(evaluation.ramping))
+        current: set[VolumeKey] = set()
+        for volume in volumes:
+            labels = (str(volume.broker_id), volume.log_dir)
+            current.add(volume.key)
+            self.volume_available.labels(*labels).set(volume.usable_bytes)
+            self.volume_total.labels(*labels).set(volume.total_bytes)
+        for gone in self._volume_series - current:  # series go when their volume goes
+            labels = (str(gone[0]), gone[1])
+            self.volume_available.remove(*labels)
+            self.volume_total.remove(*labels)
+        self._volume_series = current

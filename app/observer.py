@@ -1,0 +1,134 @@
+"""The observation loop and the service state it feeds.
+
+Every check interval a round runs on a worker thread (the Kafka client blocks), then its
+result is applied on the event loop: cache, policy, factor lifecycle, metrics, and a new
+published decision. One log line per change of state, never one per round or request."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from app.clock import Clock
+from app.metrics import ServiceMetrics
+from app.throttle.board import Board, Published
+from app.throttle.decider import ThrottleDecider
+from app.throttle.decision import ThrottleDecision
+from app.throttle.factor import FactorSource
+from app.volumes.model import ObservationRound
+from app.volumes.source import VolumeSource
+
+log = logging.getLogger("app.decision")
+
+
+def _describe_volumes(decision: ThrottleDecision) -> str:
+    listed = decision.breaching or decision.ramping
+    shown = ", ".join(f"broker {v.broker_id} {v.log_dir} ({v.reason}, usable {v.usable_bytes} of {v.total_bytes})" for v in listed[:5])
+    more = f" and {len(listed) - 5} more" if len(listed) > 5 else ""
+    return shown + more
+
+
+class Observer:
+    def __init__(
+        self,
+        decider: ThrottleDecider,
+        metrics: ServiceMetrics,
+        clock: Clock,
+        source: VolumeSource | None = None,
+        interval_seconds: float = 60.0,
+    ) -> None:
+        self.decider = decider
+        self.metrics = metrics
+        self.source = source
+        self.interval_seconds = interval_seconds
+        self.clock = clock
+        self.board: Board[ThrottleDecision] = Board(self._render, clock)
+        self.board.on_change(self._log_change)
+        self.rounds = 0
+        self._missing: frozenset[int] = frozenset()
+        self._round_failed = False
+        self._executor: ThreadPoolExecutor | None = None
+        metrics.bind_reading(self._reading_for_metrics)
+
+    # -- decisions ---------------------------------------------------------------------
+    def _render(self, now: float) -> tuple[ThrottleDecision, float | None]:
+        decision, reading = self.decider.decision(now)
+        return decision, reading.next_change_at
+
+    def _reading_for_metrics(self) -> tuple[float, str, bool]:
+        decision = self.board.current().model
+        return decision.factor, decision.state, decision.source == FactorSource.FALLBACK.value
+
+    @property
+    def ready(self) -> bool:
+        """A first round succeeded, or the fallback is in force (or observation is off)."""
+        source = self.board.current().model.source
+        return source != FactorSource.INITIAL.value
+
+    def apply_round(self, round_: ObservationRound) -> Published[ThrottleDecision]:
+        self.rounds += 1
+        evaluation = self.decider.apply_round(round_)
+        self.metrics.round_duration.observe(max(0.0, round_.finished_at - round_.started_at))
+        self.metrics.admin_connected.set(0 if round_.failed else 1)
+        if round_.failed:
+            self.metrics.observation_errors.labels("round").inc()
+        if round_.missing_brokers:
+            self.metrics.observation_errors.labels("broker").inc(len(round_.missing_brokers))
+        self.metrics.record_evaluation(evaluation, self.decider.cache.volumes(), len(self.decider.active_brokers))
+        self._log_round_changes(round_)
+        return self.board.refresh()
+
+    # -- logging: one line per change --------------------------------------------------
+    def _log_round_changes(self, round_: ObservationRound) -> None:
+        if round_.failed != self._round_failed:
+            if round_.failed:
+                log.warning("observation failing: %s", round_.error)
+            else:
+                log.info("observation restored: %d active brokers", len(round_.active_brokers))
+            self._round_failed = round_.failed
+        missing = frozenset(round_.missing_brokers)
+        if not round_.failed and missing != self._missing:
+            for broker in sorted(missing - self._missing):
+                log.warning("broker %d missing from the round: %s", broker, round_.missing_brokers[broker])
+            for broker in sorted(self._missing - missing):
+                log.info("broker %d answering again", broker)
+            self._missing = missing
+        for volume in self.decider.evicted:
+            log.info("forgot broker %d log dir %s: last observed more than the validity duration ago", volume.broker_id, volume.log_dir)
+
+    def _log_change(self, new: Published[ThrottleDecision], old: Published[ThrottleDecision] | None) -> None:
+        decision = new.model
+        before = old.model if old is not None else None
+        if before is None or before.source != decision.source:
+            if decision.source == FactorSource.FALLBACK.value:
+                self.metrics.fallback_applied.inc()
+                log.warning("fallback factor %.3f applied: no valid factor since %s", decision.factor, decision.computed_at)
+            elif before is not None and before.source == FactorSource.FALLBACK.value:
+                log.info("fallback lifted: factor source is %s", decision.source)
+        if before is None or before.state != decision.state:
+            detail = _describe_volumes(decision)
+            log.warning(
+                "state %s -> %s: factor %.3f (%s)%s",
+                before.state if before else "none",
+                decision.state,
+                decision.factor,
+                decision.source,
+                f": {detail}" if detail else "",
+            )
+
+    # -- the loop ------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Observe every interval until cancelled. Only runs with a source configured."""
+        assert self.source is not None
+        loop = asyncio.get_running_loop()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="volume-source")
+        try:
+            while True:
+                started = loop.time()
+                round_ = await loop.run_in_executor(self._executor, self.source.observe)
+                self.apply_round(round_)
+                await asyncio.sleep(max(0.0, self.interval_seconds - (loop.time() - started)))
+        finally:
+            await loop.run_in_executor(self._executor, self.source.close)
+            self._executor.shutdown(wait=False)

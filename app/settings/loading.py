@@ -1,0 +1,220 @@
+"""Load settings from a properties file and the environment, and report every problem.
+
+A bad configuration must stop start-up with one line per problem naming the key, the value
+and what is allowed; this module turns pydantic's errors and the cross-field rules (exactly
+one hard limit, a soft limit looser than the hard one, ...) into such lines.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from app.settings.model import (
+    ADMIN_PREFIX,
+    PROPERTY_FIELDS,
+    SERVICE_PREFIX,
+    STATIC_PREFIX,
+    Settings,
+    allowed_values,
+    env_name,
+    property_name,
+)
+from app.settings.durations import format_duration
+from app.settings.properties import read_properties
+from app.volumes.admin_config import to_kafka_python
+
+# Properties under our prefixes that belong to later features or to the broker-side plugin.
+_OWN_PREFIXES = (STATIC_PREFIX, SERVICE_PREFIX)
+_HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[^\s:,\[\]]+):(\d{1,5})$")
+
+
+@dataclass(frozen=True)
+class Problem:
+    key: str
+    value: str | None
+    allowed: str
+    origin: str = ""
+
+    def __str__(self) -> str:
+        shown = "<missing>" if self.value is None else repr(self.value)
+        where = f" (from {self.origin})" if self.origin else ""
+        return f"{self.key}={shown}{where}: allowed: {self.allowed}"
+
+
+class ConfigurationError(Exception):
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__("\n".join(str(p) for p in problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class _Value:
+    raw: str
+    origin: str
+
+
+def _collect(properties: Mapping[str, str], source: str, environ: Mapping[str, str]) -> dict[str, _Value]:
+    """Property name -> raw value and origin; the environment overrides the file."""
+    values = {key: _Value(value, source) for key, value in properties.items() if key.startswith(_OWN_PREFIXES)}
+    env_to_property = {env_name(prop): prop for prop in PROPERTY_FIELDS}
+    admin_env_prefix = env_name(ADMIN_PREFIX)
+    for name, raw in environ.items():
+        if name in env_to_property:
+            values[env_to_property[name]] = _Value(raw, f"environment variable {name}")
+        elif name.startswith(admin_env_prefix) and len(name) > len(admin_env_prefix):
+            # Kafka property names use dots only, so underscores map back unambiguously.
+            prop = ADMIN_PREFIX + name[len(admin_env_prefix) :].lower().replace("_", ".")
+            values[prop] = _Value(raw, f"environment variable {name}")
+    return values
+
+
+def _unknown_key_problem(key: str, value: _Value) -> Problem:
+    close = difflib.get_close_matches(key, list(PROPERTY_FIELDS), n=1, cutoff=0.8)
+    allowed = f"did you mean {close[0]}?" if close else "a known setting (see the README's configuration table)"
+    return Problem(key, value.raw, allowed, value.origin)
+
+
+def _check_bootstrap(servers: str) -> bool:
+    entries = [s.strip() for s in servers.split(",")]
+    return all(_HOST_PORT.match(e) and 0 < int(_HOST_PORT.match(e).group(2)) < 65536 for e in entries)  # type: ignore[union-attr]
+
+
+def _cross_field_problems(s: Settings, origin_of: dict[str, str]) -> list[Problem]:
+    problems: list[Problem] = []
+
+    def problem(field: str, allowed: str) -> None:
+        value = getattr(s, field)
+        shown = None if value is None else str(value)
+        problems.append(Problem(property_name(field), shown, allowed, origin_of.get(field, "")))
+
+    hard = [f for f in ("storage_per_volume_limit_min_available_bytes", "storage_per_volume_limit_min_available_ratio") if getattr(s, f) is not None]
+    soft = [f for f in ("storage_per_volume_soft_limit_min_available_bytes", "storage_per_volume_soft_limit_min_available_ratio") if getattr(s, f) is not None]
+    hysteresis = [f for f in ("storage_per_volume_limit_hysteresis_bytes", "storage_per_volume_limit_hysteresis_ratio") if getattr(s, f) is not None]
+    exactly_one = (
+        "exactly one hard limit: either "
+        + property_name("storage_per_volume_limit_min_available_bytes")
+        + " or "
+        + property_name("storage_per_volume_limit_min_available_ratio")
+    )
+    if not hard:
+        problem("storage_per_volume_limit_min_available_bytes", exactly_one)
+    elif len(hard) > 1:
+        for field in hard:
+            problem(field, exactly_one + ", not both")
+    if len(soft) > 1:
+        for field in soft:
+            problem(field, "at most one soft limit")
+    if len(hard) == 1:
+        hard_kind = "bytes" if hard[0].endswith("bytes") else "ratio"
+        for field in soft:
+            kind = "bytes" if field.endswith("bytes") else "ratio"
+            if kind != hard_kind:
+                problem(field, f"a soft limit of the same kind as the hard limit ({hard[0].split('_')[-1]})")
+            elif len(soft) == 1 and getattr(s, field) <= getattr(s, hard[0]):
+                problem(field, f"a value strictly greater than the hard limit {property_name(hard[0])}={getattr(s, hard[0])}")
+        for field in hysteresis:
+            kind = "bytes" if field.endswith("bytes") else "ratio"
+            if kind != hard_kind:
+                problem(field, f"hysteresis in the unit of the hard limit ({hard_kind})")
+    if len(hysteresis) > 1:
+        for field in hysteresis:
+            problem(field, "at most one hysteresis setting")
+
+    if s.throttle_factor_validity_duration.total_seconds() <= 0:
+        problem("throttle_factor_validity_duration", allowed_values("throttle_factor_validity_duration"))
+    if s.observation_enabled:
+        if not s.kafka_admin_bootstrap_servers:
+            problem("kafka_admin_bootstrap_servers", allowed_values("kafka_admin_bootstrap_servers"))
+        elif not _check_bootstrap(s.kafka_admin_bootstrap_servers):
+            problem("kafka_admin_bootstrap_servers", "a comma-separated list of host:port, e.g. kafka-0:9092,kafka-1:9092")
+        if s.throttle_factor_validity_duration <= s.storage_check_interval:
+            problem(
+                "throttle_factor_validity_duration",
+                f"a duration longer than the check interval ({format_duration(s.storage_check_interval)}), "
+                "or every factor expires before the next round",
+            )
+        timeout = s.effective_kafka_request_timeout
+        if timeout.total_seconds() <= 0 or timeout >= s.storage_check_interval:
+            problem("kafka_request_timeout", f"a duration greater than zero and shorter than the check interval ({format_duration(s.storage_check_interval)})")
+    if (s.http_ssl_certfile is None) != (s.http_ssl_keyfile is None):
+        missing = "http_ssl_keyfile" if s.http_ssl_keyfile is None else "http_ssl_certfile"
+        problem(missing, "set both the certificate and the key file for HTTPS, or neither")
+    for field in ("http_ssl_certfile", "http_ssl_keyfile"):
+        path = getattr(s, field)
+        if path is not None and not Path(path).is_file():
+            problem(field, "a readable file")
+    _, admin_problems = to_kafka_python(s.kafka_admin)
+    for admin_problem in admin_problems:
+        key = ADMIN_PREFIX + admin_problem.key
+        problems.append(Problem(key, admin_problem.value, admin_problem.allowed, origin_of.get(key, "")))
+    return problems
+
+
+def load_settings(
+    config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> Settings:
+    """Build the settings, or raise ConfigurationError listing every problem."""
+    environ = os.environ if environ is None else environ
+    properties: dict[str, str] = {}
+    source = ""
+    if config_file is not None:
+        try:
+            properties = read_properties(config_file)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigurationError([Problem("--config", str(config_file), f"a readable properties file ({exc})")]) from exc
+        source = str(config_file)
+    values = _collect(properties, source, environ)
+
+    problems: list[Problem] = []
+    kwargs: dict[str, Any] = {}
+    origin_of: dict[str, str] = {}
+    admin: dict[str, str] = {}
+    for key, value in values.items():
+        if key in PROPERTY_FIELDS:
+            field = PROPERTY_FIELDS[key]
+            kwargs[field] = value.raw
+            origin_of[field] = value.origin
+        elif key.startswith(ADMIN_PREFIX):
+            admin[key[len(ADMIN_PREFIX) :]] = value.raw
+            origin_of[key] = value.origin
+        else:
+            problems.append(_unknown_key_problem(key, value))
+    kwargs["kafka_admin"] = admin
+    kwargs.update(overrides)
+
+    try:
+        settings = Settings(**kwargs)
+    except ValidationError as exc:
+        bad_fields: set[str] = set()
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else ""
+            if field not in Settings.model_fields:
+                continue
+            bad_fields.add(field)
+            raw = kwargs.get(field)
+            reason = str(error["msg"]).removeprefix("Value error, ")
+            allowed = allowed_values(field)
+            if reason.removeprefix("expected ") not in allowed:
+                allowed = f"{allowed} ({reason})"
+            problems.append(Problem(property_name(field), None if raw is None else str(raw), allowed, origin_of.get(field, "")))
+        # Check the rules between settings too, leaving out the values already reported.
+        try:
+            settings = Settings(**{k: v for k, v in kwargs.items() if k not in bad_fields})
+        except ValidationError:
+            raise ConfigurationError(problems) from exc
+        problems.extend(p for p in _cross_field_problems(settings, origin_of) if PROPERTY_FIELDS.get(p.key) not in bad_fields)
+        raise ConfigurationError(problems) from exc
+    problems.extend(_cross_field_problems(settings, origin_of))
+    if problems:
+        raise ConfigurationError(problems)
+    return settings

@@ -1,0 +1,233 @@
+"""The configuration model: the one place that defines every setting.
+
+Each field carries the Kafka-style property name it is read under (the names of Strimzi
+proposal 047 where the proposal has one), what values are allowed, and a description. The
+environment variable for a property is its name upper-cased with dots turned into
+underscores, as the Apache Kafka container image does (``client.quota.callback.static.
+throttle.factor.fallback`` -> ``CLIENT_QUOTA_CALLBACK_STATIC_THROTTLE_FACTOR_FALLBACK``).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from app.settings.durations import DURATION_HINT, parse_duration
+
+STATIC_PREFIX = "client.quota.callback.static."
+SERVICE_PREFIX = "throttle.service."
+ADMIN_PREFIX = STATIC_PREFIX + "kafka.admin."
+
+
+def setting(default: Any, prop: str, allowed: str, description: str) -> Any:
+    """A settings field that knows its property name and what values it allows."""
+    return Field(
+        default,
+        description=description,
+        json_schema_extra={"property": prop, "allowed": allowed},
+    )
+
+
+def env_name(prop: str) -> str:
+    return prop.upper().replace(".", "_").replace("-", "_")
+
+
+class Settings(BaseSettings):
+    """Every setting of the service. Values come from (highest first): keyword arguments,
+    environment variables, the properties file, the defaults below."""
+
+    model_config = SettingsConfigDict(extra="forbid", validate_default=True, frozen=True)
+
+    storage_check_interval: timedelta = setting(
+        timedelta(minutes=1),
+        STATIC_PREFIX + "storage.check.interval",
+        DURATION_HINT + "; PT0S disables observation",
+        "Interval between observation rounds (DescribeCluster + DescribeLogDirs).",
+    )
+    kafka_admin_bootstrap_servers: str | None = setting(
+        None,
+        ADMIN_PREFIX + "bootstrap.servers",
+        "a comma-separated list of host:port (required unless the check interval is PT0S)",
+        "Bootstrap servers of the Kafka cluster to observe.",
+    )
+    kafka_admin: dict[str, str] = setting(
+        {},
+        ADMIN_PREFIX + "*",
+        "Kafka admin client properties: security.protocol, ssl.*, sasl.*, client.id, ...",
+        "Further admin client properties (TLS, SASL), passed to the admin client.",
+    )
+    kafka_request_timeout: timedelta | None = setting(
+        None,
+        SERVICE_PREFIX + "kafka.request.timeout",
+        DURATION_HINT + ", shorter than the check interval",
+        "Timeout of each admin request; default: 80% of the check interval, at most PT30S.",
+    )
+    throttle_factor_fallback: float = setting(
+        1.0,
+        STATIC_PREFIX + "throttle.factor.fallback",
+        "a number in [0.0, 1.0]",
+        "Factor applied once the last valid factor has expired (0.0 is the fail-safe choice).",
+    )
+    throttle_factor_validity_duration: timedelta = setting(
+        timedelta(minutes=5),
+        STATIC_PREFIX + "throttle.factor.validity.duration",
+        DURATION_HINT + ", greater than zero",
+        "How long a computed factor, and each volume observation, stays valid.",
+    )
+    storage_per_volume_limit_min_available_bytes: int | None = setting(
+        None,
+        STATIC_PREFIX + "storage.per.volume.limit.min.available.bytes",
+        "an integer >= 0",
+        "Hard limit: pause producers when any volume has this many usable bytes or fewer.",
+    )
+    storage_per_volume_limit_min_available_ratio: float | None = setting(
+        None,
+        STATIC_PREFIX + "storage.per.volume.limit.min.available.ratio",
+        "a number in [0.0, 1.0]",
+        "Hard limit: pause producers when any volume's usable/total ratio is at or below this.",
+    )
+    storage_per_volume_soft_limit_min_available_bytes: int | None = setting(
+        None,
+        STATIC_PREFIX + "storage.per.volume.soft.limit.min.available.bytes",
+        "an integer >= 0, greater than the hard bytes limit",
+        "Soft limit: below this many usable bytes the factor ramps linearly from 1 to 0 at the hard limit.",
+    )
+    storage_per_volume_soft_limit_min_available_ratio: float | None = setting(
+        None,
+        STATIC_PREFIX + "storage.per.volume.soft.limit.min.available.ratio",
+        "a number in [0.0, 1.0], greater than the hard ratio limit",
+        "Soft limit: below this usable ratio the factor ramps linearly from 1 to 0 at the hard limit.",
+    )
+    storage_per_volume_limit_hysteresis_bytes: int | None = setting(
+        None,
+        STATIC_PREFIX + "storage.per.volume.limit.hysteresis.bytes",
+        "an integer >= 0, only with a bytes hard limit",
+        "A volume that breached the hard limit stays breaching until usable bytes exceed limit + this.",
+    )
+    storage_per_volume_limit_hysteresis_ratio: float | None = setting(
+        None,
+        STATIC_PREFIX + "storage.per.volume.limit.hysteresis.ratio",
+        "a number in [0.0, 1.0], only with a ratio hard limit",
+        "A volume that breached the hard limit stays breaching until its ratio exceeds limit + this.",
+    )
+    http_host: str = setting(
+        "0.0.0.0",
+        SERVICE_PREFIX + "http.host",
+        "an interface address or host name",
+        "Address the HTTP server listens on.",
+    )
+    http_port: int = setting(
+        8080,
+        SERVICE_PREFIX + "http.port",
+        "an integer in [1, 65535]",
+        "Port the HTTP server listens on.",
+    )
+    http_ssl_certfile: str | None = setting(
+        None,
+        SERVICE_PREFIX + "http.ssl.certfile",
+        "a path to a PEM certificate chain",
+        "Serve HTTPS with this certificate (needs the key file too).",
+    )
+    http_ssl_keyfile: str | None = setting(
+        None,
+        SERVICE_PREFIX + "http.ssl.keyfile",
+        "a path to a PEM private key",
+        "Private key for HTTPS.",
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = setting(
+        "INFO",
+        SERVICE_PREFIX + "log.level",
+        "one of DEBUG, INFO, WARNING, ERROR",
+        "Log level of the service.",
+    )
+
+    @field_validator(
+        "storage_check_interval",
+        "throttle_factor_validity_duration",
+        "kafka_request_timeout",
+        mode="before",
+    )
+    @classmethod
+    def _iso_duration(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return parse_duration(value)
+        return value
+
+    @field_validator(
+        "throttle_factor_fallback",
+        "storage_per_volume_limit_min_available_ratio",
+        "storage_per_volume_soft_limit_min_available_ratio",
+        "storage_per_volume_limit_hysteresis_ratio",
+    )
+    @classmethod
+    def _unit_interval(cls, value: float | None) -> float | None:
+        if value is not None and not 0.0 <= value <= 1.0:  # also rejects NaN
+            raise ValueError("out of range")
+        return value
+
+    @field_validator(
+        "storage_per_volume_limit_min_available_bytes",
+        "storage_per_volume_soft_limit_min_available_bytes",
+        "storage_per_volume_limit_hysteresis_bytes",
+    )
+    @classmethod
+    def _non_negative(cls, value: int | None) -> int | None:
+        if value is not None and value < 0:
+            raise ValueError("negative")
+        return value
+
+    @field_validator("http_port")
+    @classmethod
+    def _port(cls, value: int) -> int:
+        if not 1 <= value <= 65535:
+            raise ValueError("out of range")
+        return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @property
+    def observation_enabled(self) -> bool:
+        return self.storage_check_interval > timedelta(0)
+
+    @property
+    def effective_kafka_request_timeout(self) -> timedelta:
+        if self.kafka_request_timeout is not None:
+            return self.kafka_request_timeout
+        return min(timedelta(seconds=30), self.storage_check_interval * 0.8)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Only keyword arguments here; app.settings.loading adds the environment and the
+        # properties file under their Kafka-style names.
+        return (init_settings,)
+
+
+def property_name(field: str) -> str:
+    extra = Settings.model_fields[field].json_schema_extra
+    assert isinstance(extra, dict)
+    return str(extra["property"])
+
+
+def allowed_values(field: str) -> str:
+    extra = Settings.model_fields[field].json_schema_extra
+    assert isinstance(extra, dict)
+    return str(extra["allowed"])
+
+
+# property name -> field name, for every plain (non-wildcard) setting
+PROPERTY_FIELDS: dict[str, str] = {
+    property_name(name): name for name in Settings.model_fields if name != "kafka_admin"
+}

@@ -1,0 +1,157 @@
+"""Volume observations from a Kafka cluster through kafka-python's admin client.
+
+One round: DescribeCluster for the active (unfenced) brokers, then DescribeLogDirs with an
+empty topic list to every active broker at once. An empty topic list makes the broker
+answer with each log dir's TotalBytes/UsableBytes (v4+, KIP-827) but no partitions, so the
+answer stays small on brokers with thousands of partitions.
+
+kafka-python's public ``describe_log_dirs`` asks the brokers one after another and has no
+per-request timeout, so the requests are issued here through the admin client's connection
+manager, concurrently, each bounded by the request timeout: a round costs about as much as
+the slowest broker, and one slow or dead broker only marks the round incomplete. This runs on
+a worker thread (kafka-python blocks); the HTTP side never waits on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import kafka.errors as kafka_errors
+from kafka import KafkaAdminClient
+from kafka.protocol.admin import DescribeLogDirsRequest
+
+from app.clock import Clock, system_clock
+from app.volumes.model import ObservationRound, VolumeObservation
+
+log = logging.getLogger(__name__)
+
+# The lowest DescribeLogDirs version whose answer carries TotalBytes and UsableBytes.
+TOTALS_MIN_VERSION = 4
+
+
+def _error_name(code: int) -> str:
+    error = kafka_errors.for_code(code)
+    return getattr(error, "message", error.__name__)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class KafkaVolumeSource:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        request_timeout_seconds: float,
+        admin_config: dict[str, Any] | None = None,
+        clock: Clock = system_clock,
+        client_id: str = "kafka-throttle-service",
+    ) -> None:
+        self._bootstrap_servers = bootstrap_servers
+        self._timeout_ms = max(1, int(request_timeout_seconds * 1000))
+        self._admin_config = {"client_id": client_id, **(admin_config or {})}
+        self._clock = clock
+        self._admin: KafkaAdminClient | None = None
+        self._connected = False
+        # DescribeLogDirs version used per broker in the latest round (for diagnostics/tests).
+        self.log_dirs_versions: dict[int, int] = {}
+
+    @property
+    def connected(self) -> bool:
+        return self._connected
+
+    def _client(self) -> KafkaAdminClient:
+        if self._admin is None:
+            self._admin = KafkaAdminClient(
+                bootstrap_servers=self._bootstrap_servers,
+                request_timeout_ms=self._timeout_ms,
+                bootstrap_timeout_ms=self._timeout_ms,
+                **self._admin_config,
+            )
+        return self._admin
+
+    def _reset(self) -> None:
+        admin, self._admin = self._admin, None
+        if admin is not None:
+            try:
+                admin.close()
+            except Exception:  # closing a broken client must not break the round
+                log.debug("closing the admin client failed", exc_info=True)
+
+    def close(self) -> None:
+        self._reset()
+
+    def observe(self) -> ObservationRound:
+        started = self._clock()
+        try:
+            admin = self._client()
+            cluster = admin.describe_cluster()
+        except Exception as exc:
+            self._connected = False
+            self._reset()  # start from a fresh bootstrap next round
+            return ObservationRound(started, self._clock(), error=f"DescribeCluster failed: {_describe(exc)}")
+        self._connected = True
+        active = tuple(sorted(b["broker_id"] for b in cluster["brokers"] if not b.get("is_fenced", False)))
+        if not active:
+            return ObservationRound(started, self._clock(), error="DescribeCluster listed no active broker")
+        try:
+            answers = admin._manager.run(self._describe_log_dirs, admin._manager, active)
+        except Exception as exc:
+            self._reset()
+            return ObservationRound(started, self._clock(), active, error=f"DescribeLogDirs failed: {_describe(exc)}")
+        finished = self._clock()
+        observations: list[VolumeObservation] = []
+        missing: dict[int, str] = {}
+        for broker_id in active:
+            answer = answers[broker_id]
+            if isinstance(answer, BaseException):
+                missing[broker_id] = _describe(answer)
+                continue
+            response, version = answer
+            self.log_dirs_versions[broker_id] = version
+            top_error = getattr(response, "error_code", 0)
+            if top_error:
+                missing[broker_id] = f"DescribeLogDirs error {_error_name(top_error)}"
+                continue
+            for result in response.results:
+                has_totals = version >= TOTALS_MIN_VERSION
+                observations.append(
+                    VolumeObservation(
+                        broker_id=broker_id,
+                        log_dir=result.log_dir,
+                        total_bytes=result.total_bytes if has_totals else -1,
+                        usable_bytes=result.usable_bytes if has_totals else -1,
+                        observed_at=finished,
+                        error=_error_name(result.error_code) if result.error_code else None,
+                    )
+                )
+        if len(missing) == len(active):
+            self._reset()
+        return ObservationRound(started, finished, active, tuple(observations), missing)
+
+    async def _describe_log_dirs(self, manager: Any, broker_ids: tuple[int, ...]) -> dict[int, Any]:
+        """Send DescribeLogDirs to every broker before awaiting any answer."""
+        futures: dict[int, Any] = {}
+        requests: dict[int, DescribeLogDirsRequest] = {}
+        answers: dict[int, Any] = {}
+        for broker_id in broker_ids:
+            request = DescribeLogDirsRequest(topics=[])  # empty list: log dirs only, no partitions
+            requests[broker_id] = request
+            try:
+                futures[broker_id] = manager.send(request, node_id=broker_id, request_timeout_ms=self._timeout_ms)
+            except Exception as exc:  # e.g. a broker the client's metadata does not know yet
+                answers[broker_id] = exc
+        # One deadline for the whole fan-out: answers are awaited in turn, but the
+        # round never waits longer than one request timeout in all.
+        deadline = time.monotonic() + self._timeout_ms / 1000
+        for broker_id, future in futures.items():
+            remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
+            try:
+                response = await manager.wait_for(future, remaining_ms)
+                answers[broker_id] = (response, requests[broker_id].API_VERSION)
+            except Exception as exc:
+                answers[broker_id] = exc
+        return answers

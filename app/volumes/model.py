@@ -1,0 +1,65 @@
+"""What the service knows about a log dir's volume, and what one observation round yields."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+VolumeKey = tuple[int, str]  # (broker id, log dir)
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeObservation:
+    """One log dir as DescribeLogDirs reported it (KIP-827 TotalBytes / UsableBytes).
+
+    total_bytes and usable_bytes are -1 when the broker does not report them (before
+    Kafka 3.3, or DescribeLogDirs below v4). ``error`` names the Kafka error of a log dir
+    that is offline (e.g. KAFKA_STORAGE_ERROR)."""
+
+    broker_id: int
+    log_dir: str
+    total_bytes: int
+    usable_bytes: int
+    observed_at: float
+    error: str | None = None
+
+    @property
+    def key(self) -> VolumeKey:
+        return (self.broker_id, self.log_dir)
+
+    @property
+    def capacity_known(self) -> bool:
+        return self.total_bytes >= 0 and self.usable_bytes >= 0
+
+    @property
+    def available_ratio(self) -> float | None:
+        if not self.capacity_known:
+            return None
+        return self.usable_bytes / self.total_bytes if self.total_bytes > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class ObservationRound:
+    """The result of one DescribeCluster + DescribeLogDirs round.
+
+    ``error`` is set when the round produced nothing (cluster unreachable, DescribeCluster
+    failed). Otherwise ``missing_brokers`` maps each active broker that did not answer to the
+    reason, and the round is complete only when that map is empty."""
+
+    started_at: float
+    finished_at: float
+    active_brokers: tuple[int, ...] = ()
+    observations: tuple[VolumeObservation, ...] = ()
+    missing_brokers: dict[int, str] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    @property
+    def complete(self) -> bool:
+        return self.error is None and not self.missing_brokers
+
+    @property
+    def answered_brokers(self) -> tuple[int, ...]:
+        return tuple(b for b in self.active_brokers if b not in self.missing_brokers)

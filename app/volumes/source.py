@@ -1,0 +1,20 @@
+"""The seam between the decision logic and wherever volume observations come from."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from app.volumes.model import ObservationRound
+
+
+class VolumeSource(Protocol):
+    def observe(self) -> ObservationRound:
+        """Run one observation round. Blocking; never raises: failures are in the round."""
+        ...
+
+    @property
+    def connected(self) -> bool:
+        """Whether the latest round reached the cluster (the admin connection status)."""
+        ...
+
+    def close(self) -> None: ...
