@@ -87,11 +87,11 @@ def _check_bootstrap(servers: str) -> bool:
     return all(_HOST_PORT.match(e) and 0 < int(_HOST_PORT.match(e).group(2)) < 65536 for e in entries)  # type: ignore[union-attr]
 
 
-def _cross_field_problems(s: Settings, origin_of: dict[str, str]) -> list[Problem]:
+def _cross_field_problems(s: Settings, origin_of: dict[str, str], raw_of: dict[str, Any]) -> list[Problem]:
     problems: list[Problem] = []
 
     def problem(field: str, allowed: str) -> None:
-        value = getattr(s, field)
+        value = raw_of.get(field, getattr(s, field))
         shown = None if value is None else str(value)
         problems.append(Problem(property_name(field), shown, allowed, origin_of.get(field, "")))
 
@@ -130,17 +130,17 @@ def _cross_field_problems(s: Settings, origin_of: dict[str, str]) -> list[Proble
 
     if s.throttle_factor_validity_duration.total_seconds() <= 0:
         problem("throttle_factor_validity_duration", allowed_values("throttle_factor_validity_duration"))
+    elif s.observation_enabled and s.throttle_factor_validity_duration <= s.storage_check_interval:
+        problem(
+            "throttle_factor_validity_duration",
+            f"a duration longer than the check interval ({format_duration(s.storage_check_interval)}), "
+            "or every factor expires before the next round",
+        )
     if s.observation_enabled:
         if not s.kafka_admin_bootstrap_servers:
             problem("kafka_admin_bootstrap_servers", allowed_values("kafka_admin_bootstrap_servers"))
         elif not _check_bootstrap(s.kafka_admin_bootstrap_servers):
             problem("kafka_admin_bootstrap_servers", "a comma-separated list of host:port, e.g. kafka-0:9092,kafka-1:9092")
-        if s.throttle_factor_validity_duration <= s.storage_check_interval:
-            problem(
-                "throttle_factor_validity_duration",
-                f"a duration longer than the check interval ({format_duration(s.storage_check_interval)}), "
-                "or every factor expires before the next round",
-            )
         timeout = s.effective_kafka_request_timeout
         if timeout.total_seconds() <= 0 or timeout >= s.storage_check_interval:
             problem("kafka_request_timeout", f"a duration greater than zero and shorter than the check interval ({format_duration(s.storage_check_interval)})")
@@ -212,9 +212,9 @@ def load_settings(
             settings = Settings(**{k: v for k, v in kwargs.items() if k not in bad_fields})
         except ValidationError:
             raise ConfigurationError(problems) from exc
-        problems.extend(p for p in _cross_field_problems(settings, origin_of) if PROPERTY_FIELDS.get(p.key) not in bad_fields)
+        problems.extend(p for p in _cross_field_problems(settings, origin_of, kwargs) if PROPERTY_FIELDS.get(p.key) not in bad_fields)
         raise ConfigurationError(problems) from exc
-    problems.extend(_cross_field_problems(settings, origin_of))
+    problems.extend(_cross_field_problems(settings, origin_of, kwargs))
     if problems:
         raise ConfigurationError(problems)
     return settings

@@ -1,0 +1,182 @@
+"""Configuration: proposal 047 property names, environment overrides, and clear errors."""
+
+import subprocess
+import sys
+from datetime import timedelta
+
+import pytest
+
+from app.settings import ConfigurationError, load_settings
+from app.settings.durations import format_duration, parse_duration
+from app.settings.properties import parse_properties
+
+P = "client.quota.callback.static."
+MINIMAL = {
+    "CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_BOOTSTRAP_SERVERS": "localhost:9092",
+    "CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_LIMIT_MIN_AVAILABLE_BYTES": "1000000000",
+}
+
+
+def write(tmp_path, text):
+    path = tmp_path / "throttle.properties"
+    path.write_text(text)
+    return path
+
+
+def problems(**kwargs):
+    with pytest.raises(ConfigurationError) as caught:
+        load_settings(**kwargs)
+    return [str(p) for p in caught.value.problems]
+
+
+def test_properties_file_uses_the_proposal_names(tmp_path):
+    path = write(
+        tmp_path,
+        f"""# copied from a broker's server.properties
+{P}storage.check.interval=PT30S
+{P}kafka.admin.bootstrap.servers=kafka-0:9092,kafka-1:9092
+{P}kafka.admin.security.protocol=SASL_SSL
+{P}kafka.admin.sasl.mechanism=SCRAM-SHA-512
+{P}kafka.admin.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\
+    username="throttle" password="s3cret";
+{P}throttle.factor.fallback=0.0
+{P}throttle.factor.validity.duration=PT2M
+{P}storage.per.volume.limit.min.available.ratio=0.01
+broker.id=0
+""",
+    )
+    s = load_settings(path, environ={})
+    assert s.storage_check_interval == timedelta(seconds=30)
+    assert s.kafka_admin_bootstrap_servers == "kafka-0:9092,kafka-1:9092"
+    assert s.kafka_admin["security.protocol"] == "SASL_SSL"
+    assert s.throttle_factor_fallback == 0.0
+    assert s.throttle_factor_validity_duration == timedelta(minutes=2)
+    assert s.storage_per_volume_limit_min_available_ratio == 0.01
+
+
+def test_defaults_follow_the_proposal():
+    s = load_settings(environ=MINIMAL)
+    assert s.storage_check_interval == timedelta(minutes=1)
+    assert s.throttle_factor_fallback == 1.0
+    assert s.throttle_factor_validity_duration == timedelta(minutes=5)
+    assert s.effective_kafka_request_timeout == timedelta(seconds=30)
+
+
+def test_environment_overrides_the_file(tmp_path):
+    path = write(tmp_path, f"{P}throttle.factor.fallback=0.5\n{P}storage.per.volume.limit.min.available.bytes=10\n{P}kafka.admin.bootstrap.servers=a:1\n")
+    s = load_settings(path, environ={"CLIENT_QUOTA_CALLBACK_STATIC_THROTTLE_FACTOR_FALLBACK": "0.25"})
+    assert s.throttle_factor_fallback == 0.25
+
+
+def test_admin_properties_from_the_environment_map_underscores_to_dots():
+    s = load_settings(environ={**MINIMAL, "CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_SSL_ENDPOINT_IDENTIFICATION_ALGORITHM": ""})
+    assert s.kafka_admin == {"ssl.endpoint.identification.algorithm": ""}
+
+
+def test_check_interval_pt0s_disables_observation_and_needs_no_bootstrap():
+    s = load_settings(environ={"CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_CHECK_INTERVAL": "PT0S", "CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_LIMIT_MIN_AVAILABLE_BYTES": "1"})
+    assert not s.observation_enabled
+
+
+def test_exactly_one_hard_limit_is_required():
+    lines = problems(environ={"CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_BOOTSTRAP_SERVERS": "a:1"})
+    assert len(lines) == 1 and "exactly one hard limit" in lines[0]
+    both = problems(environ={**MINIMAL, "CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_LIMIT_MIN_AVAILABLE_RATIO": "0.05"})
+    assert len(both) == 2
+    assert any(line.startswith(P + "storage.per.volume.limit.min.available.ratio='0.05'") for line in both)
+    assert any(line.startswith(P + "storage.per.volume.limit.min.available.bytes='1000000000'") for line in both)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "key", "allowed"),
+    [
+        ("CLIENT_QUOTA_CALLBACK_STATIC_THROTTLE_FACTOR_FALLBACK", "1.5", "throttle.factor.fallback", "[0.0, 1.0]"),
+        ("CLIENT_QUOTA_CALLBACK_STATIC_THROTTLE_FACTOR_FALLBACK", "nan", "throttle.factor.fallback", "[0.0, 1.0]"),
+        ("CLIENT_QUOTA_CALLBACK_STATIC_THROTTLE_FACTOR_FALLBACK", "-0.1", "throttle.factor.fallback", "[0.0, 1.0]"),
+        ("CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_LIMIT_MIN_AVAILABLE_BYTES", "-1", "storage.per.volume.limit.min.available.bytes", ">= 0"),
+        ("CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_CHECK_INTERVAL", "60s", "storage.check.interval", "ISO-8601"),
+        ("CLIENT_QUOTA_CALLBACK_STATIC_THROTTLE_FACTOR_VALIDITY_DURATION", "PT30S", "throttle.factor.validity.duration", "longer than the check interval (PT1M)"),
+        ("CLIENT_QUOTA_CALLBACK_STATIC_THROTTLE_FACTOR_VALIDITY_DURATION", "PT0S", "throttle.factor.validity.duration", "greater than zero"),
+        ("CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_BOOTSTRAP_SERVERS", "no-port", "kafka.admin.bootstrap.servers", "host:port"),
+        ("CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_SSL_TRUSTSTORE_TYPE", "JKS", "kafka.admin.ssl.truststore.type", "PEM"),
+    ],
+)
+def test_each_bad_value_is_named_with_what_is_allowed(variable, value, key, allowed):
+    lines = problems(environ={**MINIMAL, variable: value})
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"{P}{key}={value!r} (from environment variable {variable})")
+    assert allowed in lines[0]
+
+
+def test_soft_limit_must_be_strictly_looser_and_of_the_same_kind():
+    equal = problems(environ={**MINIMAL, "CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_SOFT_LIMIT_MIN_AVAILABLE_BYTES": "1000000000"})
+    assert "strictly greater than the hard limit" in equal[0]
+    other_kind = problems(environ={**MINIMAL, "CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_SOFT_LIMIT_MIN_AVAILABLE_RATIO": "0.5"})
+    assert "same kind as the hard limit" in other_kind[0]
+    ok = load_settings(environ={**MINIMAL, "CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_SOFT_LIMIT_MIN_AVAILABLE_BYTES": "1000000001"})
+    assert ok.storage_per_volume_soft_limit_min_available_bytes == 1000000001
+
+
+def test_request_timeout_must_be_below_the_check_interval():
+    lines = problems(environ={**MINIMAL, "THROTTLE_SERVICE_KAFKA_REQUEST_TIMEOUT": "PT1M"})
+    assert lines == [
+        "throttle.service.kafka.request.timeout='PT1M' (from environment variable THROTTLE_SERVICE_KAFKA_REQUEST_TIMEOUT): "
+        "allowed: a duration greater than zero and shorter than the check interval (PT1M)"
+    ]
+
+
+def test_unknown_keys_under_our_prefix_are_errors_with_a_suggestion(tmp_path):
+    path = write(tmp_path, f"{P}storage.per.volume.limit.min.available.byte=5\n{P}kafka.admin.bootstrap.servers=a:1\n{P}storage.per.volume.limit.min.available.bytes=5\n")
+    lines = problems(config_file=path, environ={})
+    assert len(lines) == 1
+    assert "did you mean client.quota.callback.static.storage.per.volume.limit.min.available.bytes" in lines[0]
+
+
+def test_every_problem_is_reported_at_once():
+    lines = problems(environ={"CLIENT_QUOTA_CALLBACK_STATIC_THROTTLE_FACTOR_FALLBACK": "2", "CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_SECURITY_PROTOCOL": "TLS"})
+    assert len(lines) == 4  # fallback, hard limit missing, bootstrap missing, security.protocol
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("PT1M", 60), ("PT0S", 0), ("PT0.5S", 0.5), ("P1DT2H", 93600), ("pt5m", 300), ("PT1H30M", 5400)])
+def test_iso_durations(text, seconds):
+    assert parse_duration(text).total_seconds() == seconds
+
+
+@pytest.mark.parametrize("text", ["1m", "60", "PT", "P", "-PT1M", "PT1M2H", "P1M"])
+def test_invalid_iso_durations(text):
+    with pytest.raises(ValueError):
+        parse_duration(text)
+
+
+def test_format_duration_round_trips():
+    for text in ("PT5M", "PT0S", "PT1H30M", "PT0.5S"):
+        assert format_duration(parse_duration(text)) == text
+
+
+def test_properties_syntax_follows_java_util_properties():
+    parsed = parse_properties("a=1\nb : 2\nc 3\n! comment\n  # comment\nd=multi\\\n   line\ne\\=f=g\nh=\\u0041\\t\n")
+    assert parsed == {"a": "1", "b": "2", "c": "3", "d": "multiline", "e=f": "g", "h": "A\t"}
+
+
+def run_cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_check_config_exits_0_when_valid_and_2_with_one_line_per_problem(tmp_path):
+    good = write(tmp_path, f"{P}kafka.admin.bootstrap.servers=a:1\n{P}storage.per.volume.limit.min.available.ratio=0.1\n")
+    assert run_cli("--check-config", "--config", str(good), env={"PATH": "/usr/bin"}).returncode == 0
+    bad = tmp_path / "bad.properties"
+    bad.write_text(f"{P}throttle.factor.fallback=7\n{P}storage.check.interval=soon\n")
+    result = run_cli("--check-config", "--config", str(bad), env={"PATH": "/usr/bin"})
+    assert result.returncode == 2
+    lines = [line.strip() for line in result.stderr.splitlines()[1:]]
+    assert any(line.startswith(f"{P}throttle.factor.fallback='7' (from {bad})") for line in lines)
+    assert any(line.startswith(f"{P}storage.check.interval='soon'") for line in lines)
+    assert len(lines) == 4
+
+
+def test_the_service_refuses_to_start_on_bad_configuration(tmp_path):
+    bad = write(tmp_path, f"{P}throttle.factor.fallback=7\n")
+    result = run_cli("--config", str(bad), env={"PATH": "/usr/bin"})
+    assert result.returncode == 2
+    assert "throttle.factor.fallback='7'" in result.stderr
