@@ -1,0 +1,196 @@
+"""HTTP semantics of the decision endpoints, with rounds applied by the test (no Kafka).
+
+The real service against a real cluster is covered in tests/integration."""
+
+import asyncio
+
+import httpx
+import pytest
+
+from app.clock import ManualClock
+from app.main import create_app
+from app.settings import load_settings
+from app.volumes.model import ObservationRound, VolumeObservation
+
+
+def make_app(clock, **overrides):
+    settings = load_settings(
+        environ={},
+        kafka_admin_bootstrap_servers="127.0.0.1:1",
+        storage_per_volume_limit_min_available_bytes="100",
+        throttle_factor_validity_duration="PT2M",
+        throttle_factor_fallback="0.0",
+        **overrides,
+    )
+    return create_app(settings, clock=clock, observe=False)
+
+
+def healthy(clock, usable=500):
+    now = clock()
+    return ObservationRound(now, now, (1, 2), (VolumeObservation(1, "/a", 1000, usable, now), VolumeObservation(2, "/b", 1000, 900, now)))
+
+
+def run(scenario, **overrides):
+    clock = ManualClock()
+    app = make_app(clock, **overrides)
+
+    async def main():
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://service") as client:
+                return await scenario(client, app.state.observer, clock)
+
+    return asyncio.run(main())
+
+
+def test_throttle_factor_carries_etag_and_answers_304_to_if_none_match():
+    async def scenario(client, observer, clock):
+        observer.apply_round(healthy(clock))
+        first = await client.get("/throttle-factor")
+        assert first.status_code == 200
+        etag = first.headers["etag"]
+        assert etag.startswith('"') and etag.endswith('"')
+        body = first.json()
+        assert (body["factor"], body["state"], body["source"]) == (1.0, "OPEN", "observed")
+        assert body["active_brokers"] == 2 and body["active_log_dirs"] == 2
+        again = await client.get("/throttle-factor", headers={"If-None-Match": etag})
+        assert again.status_code == 304 and again.content == b"" and again.headers["etag"] == etag
+        weak = await client.get("/throttle-factor", headers={"If-None-Match": f'"other", W/{etag}'})
+        assert weak.status_code == 304
+        observer.apply_round(healthy(clock, usable=50))
+        changed = await client.get("/throttle-factor", headers={"If-None-Match": etag})
+        assert changed.status_code == 200 and changed.headers["etag"] != etag
+        assert changed.json()["state"] == "PAUSE"
+        assert changed.json()["breaching"][0]["log_dir"] == "/a"
+
+    run(scenario)
+
+
+def test_expiry_is_judged_on_read_and_changes_the_etag():
+    async def scenario(client, observer, clock):
+        observer.apply_round(healthy(clock))
+        etag = (await client.get("/throttle-factor")).headers["etag"]
+        clock.advance(121)
+        response = await client.get("/throttle-factor", headers={"If-None-Match": etag})
+        assert response.status_code == 200
+        assert (response.json()["source"], response.json()["factor"]) == ("fallback", 0.0)
+
+    run(scenario)
+
+
+def test_long_poll_returns_as_soon_as_the_decision_changes():
+    async def scenario(client, observer, clock):
+        observer.apply_round(healthy(clock))
+        etag = (await client.get("/throttle-factor")).headers["etag"]
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        loop.call_later(0.2, lambda: observer.apply_round(healthy(clock, usable=50)))
+        response = await client.get("/throttle-factor?wait=10s", headers={"If-None-Match": etag})
+        elapsed = loop.time() - started
+        assert response.status_code == 200 and response.json()["state"] == "PAUSE"
+        assert 0.15 < elapsed < 5
+
+    run(scenario)
+
+
+def test_long_poll_times_out_with_304_when_nothing_changes():
+    async def scenario(client, observer, clock):
+        observer.apply_round(healthy(clock))
+        etag = (await client.get("/throttle-factor")).headers["etag"]
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        response = await client.get("/throttle-factor", params={"wait": "0.3"}, headers={"If-None-Match": etag})
+        assert response.status_code == 304
+        assert 0.25 < loop.time() - started < 3
+
+    run(scenario)
+
+
+@pytest.mark.parametrize("wait", ["abc", "-1", "301", "1e3"])
+def test_invalid_wait_is_a_problem_json_422(wait):
+    async def scenario(client, observer, clock):
+        response = await client.get("/throttle-factor", params={"wait": wait})
+        assert response.status_code == 422
+        assert response.headers["content-type"] == "application/problem+json"
+        assert "wait" in response.json()["detail"]
+
+    run(scenario)
+
+
+def test_unknown_path_is_problem_json_404():
+    async def scenario(client, observer, clock):
+        response = await client.get("/nope")
+        assert response.status_code == 404
+        assert response.headers["content-type"] == "application/problem+json"
+        assert response.json()["status"] == 404
+
+    run(scenario)
+
+
+def test_volumes_lists_the_cache_with_ages():
+    async def scenario(client, observer, clock):
+        observer.apply_round(healthy(clock, usable=50))
+        clock.advance(30)
+        body = (await client.get("/volumes")).json()
+        assert body["active_brokers"] == [1, 2]
+        first = body["volumes"][0]
+        assert (first["broker_id"], first["log_dir"], first["status"], first["age_seconds"]) == (1, "/a", "breaching", 30.0)
+        assert first["total_bytes"] == 1000 and first["usable_bytes"] == 50 and first["available_ratio"] == 0.05
+
+    run(scenario)
+
+
+def test_readiness_waits_for_a_first_observation_or_the_fallback():
+    async def scenario(client, observer, clock):
+        assert (await client.get("/healthz")).status_code == 200
+        assert (await client.get("/readyz")).status_code == 503
+        clock.advance(121)
+        assert (await client.get("/readyz")).json() == {"ready": True, "source": "fallback", "rounds": 0}
+
+    run(scenario)
+
+
+def test_metrics_expose_the_decision_and_the_http_metrics():
+    async def scenario(client, observer, clock):
+        observer.apply_round(healthy(clock, usable=50))
+        await client.get("/throttle-factor")
+        text = (await client.get("/metrics")).text
+        assert "kafka_throttle_factor 0.0" in text
+        assert "kafka_throttle_state 2.0" in text
+        assert 'kafka_throttle_limit_violations_total{limit="hard"} 1.0' in text
+        assert "kafka_throttle_active_brokers 2.0" in text
+        assert "kafka_throttle_active_log_dirs 2.0" in text
+        assert 'kafka_throttle_volume_available_bytes{broker_id="1",log_dir="/a"} 50.0' in text
+        assert "kafka_throttle_admin_connected 1.0" in text
+        assert 'http_requests_total{handler="/throttle-factor",method="GET",status="2xx"}' in text
+        # a volume that goes away takes its series with it
+        now = clock()
+        observer.apply_round(ObservationRound(now, now, (2,), (VolumeObservation(2, "/b", 1000, 900, now),)))
+        clock.advance(121)
+        observer.apply_round(ObservationRound(clock(), clock(), (2,), (VolumeObservation(2, "/b", 1000, 900, clock()),)))
+        text = (await client.get("/metrics")).text
+        assert 'broker_id="1"' not in text
+
+    run(scenario)
+
+
+def test_fallback_is_counted_once_per_takeover_and_shown_as_lack_of_data():
+    async def scenario(client, observer, clock):
+        observer.apply_round(healthy(clock))
+        clock.advance(121)
+        for _ in range(3):
+            await client.get("/throttle-factor")
+        text = (await client.get("/metrics")).text
+        assert "kafka_throttle_fallback_applied_total 1.0" in text
+        assert "kafka_throttle_fallback_in_force 1.0" in text
+
+    run(scenario)
+
+
+def test_disabled_observation_serves_factor_one():
+    async def scenario(client, observer, clock):
+        body = (await client.get("/throttle-factor")).json()
+        assert (body["factor"], body["source"], body["state"]) == (1.0, "disabled", "OPEN")
+        assert (await client.get("/readyz")).status_code == 200
+
+    run(scenario, storage_check_interval="PT0S")
