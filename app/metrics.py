@@ -6,12 +6,14 @@ read, for metrics as for HTTP."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from app.policy.limits import Evaluation, State
-from app.volumes.model import VolumeKey, VolumeObservation
+from app.volumes.model import VolumeObservation
 
 _STATE_VALUE = {State.OPEN.value: 0, State.THROTTLE.value: 1, State.PAUSE.value: 2}
 
@@ -50,12 +52,6 @@ class ServiceMetrics:
         self.unjudged_log_dirs = Gauge(
             "kafka_throttle_unjudged_log_dirs", "Log dirs reporting no TotalBytes/UsableBytes (-1)", registry=registry
         )
-        self.volume_available = Gauge(
-            "kafka_throttle_volume_available_bytes", "Usable bytes of a log dir's volume", ["broker_id", "log_dir"], registry=registry
-        )
-        self.volume_total = Gauge(
-            "kafka_throttle_volume_total_bytes", "Total bytes of a log dir's volume", ["broker_id", "log_dir"], registry=registry
-        )
         self.observation_errors = Counter(
             "kafka_throttle_observation_errors",
             "Failed observations: kind=round (nothing observed) or kind=broker (one broker missing)",
@@ -71,7 +67,6 @@ class ServiceMetrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=registry,
         )
-        self._volume_series: set[VolumeKey] = set()
         for kind in ("round", "broker"):
             self.observation_errors.labels(kind)
         for limit in ("hard", "soft"):
@@ -83,22 +78,35 @@ class ServiceMetrics:
         self.state.set_function(lambda: _STATE_VALUE[read()[1]])
         self.lack_of_data.set_function(lambda: 1.0 if read()[2] else 0.0)
 
-    def record_evaluation(self, evaluation: Evaluation, volumes: list[VolumeObservation], active_brokers: int) -> None:
+    def bind_volumes(self, volumes: Callable[[], Iterable[VolumeObservation]]) -> None:
+        self.registry.register(VolumeCollector(volumes))
+
+    def record_evaluation(self, evaluation: Evaluation, active_brokers: int) -> None:
         self.active_brokers.set(active_brokers)
-        self.active_log_dirs.set(len(volumes))
+        self.active_log_dirs.set(evaluation.volume_count)
         self.unjudged_log_dirs.set(len(evaluation.unjudged))
         if evaluation.breaching:
             self.limit_violations.labels("hard").inc(len(evaluation.breaching))
         if evaluation.ramping:
             self.limit_violations.labels("soft").inc(len(evaluation.ramping))
-        current: set[VolumeKey] = set()
-        for volume in volumes:
-            labels = (str(volume.broker_id), volume.log_dir)
-            current.add(volume.key)
-            self.volume_available.labels(*labels).set(volume.usable_bytes)
-            self.volume_total.labels(*labels).set(volume.total_bytes)
-        for gone in self._volume_series - current:  # series go when their volume goes
-            labels = (str(gone[0]), gone[1])
-            self.volume_available.remove(*labels)
-            self.volume_total.remove(*labels)
-        self._volume_series = current
+
+
+class VolumeCollector(Collector):
+    """Per-volume gauges read from the cache at scrape time.
+
+    Setting 2 x 12,000 labelled gauges every round would cost more than the whole decision;
+    reading the cache when Prometheus asks costs nothing between scrapes, and a volume that
+    leaves the cache leaves the metrics with it."""
+
+    def __init__(self, volumes: Callable[[], Iterable[VolumeObservation]]) -> None:
+        self._volumes = volumes
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        available = GaugeMetricFamily("kafka_throttle_volume_available_bytes", "Usable bytes of a log dir's volume", labels=["broker_id", "log_dir"])
+        total = GaugeMetricFamily("kafka_throttle_volume_total_bytes", "Total bytes of a log dir's volume", labels=["broker_id", "log_dir"])
+        for volume in self._volumes():
+            labels = [str(volume.broker_id), volume.log_dir]
+            available.add_metric(labels, volume.usable_bytes)
+            total.add_metric(labels, volume.total_bytes)
+        yield available
+        yield total

@@ -50,6 +50,7 @@ class Observer:
         self._round_failed = False
         self._executor: ThreadPoolExecutor | None = None
         metrics.bind_reading(self._reading_for_metrics)
+        metrics.bind_volumes(decider.cache.volumes)
 
     # -- decisions ---------------------------------------------------------------------
     def _render(self, now: float) -> tuple[ThrottleDecision, float | None]:
@@ -75,7 +76,7 @@ class Observer:
             self.metrics.observation_errors.labels("round").inc()
         if round_.missing_brokers:
             self.metrics.observation_errors.labels("broker").inc(len(round_.missing_brokers))
-        self.metrics.record_evaluation(evaluation, self.decider.cache.volumes(), len(self.decider.active_brokers))
+        self.metrics.record_evaluation(evaluation, len(self.decider.active_brokers))
         self._log_round_changes(round_)
         return self.board.refresh()
 

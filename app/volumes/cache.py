@@ -21,15 +21,11 @@ class VolumeCache:
 
         A broker's answer lists all of its log dirs, so a log dir it no longer reports is
         dropped rather than kept as a ghost; brokers that did not answer keep theirs."""
-        by_broker: dict[int, list[VolumeObservation]] = {broker: [] for broker in answered}
+        answered_brokers = set(answered)
+        entries = {key: o for key, o in self._entries.items() if key[0] not in answered_brokers}
         for observation in observations:
-            by_broker.setdefault(observation.broker_id, []).append(observation)
-        stale = [k for k in self._entries if k[0] in by_broker]
-        for key in stale:
-            del self._entries[key]
-        for observations_of_broker in by_broker.values():
-            for observation in observations_of_broker:
-                self._entries[observation.key] = observation
+            entries[(observation.broker_id, observation.log_dir)] = observation
+        self._entries = entries
 
     def evict_expired(self, now: float) -> list[VolumeObservation]:
         """Drop observations older than the validity duration; an observation exactly

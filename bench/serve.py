@@ -1,0 +1,55 @@
+"""Servers for the HTTP benchmarks, one per process: ``python bench/serve.py service|bare PORT``.
+
+``service`` is the real app (metrics on) holding a decision over a 3-broker cluster view, as
+after a real observation round; ``bare`` is a FastAPI endpoint returning a constant JSON body
+of the same size, the baseline every ratio is measured against."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import uvicorn
+from fastapi import FastAPI, Response
+
+from app.main import create_app
+from app.settings import load_settings
+from app.volumes.model import ObservationRound, VolumeObservation
+
+MiB = 1024 * 1024
+
+
+def service_app() -> FastAPI:
+    settings = load_settings(
+        environ={},
+        kafka_admin_bootstrap_servers="127.0.0.1:9092",
+        storage_per_volume_limit_min_available_bytes=str(8 * MiB),
+        storage_per_volume_soft_limit_min_available_bytes=str(24 * MiB),
+        throttle_factor_validity_duration="P1D",
+    )
+    app = create_app(settings, observe=False)
+    now = time.time()
+    volumes = tuple(VolumeObservation(b, f"/var/lib/kafka/data-{b}", 64 * MiB, (12 + 20 * b) * MiB, now) for b in (1, 2, 3))
+    app.state.observer.apply_round(ObservationRound(now, now, (1, 2, 3), volumes))
+    return app
+
+
+def bare_app(body: bytes) -> FastAPI:
+    app = FastAPI()
+
+    @app.get("/bare")
+    async def bare() -> Response:
+        return Response(body, media_type="application/json")
+
+    return app
+
+
+def main() -> None:
+    kind, port = sys.argv[1], int(sys.argv[2])
+    service = service_app()
+    app = service if kind == "service" else bare_app(service.state.observer.board.current().body)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main()
