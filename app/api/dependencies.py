@@ -7,5 +7,6 @@ from fastapi import Request
 from app.observer import Observer
 
 
-def get_observer(request: Request) -> Observer:
+async def get_observer(request: Request) -> Observer:
+    # async: a plain function dependency would be run on the thread pool for every request
     return request.app.state.observer

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from fastapi import APIRouter, Request, Response
 
-from fastapi import APIRouter, Depends, Request, Response
-
-from app.api.conditional import WaitQuery, conditional_get
-from app.api.dependencies import get_observer
+from app.api.conditional import WAIT_PARAMETER, conditional_get
 from app.api.problems import problem_responses
-from app.observer import Observer
 from app.throttle.decision import ThrottleDecision
 
 router = APIRouter(tags=["throttle"])
@@ -24,10 +20,9 @@ router = APIRouter(tags=["throttle"])
         304: {"description": "Unchanged since the ETag given in If-None-Match"},
         **problem_responses(422),
     },
+    openapi_extra={"parameters": [WAIT_PARAMETER]},
 )
-async def throttle_factor(
-    request: Request,
-    observer: Annotated[Observer, Depends(get_observer)],
-    wait: Annotated[str | None, WaitQuery] = None,
-) -> Response:
-    return await conditional_get(request, observer.board, wait)
+async def throttle_factor(request: Request) -> Response:
+    # The hottest endpoint: no dependencies and no parameter models, only the
+    # pre-encoded decision (the wait parameter is validated by parse_wait).
+    return await conditional_get(request, request.app.state.observer.board)

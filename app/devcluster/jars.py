@@ -26,6 +26,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from ._proc import die_with_parent_preexec
+
 KAFKA_VERSION = "4.1.1"
 
 # log4j2 version shipped with (and depended on by) Kafka 4.1.x.
@@ -153,6 +155,9 @@ def _download(cache: Path, version: str) -> None:
         res = subprocess.run(
             cmd, cwd=build, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, timeout=_MVN_TIMEOUT_S, stdin=subprocess.DEVNULL,
+            # mvn must not outlive us: an orphan would keep writing into the
+            # cache while the next caller (lock released) starts over.
+            preexec_fn=die_with_parent_preexec(),
         )
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout or ""

@@ -15,12 +15,14 @@ a worker thread (kafka-python blocks); the HTTP side never waits on it.
 from __future__ import annotations
 
 import logging
+import random
 import time
 from typing import Any
 
 import kafka.errors as kafka_errors
 from kafka import KafkaAdminClient
-from kafka.protocol.admin import DescribeLogDirsRequest
+from kafka.future import Future
+from kafka.protocol.admin import DescribeClusterRequest, DescribeLogDirsRequest
 
 from app.clock import Clock, system_clock
 from app.volumes.model import ObservationRound, VolumeObservation
@@ -29,6 +31,8 @@ log = logging.getLogger(__name__)
 
 # The lowest DescribeLogDirs version whose answer carries TotalBytes and UsableBytes.
 TOTALS_MIN_VERSION = 4
+# DescribeCluster goes to this many brokers at once; the first answer wins.
+DESCRIBE_CLUSTER_FANOUT = 3
 
 
 def _error_name(code: int) -> str:
@@ -58,6 +62,8 @@ class KafkaVolumeSource:
         self._connected = False
         # DescribeLogDirs version used per broker in the latest round (for diagnostics/tests).
         self.log_dirs_versions: dict[int, int] = {}
+        # Partitions listed in the latest round's answers: 0 as long as the empty topic list works.
+        self.topics_listed = 0
 
     @property
     def connected(self) -> bool:
@@ -88,13 +94,12 @@ class KafkaVolumeSource:
         started = self._clock()
         try:
             admin = self._client()
-            cluster = admin.describe_cluster()
+            active = admin._manager.run(self._describe_cluster, admin._manager)
         except Exception as exc:
             self._connected = False
             self._reset()  # start from a fresh bootstrap next round
             return ObservationRound(started, self._clock(), error=f"DescribeCluster failed: {_describe(exc)}")
         self._connected = True
-        active = tuple(sorted(b["broker_id"] for b in cluster["brokers"] if not b.get("is_fenced", False)))
         if not active:
             return ObservationRound(started, self._clock(), error="DescribeCluster listed no active broker")
         try:
@@ -105,6 +110,7 @@ class KafkaVolumeSource:
         finished = self._clock()
         observations: list[VolumeObservation] = []
         missing: dict[int, str] = {}
+        self.topics_listed = 0
         for broker_id in active:
             answer = answers[broker_id]
             if isinstance(answer, BaseException):
@@ -117,6 +123,7 @@ class KafkaVolumeSource:
                 missing[broker_id] = f"DescribeLogDirs error {_error_name(top_error)}"
                 continue
             for result in response.results:
+                self.topics_listed += len(result.topics)
                 has_totals = version >= TOTALS_MIN_VERSION
                 observations.append(
                     VolumeObservation(
@@ -132,11 +139,52 @@ class KafkaVolumeSource:
             self._reset()
         return ObservationRound(started, finished, active, tuple(observations), missing)
 
+    async def _describe_cluster(self, manager: Any) -> tuple[int, ...]:
+        """The ids of the active (unfenced) brokers.
+
+        The request goes to up to three brokers at once and the first answer wins, so one
+        hung broker cannot fail the round (kafka-python's describe_cluster asks a single one)."""
+        nodes = [broker.node_id for broker in manager.cluster.brokers()]
+        random.shuffle(nodes)
+        first_answer = Future()
+        pending = [0]
+
+        def on_success(response: Any) -> None:
+            if not first_answer.is_done:
+                first_answer.success(response)
+
+        def on_failure(exc: BaseException) -> None:
+            pending[0] -= 1
+            if pending[0] == 0 and not first_answer.is_done:
+                first_answer.failure(exc)
+
+        for node_id in nodes[:DESCRIBE_CLUSTER_FANOUT] or [None]:
+            request = DescribeClusterRequest(include_cluster_authorized_operations=False, include_fenced_brokers=True)
+            try:
+                future = manager.send(request, node_id=node_id, request_timeout_ms=self._timeout_ms)
+            except Exception as exc:
+                future = Future().failure(exc)
+            pending[0] += 1
+            future.add_callback(on_success)
+            future.add_errback(on_failure)
+        response = await manager.wait_for(first_answer, self._timeout_ms)
+        if response.error_code:
+            raise kafka_errors.for_code(response.error_code)(response.error_message or "")
+        return tuple(sorted(b.broker_id for b in response.brokers if not getattr(b, "is_fenced", False)))
+
     async def _describe_log_dirs(self, manager: Any, broker_ids: tuple[int, ...]) -> dict[int, Any]:
         """Send DescribeLogDirs to every broker before awaiting any answer."""
         futures: dict[int, Any] = {}
         requests: dict[int, DescribeLogDirsRequest] = {}
         answers: dict[int, Any] = {}
+        deadline = time.monotonic() + self._timeout_ms / 1000
+        if any(manager.cluster.broker_metadata(b) is None for b in broker_ids):
+            # DescribeCluster named a broker the client's metadata has not seen yet (a broker
+            # that just started): refresh the metadata once so it can be reached this round.
+            try:
+                await manager.wait_for(manager.call_soon(manager.cluster.refresh_metadata), self._timeout_ms)
+            except Exception:
+                log.debug("metadata refresh failed", exc_info=True)
         for broker_id in broker_ids:
             request = DescribeLogDirsRequest(topics=[])  # empty list: log dirs only, no partitions
             requests[broker_id] = request
@@ -146,7 +194,6 @@ class KafkaVolumeSource:
                 answers[broker_id] = exc
         # One deadline for the whole fan-out: answers are awaited in turn, but the
         # round never waits longer than one request timeout in all.
-        deadline = time.monotonic() + self._timeout_ms / 1000
         for broker_id, future in futures.items():
             remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
             try:

@@ -1,0 +1,142 @@
+"""Fixtures for tests against a real Apache Kafka cluster and the real service over HTTP."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from app.devcluster import LocalKafkaCluster
+from app.settings.model import env_name, property_name
+
+MiB = 1024 * 1024
+VOLUME_MIB = 64
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster() -> Iterator[LocalKafkaCluster]:
+    if os.geteuid() != 0:
+        pytest.fail("the integration tests mount tmpfs log dirs and must run as root")
+    cluster = LocalKafkaCluster(
+        brokers=3,
+        log_dir_size_mib=VOLUME_MIB,
+        # Brokers that stop are fenced quickly, so DescribeCluster drops them within seconds.
+        broker_config={"broker.heartbeat.interval.ms": "500", "log.segment.delete.delay.ms": "500"},
+        controller_config={"broker.session.timeout.ms": "3000"},
+    )
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RunningService:
+    def __init__(self, process: subprocess.Popen, base_url: str, log_path: Path) -> None:
+        self.process = process
+        self.base_url = base_url
+        self.log_path = log_path
+        self.client = httpx.Client(base_url=base_url, timeout=10)
+
+    def decision(self) -> dict:
+        response = self.client.get("/throttle-factor")
+        response.raise_for_status()
+        return response.json()
+
+    def wait_for(self, predicate: Callable[[dict], bool], timeout: float, what: str) -> tuple[dict, float]:
+        started = time.monotonic()
+        decision: dict = {}
+        while time.monotonic() - started < timeout:
+            decision = self.decision()
+            if predicate(decision):
+                return decision, time.monotonic() - started
+            time.sleep(0.2)
+        raise AssertionError(f"not {what} within {timeout}s; last decision: {decision}\nservice log:\n{self.log()[-3000:]}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        self.client.close()
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+
+@pytest.fixture
+def start_service(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., RunningService]]:
+    """Start ``throttle-service`` (the real console entry point) with settings by field name;
+    the bootstrap servers default to the session's Kafka cluster."""
+    services: list[RunningService] = []
+
+    def start(**settings: str) -> RunningService:
+        if "kafka_admin_bootstrap_servers" not in settings:
+            settings["kafka_admin_bootstrap_servers"] = request.getfixturevalue("kafka_cluster").bootstrap_servers
+        port = free_port()
+        env = {key: value for key, value in os.environ.items() if not key.startswith(("CLIENT_QUOTA_CALLBACK_", "THROTTLE_SERVICE_"))}
+        settings = {"http_host": "127.0.0.1", "http_port": str(port), **settings}
+        for field, value in settings.items():
+            env[env_name(property_name(field))] = value
+        log_path = tmp_path / f"service-{port}.log"
+        process = subprocess.Popen(
+            [sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT
+        )
+        service = RunningService(process, f"http://127.0.0.1:{port}", log_path)
+        services.append(service)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise AssertionError(f"service exited with {process.returncode}:\n{service.log()}")
+            try:
+                if service.client.get("/healthz").status_code == 200:
+                    return service
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise AssertionError(f"service did not start:\n{service.log()}")
+
+    yield start
+    for service in services:
+        service.stop()
+
+
+def create_topic_on(cluster: LocalKafkaCluster, topic: str, broker_id: int) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    future = admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[broker_id]])])[topic]
+    future.result(timeout=30)
+
+
+def delete_topic(cluster: LocalKafkaCluster, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.delete_topics([topic])[topic].result(timeout=30)
+
+
+def fill(cluster: LocalKafkaCluster, topic: str, mib: int) -> None:
+    """Write ``mib`` MiB of incompressible data into ``topic`` and wait for every ack."""
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 5, "compression.type": "none"})
+    chunk = 256 * 1024
+    errors: list[str] = []
+    for _ in range(mib * MiB // chunk):
+        producer.produce(topic, os.urandom(chunk), on_delivery=lambda err, msg: errors.append(str(err)) if err else None)
+        producer.poll(0)
+    remaining = producer.flush(60)
+    assert remaining == 0 and not errors, (remaining, errors[:3])
