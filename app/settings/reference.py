@@ -1,0 +1,38 @@
+"""The README's configuration table, generated from the settings model.
+
+``python -m app.settings.reference`` prints it; a test fails when the README's copy differs."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from app.settings.durations import format_duration
+from app.settings.model import Settings, allowed_values, env_name, property_name
+
+
+def _default(value: object) -> str:
+    if value is None:
+        return "(none)"
+    if isinstance(value, timedelta):
+        return format_duration(value)
+    if value == {}:
+        return "(none)"
+    return str(value)
+
+
+def configuration_table() -> str:
+    rows = [
+        "| property | environment variable | default | allowed | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    for field, info in Settings.model_fields.items():
+        prop = property_name(field)
+        env = env_name(prop).replace("*", "<PROPERTY>")
+        rows.append(
+            f"| `{prop}` | `{env}` | {_default(info.default)} | {allowed_values(field)} | {info.description} |"
+        )
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(configuration_table())
