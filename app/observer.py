@@ -16,6 +16,7 @@ from app.throttle.board import Board, Published
 from app.throttle.decider import ThrottleDecider
 from app.throttle.decision import ThrottleDecision
 from app.throttle.factor import FactorSource
+from app.policy.limits import State
 from app.volumes.model import ObservationRound
 from app.volumes.source import VolumeSource
 
@@ -58,8 +59,10 @@ class Observer:
         return decision, reading.next_change_at
 
     def _reading_for_metrics(self) -> tuple[float, str, bool]:
-        decision = self.board.current().model
-        return decision.factor, decision.state, decision.source == FactorSource.FALLBACK.value
+        # Scrapes run on a worker thread: read the pure factor holder, never the board
+        # (publishing belongs to the event loop thread).
+        reading = self.decider.reading(self.clock())
+        return reading.factor, State.of(reading.factor).value, reading.source is FactorSource.FALLBACK
 
     @property
     def ready(self) -> bool:
@@ -127,9 +130,24 @@ class Observer:
         try:
             while True:
                 started = loop.time()
-                round_ = await loop.run_in_executor(self._executor, self.source.observe)
+                try:
+                    round_ = await loop.run_in_executor(self._executor, self.source.observe)
+                except Exception as exc:  # a source must not raise; if one does, the round failed
+                    log.exception("volume source raised")
+                    now = self.clock()
+                    round_ = ObservationRound(now, now, error=f"volume source raised {type(exc).__name__}: {exc}")
                 self.apply_round(round_)
-                await asyncio.sleep(max(0.0, self.interval_seconds - (loop.time() - started)))
+                await self._sleep_until(started + self.interval_seconds)
         finally:
             await loop.run_in_executor(self._executor, self.source.close)
             self._executor.shutdown(wait=False)
+
+    async def _sleep_until(self, loop_deadline: float) -> None:
+        """Sleep until the next round, waking at any expiry in between so a fallback taking
+        over is published and logged when it happens, not only at the next read."""
+        loop = asyncio.get_running_loop()
+        while (remaining := loop_deadline - loop.time()) > 0:
+            expires_at = self.board.current().expires_at
+            if expires_at is not None:
+                remaining = min(remaining, max(0.0, expires_at - self.clock()) + 0.001)
+            await asyncio.sleep(remaining)

@@ -17,6 +17,17 @@ Layout of ``base_dir``::
                               data/       (tmpfs mount point)
                               data/kafka-logs   (= log.dirs)
 
+Environment:
+    KAFKA_JARS_DIR              jar cache directory (see jars.py)
+    KAFKA_DEVCLUSTER_KEEP=1     keep a harness-created base_dir (logs) after stop()
+    KAFKA_DEVCLUSTER_LOG_LEVEL  log4j root level for the nodes (default: INFO
+                                with a few chatty loggers at WARN)
+    KAFKA_DEVCLUSTER_CDS=0      don't use/create the class-data sharing archive
+
+Cleanup: stop() (also run at exit) stops every node and unmounts; every java
+process dies with its parent (PR_SET_PDEATHSIG); and start() removes what a
+crashed run (owner pid gone) left under $TMPDIR/kafka-devcluster-*.
+
 Stdlib only.
 """
 
@@ -292,6 +303,7 @@ class _Node:
         self.proc: subprocess.Popen | None = None
         self.log_offset = 0  # where the current run's output starts in server.log
         self.cds_dump: Path | None = None  # AppCDS archive this run writes at exit
+        self.check_port: int | None = None  # first port of its `listeners`
 
     @property
     def name(self) -> str:
@@ -763,9 +775,11 @@ class LocalKafkaCluster:
         return _merge(props, self._per_broker_config.get(node.node_id, {}))
 
     def _write_configs(self) -> None:
-        _write_properties(self._controller.config_path, self._controller_props())
-        for node in self._brokers.values():
-            _write_properties(node.config_path, self._broker_props(node))
+        for node in self._all_nodes():
+            props = self._controller_props() if node is self._controller else self._broker_props(node)
+            _write_properties(node.config_path, props)
+            ports = re.findall(r":(\d+)(?:,|$)", props.get("listeners", ""))
+            node.check_port = int(ports[0]) if ports else None
 
     def _cds_setup(self, jars: Path) -> None:
         """Class-data sharing: a dynamic AppCDS archive of the Kafka classes,
@@ -830,6 +844,7 @@ class LocalKafkaCluster:
             "-XX:+ExitOnOutOfMemoryError",
             "-Djava.awt.headless=true",
             "-Djava.net.preferIPv4Stack=true",
+            "-Dlog4j2.shutdownHookEnabled=false",  # all output is flushed stdout anyway
             f"-Dlog4j2.configurationFile={self._base_dir / 'log4j2.properties'}",
             *self._cds_args(node, may_dump),
             *self._jvm_args,
@@ -914,8 +929,7 @@ class LocalKafkaCluster:
                     if not found:
                         continue
                     seen_marker.add(nid)
-                port = node.ports.get("PLAINTEXT") or node.ports["CONTROLLER"]
-                if _port_open(port):
+                if node.check_port is None or _port_open(node.check_port):
                     del pending[nid]
             if not pending:
                 break
