@@ -43,8 +43,11 @@ def start(kind: str) -> tuple[subprocess.Popen, int]:
 
 
 def _to_ms(value: str) -> float:
-    number, unit = re.match(r"([\d.]+)(us|ms|s)", value).groups()  # type: ignore[union-attr]
-    return float(number) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+    match = re.match(r"([\d.]+)(us|ms|s|m)$", value)
+    if match is None:
+        raise ValueError(f"unexpected wrk latency {value!r}")
+    number, unit = match.groups()
+    return float(number) * {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60000.0}[unit]
 
 
 def wrk(url: str, duration: int, headers: dict[str, str] | None = None) -> dict[str, float]:
@@ -52,9 +55,11 @@ def wrk(url: str, duration: int, headers: dict[str, str] | None = None) -> dict[
     for name, value in (headers or {}).items():
         cmd[1:1] = ["-H", f"{name}: {value}"]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    if "Latency Distribution" not in out:
+        raise RuntimeError(f"wrk gave no latency distribution for {url}:\n{out}")
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    p50 = _to_ms(re.search(r"50%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
-    p99 = _to_ms(re.search(r"99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    p50 = _to_ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    p99 = _to_ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
     non_2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
     if non_2xx:
         raise RuntimeError(f"{url}: {non_2xx.group(1)} error responses")

@@ -26,9 +26,6 @@ WAIT_PARAMETER = {
     "example": "30s",
 }
 
-CACHE_HEADERS = {"Cache-Control": "no-cache"}
-
-
 def parse_wait(text: str | None) -> float:
     if text is None:
         return 0.0
@@ -49,6 +46,20 @@ def matching_etag(if_none_match: str | None, etag: str) -> bool:
     return any(candidate.strip().removeprefix("W/") == opaque for candidate in if_none_match.split(","))
 
 
+class _RawResponse(Response):
+    """A response whose headers are given ready-made: the hot path skips header assembly."""
+
+    def __init__(self, status_code: int, body: bytes, raw_headers: list[tuple[bytes, bytes]]) -> None:
+        self.status_code = status_code
+        self.body = body
+        self.background = None
+        self.raw_headers = raw_headers
+
+
+_JSON_HEADERS = [(b"content-type", b"application/json"), (b"cache-control", b"no-cache")]
+_NOT_MODIFIED_HEADERS = [(b"cache-control", b"no-cache")]
+
+
 async def conditional_get(request: Request, board: Board) -> Response:
     seconds = parse_wait(request.query_params.get("wait"))
     if_none_match = request.headers.get("if-none-match")
@@ -58,7 +69,7 @@ async def conditional_get(request: Request, board: Board) -> Response:
             published = await board.wait_for_change(published.etag, seconds)
     else:
         published = board.current()
-    headers = {"ETag": published.etag, **CACHE_HEADERS}
     if matching_etag(if_none_match, published.etag):
-        return Response(status_code=304, headers=headers)
-    return Response(published.body, media_type="application/json", headers=headers)
+        return _RawResponse(304, b"", [published.etag_header, *_NOT_MODIFIED_HEADERS])
+    length = (b"content-length", str(len(published.body)).encode())
+    return _RawResponse(200, published.body, [published.etag_header, length, *_JSON_HEADERS])

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 
 from app.api.conditional import WAIT_PARAMETER, conditional_get
+from app.api.fast_route import FastRoutes
 from app.api.problems import problem_responses
 from app.throttle.decision import ThrottleDecision
 
-router = APIRouter(tags=["throttle"])
+routes = FastRoutes(tags=["throttle"])
 
 
-@router.get(
+@routes.get(
     "/throttle-factor",
     response_model=ThrottleDecision,
     summary="The throttle factor in force and why",
@@ -23,6 +24,4 @@ router = APIRouter(tags=["throttle"])
     openapi_extra={"parameters": [WAIT_PARAMETER]},
 )
 async def throttle_factor(request: Request) -> Response:
-    # The hottest endpoint: no dependencies and no parameter models, only the
-    # pre-encoded decision (the wait parameter is validated by parse_wait).
     return await conditional_get(request, request.app.state.observer.board)

@@ -27,6 +27,10 @@ class Published(Generic[Model]):
     etag: str
     expires_at: float | None  # when the content changes by itself, if ever
 
+    @property
+    def etag_header(self) -> tuple[bytes, bytes]:
+        return (b"etag", self.etag.encode())
+
 
 def strong_etag(body: bytes) -> str:
     # A hash of the bytes, not a counter: replicas and restarts agree on the same content.
