@@ -10,23 +10,17 @@ from pydantic import BaseModel, Field
 from app.api.dependencies import get_observer
 from app.observer import Observer
 from app.policy.limits import VolumeStatus, judge_volume
+from app.throttle.decision import VolumeEntry, volume_entry
 from app.timefmt import iso_instant
 
 router = APIRouter(tags=["volumes"])
 
 
-class CachedVolume(BaseModel):
-    broker_id: int
-    log_dir: str
-    total_bytes: int
-    usable_bytes: int
-    available_ratio: float | None
-    observed_at: str
+class CachedVolume(VolumeEntry):
     age_seconds: float = Field(description="Seconds since this observation was made")
     broker_active: bool = Field(description="The broker was listed by DescribeCluster in the latest round")
     error: str | None = Field(description="Kafka error reported for this log dir (e.g. KAFKA_STORAGE_ERROR)")
     status: VolumeStatus
-    factor: float
 
 
 class VolumesView(BaseModel):
@@ -48,17 +42,11 @@ async def volumes(observer: Annotated[Observer, Depends(get_observer)]) -> Volum
         verdict = judge_volume(decider.policy, volume, volume.key in breaching)
         entries.append(
             CachedVolume(
-                broker_id=volume.broker_id,
-                log_dir=volume.log_dir,
-                total_bytes=volume.total_bytes,
-                usable_bytes=volume.usable_bytes,
-                available_ratio=volume.available_ratio,
-                observed_at=iso_instant(volume.observed_at) or "",
+                **volume_entry(verdict).model_dump(),
                 age_seconds=round(max(0.0, now - volume.observed_at), 3),
                 broker_active=volume.broker_id in active,
                 error=volume.error,
                 status=verdict.status,
-                factor=verdict.factor,
             )
         )
     latest = decider.latest_round
