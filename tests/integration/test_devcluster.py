@@ -65,6 +65,7 @@ def wait_for(predicate, timeout: float, what: str):
 
 
 def test_jars_are_cached_and_complete():
+    ensure_kafka_jars()  # may download on a fresh machine
     t0 = time.monotonic()
     jars = ensure_kafka_jars()
     assert time.monotonic() - t0 < 1.0, "cached call must not run Maven"
