@@ -40,7 +40,10 @@ def main(argv: list[str] | None = None) -> None:
         print("configuration is valid")
         return
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("kafka").setLevel(logging.WARNING if settings.log_level != "DEBUG" else logging.DEBUG)
+    if settings.log_level != "DEBUG":
+        # kafka-python logs every failed attempt; failed rounds carry its latest error and
+        # the service logs each change of state once.
+        logging.getLogger("kafka").propagate = False
 
     import uvicorn
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections import deque
 from typing import Any
 
 import kafka.errors as kafka_errors
@@ -33,6 +34,37 @@ log = logging.getLogger(__name__)
 TOTALS_MIN_VERSION = 4
 # DescribeCluster goes to this many brokers at once; the first answer wins.
 DESCRIBE_CLUSTER_FANOUT = 3
+
+
+class _ClientErrors(logging.Handler):
+    """Keeps the recent errors kafka-python logged, so a failed round can say why.
+
+    kafka-python logs a connection or authentication failure on every attempt; the service
+    silences that logger (one line per change of state is ours to write) and puts the
+    cause into the round's error instead: a security failure if there was one, as that is
+    what an operator has to fix, else the latest error."""
+
+    _SECURITY = ("Authentication", "Authorization", "Sasl", "SASL", "SSL", "certificate")
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.ERROR)
+        self._recent: deque[tuple[float, str]] = deque(maxlen=32)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith("Bootstrap failed"):
+            return  # the summary the round reports anyway
+        self._recent.append((record.created, message.split("Connection lost: ", 1)[-1]))
+
+    def since(self, moment: float) -> str | None:
+        messages = [message for created, message in list(self._recent) if created >= moment]
+        security = [m for m in messages if any(word in m for word in self._SECURITY)]
+        chosen = security or messages
+        return chosen[-1] if chosen else None
+
+
+CLIENT_ERRORS = _ClientErrors()
+logging.getLogger("kafka").addHandler(CLIENT_ERRORS)
 
 
 def _error_name(code: int) -> str:
@@ -92,13 +124,18 @@ class KafkaVolumeSource:
 
     def observe(self) -> ObservationRound:
         started = self._clock()
+        wall_started = time.time()
         try:
             admin = self._client()
             active = admin._manager.run(self._describe_cluster, admin._manager)
         except Exception as exc:
             self._connected = False
             self._reset()  # start from a fresh bootstrap next round
-            return ObservationRound(started, self._clock(), error=f"DescribeCluster failed: {_describe(exc)}")
+            error = f"DescribeCluster failed: {_describe(exc)}"
+            cause = CLIENT_ERRORS.since(wall_started)
+            if cause and cause not in error:
+                error += f"; client error: {cause}"
+            return ObservationRound(started, self._clock(), error=error)
         self._connected = True
         if not active:
             return ObservationRound(started, self._clock(), error="DescribeCluster listed no active broker")

@@ -21,6 +21,7 @@ from app.settings.model import env_name, property_name
 MiB = 1024 * 1024
 VOLUME_MIB = 64
 ROOT = Path(__file__).resolve().parents[2]
+SASL_USERS = {"throttle": "throttle-secret", "producer": "producer-secret"}
 
 
 @pytest.fixture(scope="session")
@@ -30,8 +31,19 @@ def kafka_cluster() -> Iterator[LocalKafkaCluster]:
     cluster = LocalKafkaCluster(
         brokers=3,
         log_dir_size_mib=VOLUME_MIB,
-        # Brokers that stop are fenced quickly, so DescribeCluster drops them within seconds.
-        broker_config={"broker.heartbeat.interval.ms": "500", "log.segment.delete.delay.ms": "500"},
+        # A SASL/PLAIN listener gives principals (admin client auth, excluded principals).
+        extra_listeners={"SASL_PLAINTEXT": "SASL_PLAINTEXT"},
+        broker_config={
+            # Brokers that stop are fenced quickly, so DescribeCluster drops them within seconds.
+            "broker.heartbeat.interval.ms": "500",
+            "log.segment.delete.delay.ms": "500",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                + " ".join(f'user_{user}="{password}"' for user, password in SASL_USERS.items())
+                + ";"
+            ),
+        },
         controller_config={"broker.session.timeout.ms": "3000"},
     )
     cluster.start()
@@ -89,7 +101,7 @@ def start_service(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Ca
     the bootstrap servers default to the session's Kafka cluster."""
     services: list[RunningService] = []
 
-    def start(**settings: str) -> RunningService:
+    def start(extra_env: dict[str, str] | None = None, **settings: str) -> RunningService:
         if "kafka_admin_bootstrap_servers" not in settings:
             settings["kafka_admin_bootstrap_servers"] = request.getfixturevalue("kafka_cluster").bootstrap_servers
         port = free_port()
@@ -97,6 +109,7 @@ def start_service(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Ca
         settings = {"http_host": "127.0.0.1", "http_port": str(port), **settings}
         for field, value in settings.items():
             env[env_name(property_name(field))] = value
+        env.update(extra_env or {})
         log_path = tmp_path / f"service-{port}.log"
         process = subprocess.Popen(
             [sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT

@@ -13,7 +13,7 @@ from kafka import KafkaAdminClient
 
 from app.volumes.kafka_source import KafkaVolumeSource
 
-from .conftest import MiB, VOLUME_MIB, create_topic_on, delete_topic, fill
+from .conftest import SASL_USERS, MiB, VOLUME_MIB, create_topic_on, delete_topic, fill
 
 CHECK = 1.0  # check interval in seconds used by these tests
 FAST = {"storage_check_interval": "PT1S", "kafka_request_timeout": "PT0.8S"}
@@ -185,3 +185,38 @@ def test_an_unreachable_bootstrap_at_start_gives_the_fallback_after_the_validity
     # the fallback took over exactly when the start-up validity ran out
     assert decision["computed_at"] == initial["valid_until"]
     assert service.client.get("/readyz").status_code == 200
+
+
+def sasl_env(password: str) -> dict[str, str]:
+    prefix = "CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_"
+    return {
+        prefix + "SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+        prefix + "SASL_MECHANISM": "PLAIN",
+        prefix + "SASL_JAAS_CONFIG": f'org.apache.kafka.common.security.plain.PlainLoginModule required username="throttle" password="{password}";',
+    }
+
+
+def test_admin_client_properties_reach_the_admin_client(kafka_cluster, start_service):
+    sasl_bootstrap = kafka_cluster.bootstrap_servers_for("SASL_PLAINTEXT")
+    service = start_service(
+        extra_env=sasl_env(SASL_USERS["throttle"]),
+        kafka_admin_bootstrap_servers=sasl_bootstrap,
+        storage_check_interval="PT1S",
+        storage_per_volume_limit_min_available_bytes=str(8 * MiB),
+    )
+    decision, _ = service.wait_for(lambda d: d["source"] == "observed", 15, "observed over SASL/PLAIN")
+    assert decision["active_brokers"] == 3
+    refused = start_service(
+        extra_env=sasl_env("wrong"),
+        kafka_admin_bootstrap_servers=sasl_bootstrap,
+        storage_check_interval="PT3S",  # time enough for the SASL handshake to be refused
+        storage_per_volume_limit_min_available_bytes=str(8 * MiB),
+    )
+    decision, _ = refused.wait_for(lambda d: d["round"]["error"] is not None, 15, "a failed round")
+    assert decision["source"] == "initial"
+    error = decision["round"]["error"]
+    assert error.startswith("DescribeCluster failed") and "Authentication failed: Invalid username or password" in error, error
+    # kafka-python's per-attempt errors stay out of the log; the failure is logged once, with its cause
+    log = refused.log()
+    assert "SaslAuthenticationFailedError" not in log.replace(error, "")
+    assert log.count("observation failing") == 1, log
