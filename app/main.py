@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
@@ -12,18 +13,31 @@ from prometheus_fastapi_instrumentator import Instrumentator
 from prometheus_fastapi_instrumentator import metrics as http_metrics
 
 from app.api import health, throttle, volumes
+from app.api import quotas as quotas_api
 from app.api.problems import install_problem_handlers
 from app.clock import Clock, system_clock
 from app.metrics import ServiceMetrics
 from app.observer import Observer
 from app.policy.limits import policy_from_levels
+from app.quotas.service import QuotaService
+from app.quotas.store import QuotaStore
+from app.quotas.wire import QuotaTableModel, table_model
 from app.settings import Settings
+from app.throttle.board import Board
 from app.throttle.decider import ThrottleDecider
 from app.volumes.admin_config import to_kafka_python
 from app.volumes.source import VolumeSource
 
 API_VERSION = "0.1.0"
 HTTP_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 300.0)
+
+
+QUOTA_STORE_FILE = "quotas.sqlite3"
+
+
+def _render_quotas(quotas: QuotaService, now: float) -> tuple[QuotaTableModel, float | None]:
+    reading = quotas.factor_reading(now)
+    return table_model(quotas.table, reading), reading.next_change_at
 
 
 def kafka_source_from(settings: Settings, clock: Clock) -> VolumeSource:
@@ -74,6 +88,14 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         observer.board.refresh()
+        store = QuotaStore(Path(settings.data_dir) / QUOTA_STORE_FILE)
+        quotas = QuotaService(settings, store, observer.decider.reading, clock)
+        quota_board: Board[QuotaTableModel] = Board(lambda now: _render_quotas(quotas, now), clock)
+        observer.board.on_change(lambda new, old: quota_board.refresh())
+        quotas.on_change(quota_board.refresh)
+        quota_board.refresh()
+        app.state.quotas = quotas
+        app.state.quota_board = quota_board
         task = None
         if observe and settings.observation_enabled and source is not None:
             task = asyncio.create_task(observer.run(), name="observer")
@@ -84,6 +106,7 @@ def create_app(
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            store.close()
 
     app = FastAPI(
         title="Kafka throttle decision service",
@@ -98,6 +121,8 @@ def create_app(
     app.state.settings = settings
     install_problem_handlers(app)
     throttle.routes.install(app)
+    quotas_api.routes.install(app)
+    app.include_router(quotas_api.router)
     app.include_router(volumes.router)
     app.include_router(health.router)
     # Request counts and latencies per handler; the request/response size summaries of the

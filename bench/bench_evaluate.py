@@ -13,6 +13,7 @@ import gc
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,6 +41,7 @@ def service(brokers: int, dirs: int):
     settings = load_settings(
         environ={},
         kafka_admin_bootstrap_servers="127.0.0.1:9092",
+        data_dir=tempfile.mkdtemp(prefix="throttle-bench-"),
         storage_per_volume_limit_min_available_bytes=str(2 * GiB),
         storage_per_volume_soft_limit_min_available_bytes=str(8 * GiB),
     )

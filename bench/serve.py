@@ -7,6 +7,7 @@ of the same size, the baseline every ratio is measured against."""
 from __future__ import annotations
 
 import sys
+import tempfile
 import time
 
 import uvicorn
@@ -23,6 +24,7 @@ def service_app() -> FastAPI:
     settings = load_settings(
         environ={},
         kafka_admin_bootstrap_servers="127.0.0.1:9092",
+        data_dir=tempfile.mkdtemp(prefix="throttle-bench-"),
         storage_per_volume_limit_min_available_bytes=str(8 * MiB),
         storage_per_volume_soft_limit_min_available_bytes=str(24 * MiB),
         throttle_factor_validity_duration="P1D",

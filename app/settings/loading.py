@@ -33,6 +33,7 @@ from app.volumes.admin_config import to_kafka_python
 
 # Properties under our prefixes that belong to later features or to the broker-side plugin.
 _OWN_PREFIXES = (STATIC_PREFIX, SERVICE_PREFIX)
+SECRET_FIELDS = frozenset({"admin_token"})  # never echoed in error messages
 _HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[^\s:,\[\]]+):(\d{1,5})$")
 
 
@@ -201,7 +202,7 @@ def load_settings(
             if field not in Settings.model_fields:
                 continue
             bad_fields.add(field)
-            raw = kwargs.get(field)
+            raw = "<hidden>" if field in SECRET_FIELDS else kwargs.get(field)
             reason = str(error["msg"]).removeprefix("Value error, ")
             allowed = allowed_values(field)
             if reason.removeprefix("expected ") not in allowed:

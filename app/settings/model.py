@@ -9,26 +9,42 @@ throttle.factor.fallback`` -> ``CLIENT_QUOTA_CALLBACK_STATIC_THROTTLE_FACTOR_FAL
 
 from __future__ import annotations
 
+import math
+import os
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from app.settings.durations import DURATION_HINT, parse_duration
 
 STATIC_PREFIX = "client.quota.callback.static."
+# $XDG_STATE_HOME/kafka-throttle-service, as a user service would; containers set /var/lib/...
+DEFAULT_DATA_DIR = str(Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "kafka-throttle-service")
 SERVICE_PREFIX = "throttle.service."
 ADMIN_PREFIX = STATIC_PREFIX + "kafka.admin."
 
 
-def setting(default: Any, prop: str, allowed: str, description: str) -> Any:
+def setting(default: Any, prop: str, allowed: str, description: str, shown_default: str | None = None) -> Any:
     """A settings field that knows its property name and what values it allows."""
-    return Field(
-        default,
-        description=description,
-        json_schema_extra={"property": prop, "allowed": allowed},
-    )
+    extra = {"property": prop, "allowed": allowed}
+    if shown_default is not None:
+        extra["shown_default"] = shown_default  # for defaults that depend on the machine
+    return Field(default, description=description, json_schema_extra=extra)
+
+
+QUOTA_TYPE_NAMES = ("produce", "fetch", "request", "controller_mutation")
+
+
+def _split_principals(value: str) -> list[str]:
+    # ';' separates entries because principal names (certificate DNs) contain commas.
+    return [entry.strip() for entry in value.split(";") if entry.strip()]
+
+
+def _split_types(value: str) -> list[str]:
+    return [t.strip().lower() for t in value.split(",") if t.strip()]
 
 
 def env_name(prop: str) -> str:
@@ -113,6 +129,73 @@ class Settings(BaseSettings):
         "a number in [0.0, 1.0], only with a ratio hard limit",
         "A volume that breached the hard limit stays breaching until its ratio exceeds limit + this.",
     )
+    produce: float | None = setting(
+        None,
+        STATIC_PREFIX + "produce",
+        "a number > 0 (bytes/s); unset: unlimited",
+        "Default produce quota per broker in bytes/s, shared by clients without a more specific quota.",
+    )
+    fetch: float | None = setting(
+        None,
+        STATIC_PREFIX + "fetch",
+        "a number > 0 (bytes/s); unset: unlimited",
+        "Default fetch quota per broker in bytes/s, shared by clients without a more specific quota.",
+    )
+    request: float | None = setting(
+        None,
+        STATIC_PREFIX + "request",
+        "a number > 0 (percent of one thread); unset: unlimited",
+        "Default request quota per broker in percent of one request handler / network thread.",
+    )
+    controller_mutation: float | None = setting(
+        None,
+        STATIC_PREFIX + "controller.mutation",
+        "a number > 0 (partition mutations/s); unset: unlimited",
+        "Default controller mutation quota (KIP-599) in partition mutations/s.",
+    )
+    excluded_principal_name_list: str = setting(
+        "",
+        STATIC_PREFIX + "excluded.principal.name.list",
+        "entries User:<name> separated by ';' (names may contain commas)",
+        "Principals never throttled, e.g. the operator's own users.",
+    )
+    quota_factor_types: str = setting(
+        "produce",
+        SERVICE_PREFIX + "quota.factor.types",
+        "a comma-separated subset of produce, fetch, request, controller_mutation (may be empty)",
+        "Quota types the throttle factor multiplies.",
+    )
+    quota_floor_bytes: float = setting(
+        65536.0,
+        SERVICE_PREFIX + "quota.floor.bytes",
+        "a number > 0 (bytes/s)",
+        "Lowest produce/fetch quota the factor can bring a client to (see 'The quota floor').",
+    )
+    quota_floor_request: float = setting(
+        1.0,
+        SERVICE_PREFIX + "quota.floor.request",
+        "a number > 0 (percent of one thread)",
+        "Lowest request quota the factor can bring a client to.",
+    )
+    quota_floor_controller_mutation: float = setting(
+        1.0,
+        SERVICE_PREFIX + "quota.floor.controller.mutation",
+        "a number > 0 (partition mutations/s)",
+        "Lowest controller mutation quota the factor can bring a client to.",
+    )
+    admin_token: SecretStr | None = setting(
+        None,
+        SERVICE_PREFIX + "admin.token",
+        "a secret of at least 16 characters; unset: changes to quotas are refused",
+        "Bearer token required by PUT and DELETE of quota overrides and groups.",
+    )
+    data_dir: str = setting(
+        DEFAULT_DATA_DIR,
+        SERVICE_PREFIX + "data.dir",
+        "a writable directory (created if missing)",
+        "Where the service keeps its state (the quota store quotas.sqlite3).",
+        shown_default="$XDG_STATE_HOME/kafka-throttle-service, else ~/.local/state/kafka-throttle-service",
+    )
     http_host: str = setting(
         "0.0.0.0",
         SERVICE_PREFIX + "http.host",
@@ -177,6 +260,45 @@ class Settings(BaseSettings):
     def _non_negative(cls, value: int | None) -> int | None:
         if value is not None and value < 0:
             raise ValueError("negative")
+        return value
+
+    @field_validator("produce", "fetch", "request", "controller_mutation", "quota_floor_bytes", "quota_floor_request", "quota_floor_controller_mutation")
+    @classmethod
+    def _positive_finite(cls, value: float | None) -> float | None:
+        if value is not None and not (0.0 < value < math.inf):  # also rejects NaN
+            raise ValueError("not a positive finite number")
+        return value
+
+    @field_validator("excluded_principal_name_list")
+    @classmethod
+    def _principals(cls, value: str) -> str:
+        for entry in _split_principals(value):
+            if not entry.startswith("User:") or entry == "User:":
+                raise ValueError(f"entry {entry!r} is not User:<name>")
+        return value
+
+    @field_validator("quota_factor_types")
+    @classmethod
+    def _factor_types(cls, value: str) -> str:
+        unknown = [t for t in _split_types(value) if t not in QUOTA_TYPE_NAMES]
+        if unknown:
+            raise ValueError(f"unknown quota type {unknown[0]!r}")
+        return value
+
+    @property
+    def excluded_principals(self) -> frozenset[str]:
+        """User names (without "User:") never throttled."""
+        return frozenset(entry[len("User:") :] for entry in _split_principals(self.excluded_principal_name_list))
+
+    @property
+    def factor_types(self) -> frozenset[str]:
+        return frozenset(_split_types(self.quota_factor_types))
+
+    @field_validator("admin_token")
+    @classmethod
+    def _token_length(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("too short")
         return value
 
     @field_validator("http_port")

@@ -15,7 +15,7 @@ def _default(value: object) -> str:
         return "(none)"
     if isinstance(value, timedelta):
         return format_duration(value)
-    if value == {}:
+    if value in ({}, ""):
         return "(none)"
     return str(value)
 
@@ -28,9 +28,9 @@ def configuration_table() -> str:
     for field, info in Settings.model_fields.items():
         prop = property_name(field)
         env = env_name(prop).replace("*", "<PROPERTY>")
-        rows.append(
-            f"| `{prop}` | `{env}` | {_default(info.default)} | {allowed_values(field)} | {info.description} |"
-        )
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        default = extra.get("shown_default") or _default(info.default)
+        rows.append(f"| `{prop}` | `{env}` | {default} | {allowed_values(field)} | {info.description} |")
     return "\n".join(rows)
 
 

@@ -106,7 +106,7 @@ def start_service(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Ca
             settings["kafka_admin_bootstrap_servers"] = request.getfixturevalue("kafka_cluster").bootstrap_servers
         port = free_port()
         env = {key: value for key, value in os.environ.items() if not key.startswith(("CLIENT_QUOTA_CALLBACK_", "THROTTLE_SERVICE_"))}
-        settings = {"http_host": "127.0.0.1", "http_port": str(port), **settings}
+        settings = {"http_host": "127.0.0.1", "http_port": str(port), "data_dir": str(tmp_path / f"data-{port}"), **settings}
         for field, value in settings.items():
             env[env_name(property_name(field))] = value
         env.update(extra_env or {})

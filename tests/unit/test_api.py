@@ -3,6 +3,7 @@
 The real service against a real cluster is covered in tests/integration."""
 
 import asyncio
+import tempfile
 
 import httpx
 import pytest
@@ -14,6 +15,7 @@ from app.volumes.model import ObservationRound, VolumeObservation
 
 
 def make_app(clock, **overrides):
+    overrides.setdefault("data_dir", tempfile.mkdtemp(prefix="throttle-test-"))
     settings = load_settings(
         environ={},
         kafka_admin_bootstrap_servers="127.0.0.1:1",

@@ -33,13 +33,14 @@ class ScriptedSource:
         self.closed = True
 
 
-def test_the_loop_observes_every_interval_off_the_event_loop_and_survives_a_raising_source():
+def test_the_loop_observes_every_interval_off_the_event_loop_and_survives_a_raising_source(tmp_path):
     settings = load_settings(
         environ={},
         kafka_admin_bootstrap_servers="127.0.0.1:1",
         storage_per_volume_limit_min_available_bytes="100",
         storage_check_interval="PT0.05S",
         throttle_factor_validity_duration="PT10S",
+        data_dir=str(tmp_path),
     )
     source = ScriptedSource(raise_on={2})
     app = create_app(settings, source=source)

@@ -1,0 +1,105 @@
+"""The quota table in force: settings + persisted overrides and groups + the throttle factor.
+
+Mutations are written to the store first and applied to the in-memory table only once
+committed; readers always see a complete, immutable table."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable
+
+from app.clock import Clock
+from app.quotas.model import Limits, QuotaEntity, QuotaGroup, QuotaTable, QuotaType
+from app.quotas.resolution import Resolution, resolve
+from app.quotas.store import QuotaStore
+from app.settings import Settings
+from app.throttle.factor import FactorReading
+
+
+class MembershipConflict(ValueError):
+    pass
+
+
+def table_from_settings(settings: Settings, overrides: dict[QuotaEntity, Limits], groups: dict[str, QuotaGroup]) -> QuotaTable:
+    defaults = {
+        quota_type: value
+        for quota_type, value in (
+            (QuotaType.PRODUCE, settings.produce),
+            (QuotaType.FETCH, settings.fetch),
+            (QuotaType.REQUEST, settings.request),
+            (QuotaType.CONTROLLER_MUTATION, settings.controller_mutation),
+        )
+        if value is not None
+    }
+    return QuotaTable(
+        defaults=defaults,
+        overrides=overrides,
+        groups=groups,
+        excluded_principals=settings.excluded_principals,
+        factor_types=frozenset(QuotaType(t) for t in settings.factor_types),
+        floors={
+            QuotaType.PRODUCE: settings.quota_floor_bytes,
+            QuotaType.FETCH: settings.quota_floor_bytes,
+            QuotaType.REQUEST: settings.quota_floor_request,
+            QuotaType.CONTROLLER_MUTATION: settings.quota_floor_controller_mutation,
+        },
+    )
+
+
+class QuotaService:
+    def __init__(self, settings: Settings, store: QuotaStore, reading: Callable[[float], FactorReading], clock: Clock) -> None:
+        self.store = store
+        self.clock = clock
+        self._reading = reading
+        self.table = table_from_settings(settings, store.load_overrides(), store.load_groups())
+        self._writes = asyncio.Lock()
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
+
+    def _replace(self, **changes: object) -> None:
+        self.table = dataclasses.replace(self.table, **changes)  # type: ignore[arg-type]
+        for listener in self._listeners:
+            listener()
+
+    def factor_reading(self, now: float | None = None) -> FactorReading:
+        return self._reading(self.clock() if now is None else now)
+
+    def resolve(self, user: str, client_id: str, quota_type: QuotaType) -> Resolution:
+        return resolve(self.table, user, client_id, quota_type, self.factor_reading().factor)
+
+    async def put_override(self, entity: QuotaEntity, limits: Limits) -> None:
+        async with self._writes:
+            await asyncio.to_thread(self.store.put_override, entity, limits, self.clock())
+            self._replace(overrides={**self.table.overrides, entity: dict(limits)})
+
+    async def delete_override(self, entity: QuotaEntity) -> bool:
+        async with self._writes:
+            if entity not in self.table.overrides:
+                return False
+            await asyncio.to_thread(self.store.delete_override, entity)
+            self._replace(overrides={e: l for e, l in self.table.overrides.items() if e != entity})
+            return True
+
+    async def put_group(self, group: QuotaGroup) -> None:
+        async with self._writes:
+            for user in group.users:
+                owner = self.table.user_groups.get(user)
+                if owner not in (None, group.name):
+                    raise MembershipConflict(f"user {user!r} already belongs to group {owner!r}")
+            for client_id in group.client_ids:
+                owner = self.table.client_groups.get(client_id)
+                if owner not in (None, group.name):
+                    raise MembershipConflict(f"client id {client_id!r} already belongs to group {owner!r}")
+            await asyncio.to_thread(self.store.put_group, group, self.clock())
+            self._replace(groups={**self.table.groups, group.name: group})
+
+    async def delete_group(self, name: str) -> bool:
+        async with self._writes:
+            if name not in self.table.groups:
+                return False
+            await asyncio.to_thread(self.store.delete_group, name)
+            self._replace(groups={n: g for n, g in self.table.groups.items() if n != name})
+            return True

@@ -1,0 +1,163 @@
+"""The quota table and its parts as JSON: the contract the broker shim and clients rely on."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from app.quotas.model import DEFAULT, EntityName, Limits, QuotaEntity, QuotaGroup, QuotaTable, QuotaType
+from app.quotas.resolution import Resolution
+from app.throttle.factor import FactorReading
+from app.policy.limits import State
+from app.timefmt import iso_instant
+
+DEFAULT_NAME = "<default>"  # Kafka's name for the default entity of a kind
+PRECEDENCE = [
+    "excluded principal",
+    "user, client-id",
+    "user, default client-id",
+    "user",
+    "group",
+    "default user, client-id",
+    "default user, default client-id",
+    "default user",
+    "client-id",
+    "default client-id",
+    "defaults",
+    "unlimited",
+]
+
+Limit = Annotated[float | None, Field(gt=0, allow_inf_nan=False)]
+
+
+class QuotaLimits(BaseModel):
+    """Quotas per type in Kafka's units; null or absent: no quota of that type at this level."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"produce": 1048576, "fetch": 2097152}]})
+
+    produce: Limit = Field(None, description="bytes/s per broker")
+    fetch: Limit = Field(None, description="bytes/s per broker")
+    request: Limit = Field(None, description="percent of one request handler / network thread")
+    controller_mutation: Limit = Field(None, description="partition mutations/s (KIP-599)")
+
+    def to_limits(self) -> Limits:
+        return {QuotaType(name): value for name, value in self.model_dump().items() if value is not None}
+
+    @classmethod
+    def of(cls, limits: Limits) -> QuotaLimits:
+        return cls(**{quota_type.value: value for quota_type, value in limits.items()})
+
+
+def entity_name(text: str | None) -> EntityName:
+    if text is None:
+        return None
+    return DEFAULT if text == DEFAULT_NAME else text
+
+
+def entity_text(name: EntityName) -> str | None:
+    if name is None:
+        return None
+    return DEFAULT_NAME if name is DEFAULT else str(name)
+
+
+class EntityModel(BaseModel):
+    user: str | None = Field(None, description="A user principal name, or <default>; null: not part of the entity")
+    client_id: str | None = Field(None, description="A client id, or <default>; null: not part of the entity")
+
+    @classmethod
+    def of(cls, entity: QuotaEntity) -> EntityModel:
+        return cls(user=entity_text(entity.user), client_id=entity_text(entity.client_id))
+
+
+class OverrideModel(BaseModel):
+    entity: EntityModel
+    level: str = Field(description="The KIP-55 level this entity defines")
+    limits: QuotaLimits
+
+
+class GroupBody(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"users": ["alice", "bob"], "client_ids": ["etl"], "limits": {"produce": 5242880}}]},
+    )
+
+    users: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    client_ids: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    limits: QuotaLimits
+
+    @field_validator("users", "client_ids")
+    @classmethod
+    def _no_default(cls, names: list[str]) -> list[str]:
+        if DEFAULT_NAME in names:
+            raise ValueError(f"{DEFAULT_NAME} cannot be a group member")
+        return names
+
+
+class GroupModel(GroupBody):
+    name: str
+
+    @classmethod
+    def of(cls, group: QuotaGroup) -> GroupModel:
+        return cls(name=group.name, users=sorted(group.users), client_ids=sorted(group.client_ids), limits=QuotaLimits.of(group.limits))
+
+
+class QuotaTableModel(BaseModel):
+    """Everything a broker shim needs to resolve quotas locally, and the factor in force."""
+
+    defaults: QuotaLimits = Field(description="Per-broker quotas shared by clients that match nothing more specific")
+    overrides: list[OverrideModel]
+    groups: list[GroupModel]
+    excluded_principals: list[str] = Field(description="Principals never throttled, as User:<name>")
+    precedence: list[str] = Field(description="Resolution order, most specific first")
+    factor: float = Field(ge=0, le=1, description="The throttle factor in force")
+    factor_types: list[Literal["produce", "fetch", "request", "controller_mutation"]]
+    floors: QuotaLimits = Field(description="The lowest limit the factor brings a quota to, per type")
+    state: Literal["OPEN", "THROTTLE", "PAUSE"]
+    source: Literal["observed", "last-valid", "fallback", "initial", "disabled"]
+    valid_until: str | None = Field(description="When the factor expires unless renewed (see /throttle-factor)")
+
+
+class ResolutionModel(BaseModel):
+    user: str
+    client_id: str
+    type: Literal["produce", "fetch", "request", "controller_mutation"]
+    level: str = Field(description="The precedence level that matched (see /quotas precedence)")
+    entity: EntityModel | None = Field(description="The override entity that matched, if any")
+    group: str | None = Field(description="The quota group that matched, if any")
+    base_limit: float | None = Field(description="The configured quota before the factor; null: unlimited")
+    factor: float = Field(description="The factor applied to this quota type (1.0 when it does not apply)")
+    limit: float | None = Field(description="The effective limit the broker enforces; null: unlimited")
+    tags: dict[str, str] = Field(description="Metric tags: clients with equal tags share one quota")
+
+    @classmethod
+    def of(cls, user: str, client_id: str, resolution: Resolution) -> ResolutionModel:
+        return cls(
+            user=user,
+            client_id=client_id,
+            type=resolution.quota_type.value,
+            level=resolution.level,
+            entity=EntityModel.of(resolution.entity) if resolution.entity else None,
+            group=resolution.group,
+            base_limit=resolution.base_limit,
+            factor=resolution.factor,
+            limit=resolution.limit,
+            tags=resolution.tags,
+        )
+
+
+def table_model(table: QuotaTable, reading: FactorReading) -> QuotaTableModel:
+    overrides = sorted(table.overrides.items(), key=lambda item: (list(PRECEDENCE).index(item[0].level.value), repr(item[0])))
+    return QuotaTableModel(
+        defaults=QuotaLimits.of(table.defaults),
+        overrides=[OverrideModel(entity=EntityModel.of(e), level=e.level.value, limits=QuotaLimits.of(l)) for e, l in overrides],
+        groups=[GroupModel.of(table.groups[name]) for name in sorted(table.groups)],
+        excluded_principals=[f"User:{name}" for name in sorted(table.excluded_principals)],
+        precedence=PRECEDENCE,
+        factor=reading.factor,
+        factor_types=sorted(t.value for t in table.factor_types),
+        floors=QuotaLimits.of(table.floors),
+        state=State.of(reading.factor).value,
+        source=reading.source.value,
+        valid_until=iso_instant(reading.valid_until),
+    )
