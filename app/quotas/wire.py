@@ -161,3 +161,21 @@ def table_model(table: QuotaTable, reading: FactorReading) -> QuotaTableModel:
         source=reading.source.value,
         valid_until=iso_instant(reading.valid_until),
     )
+
+
+def table_from_json(data: dict) -> QuotaTable:
+    """The inverse of table_model for the table part (the shape of GET /quotas)."""
+    return QuotaTable(
+        defaults=QuotaLimits(**data.get("defaults", {})).to_limits(),
+        overrides={
+            QuotaEntity(entity_name(o["entity"].get("user")), entity_name(o["entity"].get("client_id"))): QuotaLimits(**o["limits"]).to_limits()
+            for o in data.get("overrides", [])
+        },
+        groups={
+            g["name"]: QuotaGroup(g["name"], frozenset(g.get("users", [])), frozenset(g.get("client_ids", [])), QuotaLimits(**g["limits"]).to_limits())
+            for g in data.get("groups", [])
+        },
+        excluded_principals=frozenset(p.removeprefix("User:") for p in data.get("excluded_principals", [])),
+        factor_types=frozenset(QuotaType(t) for t in data.get("factor_types", [])),
+        floors=QuotaLimits(**data["floors"]).to_limits(),
+    )

@@ -1,10 +1,13 @@
 """The README's configuration table, generated from the settings model.
 
-``python -m app.settings.reference`` prints it; a test fails when the README's copy differs."""
+``python -m app.settings.reference`` prints it, ``... --update README.md`` rewrites the
+README's copy; a test fails when that copy differs."""
 
 from __future__ import annotations
 
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 from app.settings.durations import format_duration
 from app.settings.model import Settings, allowed_values, env_name, property_name
@@ -34,5 +37,20 @@ def configuration_table() -> str:
     return "\n".join(rows)
 
 
+START_MARKER = "<!-- configuration-table"
+END_MARKER = "<!-- /configuration-table -->"
+
+
+def update_readme(path: Path) -> None:
+    """Replace the table between the README's markers with the generated one."""
+    text = path.read_text()
+    start = text.index("\n", text.index(START_MARKER)) + 1
+    end = text.index(END_MARKER)
+    path.write_text(text[:start] + configuration_table() + "\n" + text[end:])
+
+
 if __name__ == "__main__":
-    print(configuration_table())
+    if sys.argv[1:2] == ["--update"]:
+        update_readme(Path(sys.argv[2]))
+    else:
+        print(configuration_table())
