@@ -1,0 +1,222 @@
+"""The quota endpoints over HTTP (in-process): table, resolve, auth, validation, long-poll."""
+
+import asyncio
+
+import httpx
+import pytest
+
+from app.clock import ManualClock
+from app.main import create_app
+from app.quotas.store import QuotaStore
+from app.settings import load_settings
+from app.volumes.model import ObservationRound, VolumeObservation
+
+TOKEN = "s3cret-admin-token-0123"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def run(scenario, tmp_path, **overrides):
+    clock = ManualClock()
+    settings = load_settings(
+        environ={},
+        kafka_admin_bootstrap_servers="127.0.0.1:1",
+        storage_per_volume_limit_min_available_bytes="100",
+        data_dir=str(tmp_path),
+        produce="10000000",
+        excluded_principal_name_list="User:CN=ops,O=acme",
+        **{"admin_token": TOKEN, **overrides},
+    )
+    app = create_app(settings, clock=clock, observe=False)
+
+    async def main():
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://service") as client:
+                return await scenario(client, app.state.observer, clock)
+
+    return asyncio.run(main())
+
+
+def test_table_has_defaults_excluded_principals_factor_and_an_etag(tmp_path):
+    async def scenario(client, observer, clock):
+        response = await client.get("/quotas")
+        body = response.json()
+        assert body["defaults"]["produce"] == 10000000
+        assert body["excluded_principals"] == ["User:CN=ops,O=acme"]
+        assert body["factor_types"] == ["produce"]
+        assert (body["factor"], body["source"]) == (1.0, "initial")
+        assert body["floors"]["produce"] == 65536
+        again = await client.get("/quotas", headers={"If-None-Match": response.headers["etag"]})
+        assert again.status_code == 304
+
+    run(scenario, tmp_path)
+
+
+def test_overrides_and_groups_change_the_table_and_resolution(tmp_path):
+    async def scenario(client, observer, clock):
+        etag = (await client.get("/quotas")).headers["etag"]
+        put = await client.put("/quotas/overrides", params={"user": "alice", "client-id": "<default>"}, json={"produce": 2048000}, headers=AUTH)
+        assert put.status_code == 200
+        assert put.json() == {"entity": {"user": "alice", "client_id": "<default>"}, "level": "user, default client-id",
+                              "limits": {"produce": 2048000.0, "fetch": None, "request": None, "controller_mutation": None}}
+        table = await client.get("/quotas", headers={"If-None-Match": etag})
+        assert table.status_code == 200 and table.json()["overrides"][0]["entity"] == {"user": "alice", "client_id": "<default>"}
+        group = await client.put("/quotas/groups/analytics", json={"users": ["bob", "carol"], "limits": {"produce": 3000000}}, headers=AUTH)
+        assert group.status_code == 200
+        resolved = (await client.get("/quotas/resolve", params={"user": "carol", "client-id": "x", "type": "produce"})).json()
+        assert (resolved["level"], resolved["group"], resolved["limit"]) == ("group", "analytics", 3000000)
+        bob = (await client.get("/quotas/resolve", params={"user": "bob", "client-id": "y", "type": "produce"})).json()
+        assert bob["tags"] == resolved["tags"] == {"user": "", "client-id": "", "quota-group": "analytics"}
+        alice = (await client.get("/quotas/resolve", params={"user": "alice", "client-id": "app", "type": "produce"})).json()
+        assert (alice["level"], alice["limit"], alice["tags"]) == ("user, default client-id", 2048000, {"user": "alice", "client-id": "app"})
+        assert (await client.delete("/quotas/overrides", params={"user": "alice", "client-id": "<default>"}, headers=AUTH)).status_code == 204
+        assert (await client.delete("/quotas/overrides", params={"user": "alice", "client-id": "<default>"}, headers=AUTH)).status_code == 404
+        assert (await client.delete("/quotas/groups/analytics", headers=AUTH)).status_code == 204
+        assert (await client.get("/quotas")).json()["overrides"] == []
+
+    run(scenario, tmp_path)
+
+
+def test_the_factor_in_force_reaches_the_table_and_resolution(tmp_path):
+    async def scenario(client, observer, clock):
+        etag = (await client.get("/quotas")).headers["etag"]
+        now = clock()
+        observer.apply_round(ObservationRound(now, now, (1,), (VolumeObservation(1, "/d", 1000, 50, now),)))
+        table = await client.get("/quotas", headers={"If-None-Match": etag})
+        assert table.status_code == 200
+        assert (table.json()["factor"], table.json()["state"]) == (0.0, "PAUSE")
+        resolved = (await client.get("/quotas/resolve", params={"user": "x", "client-id": "y", "type": "produce"})).json()
+        assert (resolved["base_limit"], resolved["factor"], resolved["limit"]) == (10000000, 0.0, 65536)
+        excluded = (await client.get("/quotas/resolve", params={"user": "CN=ops,O=acme", "client-id": "y", "type": "produce"})).json()
+        assert (excluded["level"], excluded["limit"]) == ("excluded principal", None)
+
+    run(scenario, tmp_path)
+
+
+def test_long_poll_on_the_table_returns_on_change_and_times_out_cleanly(tmp_path):
+    async def scenario(client, observer, clock):
+        etag = (await client.get("/quotas")).headers["etag"]
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        timed_out = await client.get("/quotas", params={"wait": "0.3s"}, headers={"If-None-Match": etag})
+        assert timed_out.status_code == 304 and 0.25 < loop.time() - started < 3
+
+        async def change_soon():
+            await asyncio.sleep(0.2)
+            await client.put("/quotas/overrides", params={"client-id": "app"}, json={"fetch": 1000}, headers=AUTH)
+
+        started = loop.time()
+        changed, _ = await asyncio.gather(client.get("/quotas", params={"wait": "20"}, headers={"If-None-Match": etag}), change_soon())
+        assert changed.status_code == 200 and 0.15 < loop.time() - started < 5
+        assert changed.json()["overrides"][0]["entity"] == {"user": None, "client_id": "app"}
+
+    run(scenario, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [({}, 401), ({"Authorization": "Bearer wrong-token-wrong-token"}, 403), ({"Authorization": "Basic abc"}, 401)],
+)
+def test_mutations_need_the_bearer_token(tmp_path, headers, status):
+    async def scenario(client, observer, clock):
+        response = await client.put("/quotas/overrides", params={"user": "alice"}, json={"produce": 1}, headers=headers)
+        assert response.status_code == status
+        assert response.headers["content-type"] == "application/problem+json"
+        if status == 401:
+            assert response.headers["www-authenticate"] == "Bearer"
+        assert (await client.delete("/quotas/groups/x", headers=headers)).status_code == status
+        assert (await client.get("/quotas")).json()["overrides"] == []
+
+    run(scenario, tmp_path)
+
+
+def test_without_a_configured_token_mutations_are_refused_with_an_explanation(tmp_path):
+    async def scenario(client, observer, clock):
+        response = await client.put("/quotas/overrides", params={"user": "alice"}, json={"produce": 1}, headers=AUTH)
+        assert response.status_code == 403
+        assert "throttle.service.admin.token" in response.json()["detail"]
+
+    run(scenario, tmp_path, admin_token=None)
+
+
+@pytest.mark.parametrize(
+    ("params", "body", "field"),
+    [
+        ({"user": "alice"}, {"produce": -1}, "produce"),
+        ({"user": "alice"}, {"produce": 0}, "produce"),
+        ({"user": "alice"}, {"produce": "NaN"}, "produce"),
+        ({"user": "alice"}, {"fetch": "Infinity"}, "fetch"),
+        ({"user": "alice"}, {"bytes": 5}, "bytes"),
+        ({"user": "alice"}, {}, "body"),
+        ({}, {"produce": 5}, "user"),
+        ({"user": ""}, {"produce": 5}, "user"),
+        ({"client-id": ""}, {"produce": 5}, "client-id"),
+    ],
+)
+def test_invalid_overrides_are_422_naming_the_field_and_change_nothing(tmp_path, params, body, field):
+    async def scenario(client, observer, clock):
+        before = (await client.get("/quotas")).headers["etag"]
+        response = await client.put("/quotas/overrides", params=params, json=body, headers=AUTH)
+        assert response.status_code == 422, response.text
+        assert response.headers["content-type"] == "application/problem+json"
+        assert field in response.json()["detail"]
+        assert (await client.get("/quotas")).headers["etag"] == before
+
+    run(scenario, tmp_path)
+    store = QuotaStore(tmp_path / "quotas.sqlite3")
+    assert store.load_overrides() == {}
+    store.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "text"),
+    [
+        ("g1", '{"users": [], "client_ids": [], "limits": {"produce": 5}}', "at least one user or client id"),
+        ("g1", '{"users": ["a"], "limits": {"produce": Infinity}}', "produce"),
+        ("bad name!", '{"users": ["a"], "limits": {"produce": 5}}', "name"),
+        ("g1", '{"users": ["<default>"], "limits": {"produce": 5}}', "users"),
+        ("g1", '{"users": ["a"], "limits": {"produce": 5}, "extra": 1}', "extra"),
+        ("g1", '{"users": ["a"], "limits": {}}', "limits"),
+    ],
+)
+def test_invalid_groups_are_422(tmp_path, name, body, text):
+    async def scenario(client, observer, clock):
+        response = await client.put(f"/quotas/groups/{name}", content=body, headers={**AUTH, "content-type": "application/json"})
+        assert response.status_code == 422, response.text
+        assert text in response.json()["detail"]
+        assert (await client.get("/quotas")).json()["groups"] == []
+
+    run(scenario, tmp_path)
+
+
+def test_a_member_belongs_to_one_group_at_most(tmp_path):
+    async def scenario(client, observer, clock):
+        assert (await client.put("/quotas/groups/a", json={"users": ["bob"], "limits": {"produce": 5}}, headers=AUTH)).status_code == 200
+        conflict = await client.put("/quotas/groups/b", json={"users": ["bob"], "limits": {"produce": 5}}, headers=AUTH)
+        assert conflict.status_code == 409 and "already belongs to group 'a'" in conflict.json()["detail"]
+
+    run(scenario, tmp_path)
+
+
+@pytest.mark.parametrize("params", [{"user": "a"}, {"user": "a", "type": "bytes"}])
+def test_resolve_needs_a_known_type(tmp_path, params):
+    async def scenario(client, observer, clock):
+        response = await client.get("/quotas/resolve", params=params)
+        assert response.status_code == 422 and "type" in response.json()["detail"]
+
+    run(scenario, tmp_path)
+
+
+def test_overrides_survive_a_restart(tmp_path):
+    async def write(client, observer, clock):
+        await client.put("/quotas/overrides", params={"user": "<default>"}, json={"request": 25.5}, headers=AUTH)
+        await client.put("/quotas/groups/g", json={"client_ids": ["etl"], "limits": {"fetch": 1000}}, headers=AUTH)
+
+    async def read(client, observer, clock):
+        body = (await client.get("/quotas")).json()
+        assert body["overrides"][0]["entity"] == {"user": "<default>", "client_id": None}
+        assert body["overrides"][0]["limits"]["request"] == 25.5
+        assert body["groups"][0]["client_ids"] == ["etl"]
+
+    run(write, tmp_path)
+    run(read, tmp_path)
