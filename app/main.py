@@ -13,6 +13,7 @@ from prometheus_fastapi_instrumentator import Instrumentator
 from prometheus_fastapi_instrumentator import metrics as http_metrics
 
 from app.api import health, throttle, volumes
+from app.api import metrics as metrics_api
 from app.api import quotas as quotas_api
 from app.api.problems import install_problem_handlers
 from app.clock import Clock, system_clock
@@ -116,6 +117,8 @@ def create_app(
             "and serves the throttle factor that keeps the cluster from running out of disk."
         ),
         lifespan=lifespan,
+        # operation ids are the handler names: generated clients get quota_table(), put_override(), ...
+        generate_unique_id_function=lambda route: route.name,
     )
     app.state.observer = observer
     app.state.settings = settings
@@ -132,5 +135,7 @@ def create_app(
         http_metrics.requests(registry=registry),
         http_metrics.latency(registry=registry, buckets=HTTP_LATENCY_BUCKETS),
     )
-    instrumentator.instrument(app).expose(app, endpoint="/metrics", include_in_schema=True, tags=["metrics"])
+    instrumentator.instrument(app)
+    app.state.registry = registry
+    app.include_router(metrics_api.router)
     return app

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.dependencies import get_observer
 from app.observer import Observer
@@ -15,10 +15,14 @@ router = APIRouter(tags=["health"])
 
 
 class Health(BaseModel):
-    status: str = Field(examples=["ok"])
+    model_config = ConfigDict(json_schema_extra={"examples": [{"status": "ok"}]})
+
+    status: str
 
 
 class Readiness(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"ready": True, "source": "observed", "rounds": 42}]})
+
     ready: bool
     source: str = Field(description="Source of the factor in force (see /throttle-factor)")
     rounds: int = Field(description="Observation rounds completed since start")

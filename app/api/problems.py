@@ -7,13 +7,28 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 PROBLEM_JSON = "application/problem+json"
 
 
 class Problem(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "type": "about:blank",
+                    "title": "Invalid request",
+                    "status": 422,
+                    "detail": "produce: Input should be greater than 0",
+                    "instance": "/quotas/overrides",
+                    "errors": [{"field": "produce", "in": "body", "message": "Input should be greater than 0"}],
+                }
+            ]
+        }
+    )
+
     type: str = Field("about:blank", description="A URI reference identifying the problem type")
     title: str
     status: int
@@ -38,7 +53,8 @@ def problem_response(request: Request, status: int, title: str, detail: str | No
 
 def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI entries for problem+json answers."""
-    return {status: {"model": Problem, "content": {PROBLEM_JSON: {}}} for status in statuses}
+    schema = {"$ref": "#/components/schemas/Problem"}
+    return {status: {"model": Problem, "content": {PROBLEM_JSON: {"schema": schema}}} for status in statuses}
 
 
 def install_problem_handlers(app: FastAPI) -> None:

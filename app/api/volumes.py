@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.dependencies import get_observer
 from app.observer import Observer
@@ -24,6 +24,35 @@ class CachedVolume(VolumeEntry):
 
 
 class VolumesView(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "observed_at": "2026-11-21T16:40:00.000Z",
+                    "validity_seconds": 300.0,
+                    "active_brokers": [1, 2],
+                    "missing_brokers": [],
+                    "volumes": [
+                        {
+                            "broker_id": 1,
+                            "log_dir": "/var/lib/kafka/data",
+                            "total_bytes": 67108864,
+                            "usable_bytes": 4194304,
+                            "available_ratio": 0.0625,
+                            "observed_at": "2026-11-21T16:40:00.000Z",
+                            "factor": 0.0,
+                            "reason": "hard limit",
+                            "age_seconds": 3.2,
+                            "broker_active": True,
+                            "error": None,
+                            "status": "breaching",
+                        }
+                    ],
+                }
+            ]
+        }
+    )
+
     observed_at: str | None
     validity_seconds: float
     active_brokers: list[int]

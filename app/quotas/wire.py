@@ -71,6 +71,12 @@ class EntityModel(BaseModel):
 
 
 class OverrideModel(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"entity": {"user": "alice", "client_id": "<default>"}, "level": "user, default client-id", "limits": {"produce": 1048576}}]
+        }
+    )
+
     entity: EntityModel
     level: str = Field(description="The KIP-55 level this entity defines")
     limits: QuotaLimits
@@ -95,6 +101,10 @@ class GroupBody(BaseModel):
 
 
 class GroupModel(GroupBody):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"name": "analytics", "users": ["alice", "bob"], "client_ids": ["etl"], "limits": {"produce": 5242880}}]}
+    )
+
     name: str
 
     @classmethod
@@ -104,6 +114,26 @@ class GroupModel(GroupBody):
 
 class QuotaTableModel(BaseModel):
     """Everything a broker shim needs to resolve quotas locally, and the factor in force."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "defaults": {"produce": 10485760},
+                    "overrides": [{"entity": {"user": "alice", "client_id": None}, "level": "user", "limits": {"produce": 2097152}}],
+                    "groups": [{"name": "analytics", "users": ["bob"], "client_ids": ["etl"], "limits": {"produce": 5242880}}],
+                    "excluded_principals": ["User:CN=operator,O=example"],
+                    "precedence": PRECEDENCE,
+                    "factor": 0.5,
+                    "factor_types": ["produce"],
+                    "floors": {"produce": 65536, "fetch": 65536, "request": 1, "controller_mutation": 1},
+                    "state": "THROTTLE",
+                    "source": "observed",
+                    "valid_until": "2026-11-21T16:45:00.000Z",
+                }
+            ]
+        }
+    )
 
     defaults: QuotaLimits = Field(description="Per-broker quotas shared by clients that match nothing more specific")
     overrides: list[OverrideModel]
@@ -119,6 +149,25 @@ class QuotaTableModel(BaseModel):
 
 
 class ResolutionModel(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "user": "alice",
+                    "client_id": "billing",
+                    "type": "produce",
+                    "level": "user",
+                    "entity": {"user": "alice", "client_id": None},
+                    "group": None,
+                    "base_limit": 2097152,
+                    "factor": 0.5,
+                    "limit": 1048576,
+                    "tags": {"user": "alice", "client-id": ""},
+                }
+            ]
+        }
+    )
+
     user: str
     client_id: str
     type: Literal["produce", "fetch", "request", "controller_mutation"]

@@ -17,3 +17,26 @@ def test_openapi_documents_the_decision_endpoints():
     parameters = paths["/throttle-factor"]["get"]["parameters"]
     assert [p["name"] for p in parameters] == ["wait"]
     assert "ThrottleDecision" in document["components"]["schemas"]
+
+
+def _resolve(document, schema):
+    while "$ref" in schema:
+        schema = document["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
+    return schema
+
+
+def test_every_endpoint_documents_its_responses_with_schemas_and_examples():
+    import json
+
+    document = json.loads(render())
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            assert not operation["operationId"].endswith(f"_{method}"), operation["operationId"]  # readable client names
+            successes = [code for code in operation["responses"] if code.startswith("2")]
+            assert successes, f"{method} {path}: no success response"
+            for code, response in operation["responses"].items():
+                for media, content in response.get("content", {}).items():
+                    schema = _resolve(document, content.get("schema", {}))
+                    assert schema, f"{method} {path} {code} {media}: no schema"
+                    if code.startswith("2") or media == "application/problem+json":
+                        assert "examples" in schema or "example" in content, f"{method} {path} {code} {media}: no example"
