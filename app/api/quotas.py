@@ -19,7 +19,7 @@ from app.quotas.wire import (
     GroupBody,
     GroupModel,
     OverrideModel,
-    QuotaLimits,
+    QuotaLimitsBody,
     QuotaTableModel,
     ResolutionModel,
     entity_name,
@@ -124,7 +124,7 @@ ClientQuery = Query(alias="client-id", description=f"Client id, or {DEFAULT_NAME
 )
 async def put_override(
     request: Request,
-    limits: QuotaLimits,
+    limits: QuotaLimitsBody,
     user: Annotated[str | None, UserQuery] = None,
     client_id: Annotated[str | None, ClientQuery] = None,
 ) -> OverrideModel:

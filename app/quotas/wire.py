@@ -49,6 +49,22 @@ class QuotaLimits(BaseModel):
         return cls(**{quota_type.value: value for quota_type, value in limits.items()})
 
 
+def _at_least_one(names: tuple[str, ...], item: dict) -> list[dict]:
+    return [{"required": [name], "properties": {name: item}} for name in names]
+
+
+class QuotaLimitsBody(QuotaLimits):
+    """Quotas to set: at least one of them."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"produce": 1048576}],
+            "anyOf": _at_least_one(("produce", "fetch", "request", "controller_mutation"), {"type": "number"}),
+        },
+    )
+
+
 def entity_name(text: str | None) -> EntityName:
     if text is None:
         return None
@@ -85,12 +101,15 @@ class OverrideModel(BaseModel):
 class GroupBody(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{"users": ["alice", "bob"], "client_ids": ["etl"], "limits": {"produce": 5242880}}]},
+        json_schema_extra={
+            "examples": [{"users": ["alice", "bob"], "client_ids": ["etl"], "limits": {"produce": 5242880}}],
+            "anyOf": _at_least_one(("users", "client_ids"), {"type": "array", "minItems": 1}),
+        },
     )
 
     users: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     client_ids: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
-    limits: QuotaLimits
+    limits: QuotaLimitsBody
 
     @field_validator("users", "client_ids")
     @classmethod
@@ -100,12 +119,15 @@ class GroupBody(BaseModel):
         return names
 
 
-class GroupModel(GroupBody):
+class GroupModel(BaseModel):
     model_config = ConfigDict(
         json_schema_extra={"examples": [{"name": "analytics", "users": ["alice", "bob"], "client_ids": ["etl"], "limits": {"produce": 5242880}}]}
     )
 
     name: str
+    users: list[str]
+    client_ids: list[str]
+    limits: QuotaLimits
 
     @classmethod
     def of(cls, group: QuotaGroup) -> GroupModel:
