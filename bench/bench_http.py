@@ -1,4 +1,5 @@
-"""Throughput and latency of /throttle-factor (200 and 304) against a bare FastAPI endpoint.
+"""Throughput and latency of the hot endpoints against a bare FastAPI endpoint:
+/throttle-factor (200 and 304), /quotas/resolve and conditional GET /quotas (304).
 
 Run: .venv/bin/python bench/bench_http.py [--duration 10] [--rounds 3]
 Needs wrk (Debian package ``wrk``). Every figure is measured in the same run, servers and
@@ -79,12 +80,17 @@ def main() -> None:
     try:
         decision = httpx.get(f"http://127.0.0.1:{service_port}/throttle-factor")
         etag = decision.headers["etag"]
+        quotas_etag = httpx.get(f"http://127.0.0.1:{service_port}/quotas").headers["etag"]
+        resolve_url = f"http://127.0.0.1:{service_port}/quotas/resolve?user=user-501&client-id=billing&type=produce"
+        assert httpx.get(resolve_url).json()["level"] == "user, default client-id"
         bare_size = len(httpx.get(f"http://127.0.0.1:{bare_port}/bare").content)
         print(f"body: service {len(decision.content)} bytes, bare {bare_size} bytes; {CONNECTIONS} connections, {args.duration}s x {args.rounds} rounds")
         targets = {
             "bare endpoint": (f"http://127.0.0.1:{bare_port}/bare", None),
             "/throttle-factor 200": (f"http://127.0.0.1:{service_port}/throttle-factor", None),
             "/throttle-factor 304": (f"http://127.0.0.1:{service_port}/throttle-factor", {"If-None-Match": etag}),
+            "/quotas/resolve": (resolve_url, None),
+            "/quotas 304": (f"http://127.0.0.1:{service_port}/quotas", {"If-None-Match": quotas_etag}),
         }
         results: dict[str, list[dict[str, float]]] = {name: [] for name in targets}
         for name, (url, headers) in targets.items():  # warm-up

@@ -7,24 +7,40 @@ of the same size, the baseline every ratio is measured against."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 import tempfile
 import time
 
 import uvicorn
 from fastapi import FastAPI, Response
 
-from app.main import create_app
+from app.main import QUOTA_STORE_FILE, create_app
+from app.quotas.model import DEFAULT, QuotaEntity, QuotaType
+from app.quotas.store import QuotaStore
 from app.settings import load_settings
 from app.volumes.model import ObservationRound, VolumeObservation
 
 MiB = 1024 * 1024
 
 
+QUOTA_OVERRIDES = 1000  # a realistic table behind /quotas and /quotas/resolve
+
+
+def seed_quota_store(data_dir: Path) -> None:
+    store = QuotaStore(data_dir / QUOTA_STORE_FILE)
+    for n in range(QUOTA_OVERRIDES):
+        store.put_override(QuotaEntity(f"user-{n}", DEFAULT if n % 2 else None), {QuotaType.PRODUCE: 1e6 + n}, time.time())
+    store.close()
+
+
 def service_app() -> FastAPI:
+    data_dir = Path(tempfile.mkdtemp(prefix="throttle-bench-"))
+    seed_quota_store(data_dir)
     settings = load_settings(
         environ={},
         kafka_admin_bootstrap_servers="127.0.0.1:9092",
-        data_dir=tempfile.mkdtemp(prefix="throttle-bench-"),
+        data_dir=str(data_dir),
+        produce="10485760",
         storage_per_volume_limit_min_available_bytes=str(8 * MiB),
         storage_per_volume_soft_limit_min_available_bytes=str(24 * MiB),
         throttle_factor_validity_duration="P1D",

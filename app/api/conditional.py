@@ -61,7 +61,7 @@ _NOT_MODIFIED_HEADERS = [(b"cache-control", b"no-cache")]
 
 
 async def conditional_get(request: Request, board: Board) -> Response:
-    seconds = parse_wait(request.query_params.get("wait"))
+    seconds = parse_wait(request.query_params.get("wait")) if request.scope["query_string"] else 0.0
     if_none_match = request.headers.get("if-none-match")
     if seconds > 0 and if_none_match:
         published = board.current()

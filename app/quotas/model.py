@@ -101,7 +101,11 @@ class QuotaTable:
     # member -> group name, derived from ``groups`` (a member belongs to one group at most)
     user_groups: dict[str, str] = field(init=False, repr=False, compare=False)
     client_groups: dict[str, str] = field(init=False, repr=False, compare=False)
+    # (user, client id) -> (entity, limits): resolution looks up plain tuples, which is
+    # several times cheaper than building an entity per candidate level
+    override_index: dict[tuple[EntityName, EntityName], tuple[QuotaEntity, Limits]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "override_index", {(e.user, e.client_id): (e, l) for e, l in self.overrides.items()})
         object.__setattr__(self, "user_groups", {u: g.name for g in self.groups.values() for u in g.users})
         object.__setattr__(self, "client_groups", {c: g.name for g in self.groups.values() for c in g.client_ids})

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.quotas.model import DEFAULT, Level, QuotaEntity, QuotaGroup, QuotaTable, QuotaType
+from app.quotas.model import DEFAULT, EntityName, Level, QuotaEntity, QuotaGroup, QuotaTable, QuotaType
 
 GROUP_LEVEL = "group"
 EXCLUDED_LEVEL = "excluded principal"
@@ -43,24 +43,25 @@ class Resolution:
 
 
 _GROUP_STEP = None  # where quota groups are consulted in the precedence order
+Candidate = tuple[EntityName, EntityName]
 
 
-def _steps(user: str, client_id: str) -> list[QuotaEntity | None]:
-    """The entity that would match at each KIP-55 level, in precedence order, with the
-    group step between the user's own levels and the default-user levels. An empty user
-    or client id cannot be named by an entity; only default entities match it."""
-    steps: list[QuotaEntity | None] = []
+def _steps(user: str, client_id: str) -> list[Candidate | None]:
+    """The (user, client id) entity that would match at each KIP-55 level, in precedence
+    order, with the group step between the user's own levels and the default-user levels.
+    An empty user or client id cannot be named by an entity; only defaults match it."""
+    steps: list[Candidate | None] = []
     if user:
         if client_id:
-            steps.append(QuotaEntity(user, client_id))
-        steps += [QuotaEntity(user, DEFAULT), QuotaEntity(user, None)]
+            steps.append((user, client_id))
+        steps += [(user, DEFAULT), (user, None)]
     steps.append(_GROUP_STEP)
     if client_id:
-        steps.append(QuotaEntity(DEFAULT, client_id))
-    steps += [QuotaEntity(DEFAULT, DEFAULT), QuotaEntity(DEFAULT, None)]
+        steps.append((DEFAULT, client_id))
+    steps += [(DEFAULT, DEFAULT), (DEFAULT, None)]
     if client_id:
-        steps.append(QuotaEntity(None, client_id))
-    steps.append(QuotaEntity(None, DEFAULT))
+        steps.append((None, client_id))
+    steps.append((None, DEFAULT))
     return steps
 
 
@@ -106,9 +107,10 @@ def resolve(table: QuotaTable, user: str, client_id: str, quota_type: QuotaType,
                 tags = {"user": "", "client-id": "", GROUP_TAG: group.name}
                 return found(GROUP_LEVEL, None, group.name, group.limits[quota_type], tags)
             continue
-        limits = table.overrides.get(step)
-        if limits is not None and quota_type in limits:
-            return found(step.level.value, step, None, limits[quota_type], _tags(step.level, user, client_id))
+        match = table.override_index.get(step)
+        if match is not None and quota_type in match[1]:
+            entity, limits = match
+            return found(entity.level.value, entity, None, limits[quota_type], _tags(entity.level, user, client_id))
     shared = {"user": "", "client-id": ""}
     if quota_type in table.defaults:
         return found(DEFAULTS_LEVEL, None, None, table.defaults[quota_type], shared)
