@@ -180,3 +180,23 @@ def test_the_service_refuses_to_start_on_bad_configuration(tmp_path):
     result = run_cli("--config", str(bad), env={"PATH": "/usr/bin"})
     assert result.returncode == 2
     assert "throttle.factor.fallback='7'" in result.stderr
+
+
+def test_excluded_principals_are_user_entries_separated_by_semicolons():
+    s = load_settings(environ={**MINIMAL, "CLIENT_QUOTA_CALLBACK_STATIC_EXCLUDED_PRINCIPAL_NAME_LIST": "User:CN=ops,O=acme,C=DE; User:admin;"})
+    assert s.excluded_principals == frozenset({"CN=ops,O=acme,C=DE", "admin"})
+    lines = problems(environ={**MINIMAL, "CLIENT_QUOTA_CALLBACK_STATIC_EXCLUDED_PRINCIPAL_NAME_LIST": "User:admin;Group:ops"})
+    assert len(lines) == 1 and "entry 'Group:ops' is not User:<name>" in lines[0]
+
+
+def test_factor_types_and_quota_defaults():
+    s = load_settings(environ={**MINIMAL, "THROTTLE_SERVICE_QUOTA_FACTOR_TYPES": "produce, fetch", "CLIENT_QUOTA_CALLBACK_STATIC_PRODUCE": "1048576"})
+    assert s.factor_types == frozenset({"produce", "fetch"}) and s.produce == 1048576
+    assert "unknown quota type 'bytes'" in problems(environ={**MINIMAL, "THROTTLE_SERVICE_QUOTA_FACTOR_TYPES": "bytes"})[0]
+    for bad in ("0", "-5", "nan", "inf"):
+        assert problems(environ={**MINIMAL, "CLIENT_QUOTA_CALLBACK_STATIC_FETCH": bad})[0].startswith(f"client.quota.callback.static.fetch='{bad}'")
+
+
+def test_the_admin_token_is_never_echoed():
+    lines = problems(environ={**MINIMAL, "THROTTLE_SERVICE_ADMIN_TOKEN": "short-secret"})
+    assert len(lines) == 1 and "short-secret" not in lines[0] and "<hidden>" in lines[0]
