@@ -13,6 +13,8 @@ from app.main import create_app
 from app.settings import load_settings
 from app.volumes.model import ObservationRound, VolumeObservation
 
+from .asgi import run_scenario
+
 
 def make_app(clock, **overrides):
     overrides.setdefault("data_dir", tempfile.mkdtemp(prefix="throttle-test-"))
@@ -35,14 +37,7 @@ def healthy(clock, usable=500):
 def run(scenario, **overrides):
     clock = ManualClock()
     app = make_app(clock, **overrides)
-
-    async def main():
-        async with app.router.lifespan_context(app):
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://service") as client:
-                return await scenario(client, app.state.observer, clock)
-
-    return asyncio.run(main())
+    return run_scenario(app, clock, scenario)
 
 
 def test_throttle_factor_carries_etag_and_answers_304_to_if_none_match():

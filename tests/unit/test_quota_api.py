@@ -11,6 +11,8 @@ from app.quotas.store import QuotaStore
 from app.settings import load_settings
 from app.volumes.model import ObservationRound, VolumeObservation
 
+from .asgi import run_scenario
+
 TOKEN = "s3cret-admin-token-0123"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -27,14 +29,7 @@ def run(scenario, tmp_path, **overrides):
         **{"admin_token": TOKEN, **overrides},
     )
     app = create_app(settings, clock=clock, observe=False)
-
-    async def main():
-        async with app.router.lifespan_context(app):
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://service") as client:
-                return await scenario(client, app.state.observer, clock)
-
-    return asyncio.run(main())
+    return run_scenario(app, clock, scenario)
 
 
 def test_table_has_defaults_excluded_principals_factor_and_an_etag(tmp_path):
