@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -60,11 +61,13 @@ def free_port() -> int:
 
 
 class RunningService:
-    def __init__(self, process: subprocess.Popen, base_url: str, log_path: Path) -> None:
+    def __init__(self, process: subprocess.Popen, base_url: str, log_path: Path, verify: str | bool = True) -> None:
         self.process = process
         self.base_url = base_url
         self.log_path = log_path
-        self.client = httpx.Client(base_url=base_url, timeout=10)
+        if isinstance(verify, str):
+            verify = ssl.create_default_context(cafile=verify)
+        self.client = httpx.Client(base_url=base_url, timeout=10, verify=verify)
 
     def decision(self) -> dict:
         response = self.client.get("/throttle-factor")
@@ -101,10 +104,12 @@ def start_service(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Ca
     the bootstrap servers default to the session's Kafka cluster."""
     services: list[RunningService] = []
 
-    def start(extra_env: dict[str, str] | None = None, **settings: str) -> RunningService:
-        if "kafka_admin_bootstrap_servers" not in settings:
+    def start(
+        extra_env: dict[str, str] | None = None, ready_url: str | None = None, ready_verify: str | bool = True, **settings: str
+    ) -> RunningService:
+        if "kafka_admin_bootstrap_servers" not in settings and settings.get("storage_check_interval") != "PT0S":
             settings["kafka_admin_bootstrap_servers"] = request.getfixturevalue("kafka_cluster").bootstrap_servers
-        port = free_port()
+        port = int(settings.get("http_port", 0)) or free_port()
         env = {key: value for key, value in os.environ.items() if not key.startswith(("CLIENT_QUOTA_CALLBACK_", "THROTTLE_SERVICE_"))}
         settings = {"http_host": "127.0.0.1", "http_port": str(port), "data_dir": str(tmp_path / f"data-{port}"), **settings}
         for field, value in settings.items():
@@ -114,7 +119,7 @@ def start_service(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Ca
         process = subprocess.Popen(
             [sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT
         )
-        service = RunningService(process, f"http://127.0.0.1:{port}", log_path)
+        service = RunningService(process, ready_url or f"http://127.0.0.1:{port}", log_path, verify=ready_verify)
         services.append(service)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
