@@ -31,8 +31,6 @@ from app.volumes.source import VolumeSource
 
 API_VERSION = "0.1.0"
 HTTP_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 300.0)
-
-
 QUOTA_STORE_FILE = "quotas.sqlite3"
 
 

@@ -45,7 +45,7 @@ class Observer:
         self.interval_seconds = interval_seconds
         self.clock = clock
         self.board: Board[ThrottleDecision] = Board(self._render, clock)
-        self.board.on_change(self._log_change)
+        self.board.on_change(self._on_decision_change)
         self.rounds = 0
         self._missing: frozenset[int] = frozenset()
         self._round_failed = False
@@ -101,7 +101,8 @@ class Observer:
         for volume in self.decider.evicted:
             log.info("forgot broker %d log dir %s: last observed more than the validity duration ago", volume.broker_id, volume.log_dir)
 
-    def _log_change(self, new: Published[ThrottleDecision], old: Published[ThrottleDecision] | None) -> None:
+    def _on_decision_change(self, new: Published[ThrottleDecision], old: Published[ThrottleDecision] | None) -> None:
+        """Count a fallback taking over and log each change of source or state once."""
         decision = new.model
         before = old.model if old is not None else None
         if before is None or before.source != decision.source:

@@ -26,6 +26,7 @@ WAIT_PARAMETER = {
     "example": "30s",
 }
 
+
 def parse_wait(text: str | None) -> float:
     if text is None:
         return 0.0

@@ -84,8 +84,8 @@ def _unknown_key_problem(key: str, value: _Value) -> Problem:
 
 
 def _check_bootstrap(servers: str) -> bool:
-    entries = [s.strip() for s in servers.split(",")]
-    return all(_HOST_PORT.match(e) and 0 < int(_HOST_PORT.match(e).group(2)) < 65536 for e in entries)  # type: ignore[union-attr]
+    matches = [_HOST_PORT.match(entry.strip()) for entry in servers.split(",")]
+    return all(match is not None and 0 < int(match.group(2)) < 65536 for match in matches)
 
 
 def _cross_field_problems(s: Settings, origin_of: dict[str, str], raw_of: dict[str, Any]) -> list[Problem]:
