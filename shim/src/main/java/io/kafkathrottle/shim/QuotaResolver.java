@@ -1,0 +1,174 @@
+package io.kafkathrottle.shim;
+
+import java.util.Map;
+
+import org.apache.kafka.server.quota.ClientQuotaType;
+
+/**
+ * Quota resolution, the same rules as the service's app/quotas/resolution.py (the shared vectors
+ * in tests/quota_vectors.json keep the two in step). Pure, allocation-light: Kafka asks on
+ * every request.
+ *
+ * <p>Order, most specific first, each type resolved on its own: (user, client-id),
+ * (user, default client-id), (user), the quota group naming the user or else the client id,
+ * (default user, client-id), (default user, default client-id), (default user), (client-id),
+ * (default client-id), the table's defaults, unlimited. Excluded principals come first: never
+ * throttled, tags of their own.
+ */
+final class QuotaResolver {
+    static final String USER_TAG = "user";
+    static final String CLIENT_ID_TAG = "client-id";
+    static final String GROUP_TAG = "quota-group";
+
+    private QuotaResolver() {
+    }
+
+    static Resolution resolve(QuotaTable table, String user, String clientId, ClientQuotaType type, double factor) {
+        if (table.excluded.contains(user)) {
+            return new Resolution(type, "excluded principal", null, null, null, 1.0, null, Map.of(USER_TAG, user, CLIENT_ID_TAG, clientId));
+        }
+        boolean named = !user.isEmpty();
+        boolean hasClient = !clientId.isEmpty();
+        Resolution found = null;
+        if (named) {
+            if (hasClient) {
+                found = override(table, user, clientId, user, clientId, type, factor);
+            }
+            if (found == null) {
+                found = override(table, user, EntityKey.DEFAULT, user, clientId, type, factor);
+            }
+            if (found == null) {
+                found = override(table, user, null, user, clientId, type, factor);
+            }
+        }
+        if (found == null) {
+            found = group(table, user, clientId, type, factor);
+        }
+        if (found == null && hasClient) {
+            found = override(table, EntityKey.DEFAULT, clientId, user, clientId, type, factor);
+        }
+        if (found == null) {
+            found = override(table, EntityKey.DEFAULT, EntityKey.DEFAULT, user, clientId, type, factor);
+        }
+        if (found == null) {
+            found = override(table, EntityKey.DEFAULT, null, user, clientId, type, factor);
+        }
+        if (found == null && hasClient) {
+            found = override(table, null, clientId, user, clientId, type, factor);
+        }
+        if (found == null) {
+            found = override(table, null, EntityKey.DEFAULT, user, clientId, type, factor);
+        }
+        if (found != null) {
+            return found;
+        }
+        Map<String, String> shared = Map.of(USER_TAG, "", CLIENT_ID_TAG, "");
+        Double base = table.defaults.get(type);
+        return withFactor(table, type, base == null ? "unlimited" : "defaults", null, null, base, factor, shared);
+    }
+
+    /**
+     * The limit of a quota metric with these tags (without the shim's epoch tag), or null when no
+     * client resolves to them any more. Tags of the (user, client-id) shape name exactly one
+     * pair, so that pair is resolved; the other shapes look up the entity that gives them.
+     * Where Kafka's tag scheme itself lets two levels share tags (an empty client id under a
+     * (user, default client-id) quota and the (user) level), the empty client id's answer wins.
+     */
+    static Double limitForTags(QuotaTable table, ClientQuotaType type, Map<String, String> tags, double factor) {
+        String groupName = tags.get(GROUP_TAG);
+        if (groupName != null) {
+            QuotaTable.Group group = table.groups.get(groupName);
+            Double base = group == null ? null : group.limits().get(type);
+            return base == null ? null : applyFactor(table, type, base, factor)[1];
+        }
+        String user = tags.getOrDefault(USER_TAG, "");
+        String clientId = tags.getOrDefault(CLIENT_ID_TAG, "");
+        if (!user.isEmpty() && table.excluded.contains(user)) {
+            return null;
+        }
+        if (!user.isEmpty()) {
+            Resolution resolution = resolve(table, user, clientId, type, factor);
+            if (resolution.tags().equals(tags)) {
+                return resolution.limit();
+            }
+            if (!clientId.isEmpty()) {
+                return null;
+            }
+            Double base = value(table, user, null, type);
+            if (base == null) {
+                base = value(table, EntityKey.DEFAULT, null, type);
+            }
+            return base == null ? null : applyFactor(table, type, base, factor)[1];
+        }
+        if (!clientId.isEmpty()) {
+            Double base = value(table, null, clientId, type);
+            if (base == null) {
+                base = value(table, null, EntityKey.DEFAULT, type);
+            }
+            return base == null ? null : applyFactor(table, type, base, factor)[1];
+        }
+        return applyFactor(table, type, table.defaults.get(type), factor)[1];
+    }
+
+    /**
+     * {factor applied, effective limit}. A throttled limit never falls below the floor (Kafka
+     * divides by it), nor is raised above the base by it; unlimited stays unlimited unless the
+     * factor is 0, where a pause must pause.
+     */
+    static Double[] applyFactor(QuotaTable table, ClientQuotaType type, Double base, double factor) {
+        if (!table.factorTypes.contains(type) || factor >= 1.0) {
+            return new Double[] {1.0, base};
+        }
+        double floor = table.floors.get(type);
+        if (base == null) {
+            return new Double[] {factor, factor <= 0.0 ? floor : null};
+        }
+        return new Double[] {factor, Math.max(base * factor, Math.min(floor, base))};
+    }
+
+    private static Double value(QuotaTable table, String user, String clientId, ClientQuotaType type) {
+        Map<ClientQuotaType, Double> limits = table.overrides.get(new EntityKey(user, clientId));
+        return limits == null ? null : limits.get(type);
+    }
+
+    private static Resolution override(QuotaTable table, String entityUser, String entityClient, String user, String clientId,
+            ClientQuotaType type, double factor) {
+        EntityKey entity = new EntityKey(entityUser, entityClient);
+        Map<ClientQuotaType, Double> limits = table.overrides.get(entity);
+        Double base = limits == null ? null : limits.get(type);
+        if (base == null) {
+            return null;
+        }
+        Map<String, String> tags;
+        if (entity.userLevel()) {
+            tags = Map.of(USER_TAG, user, CLIENT_ID_TAG, "");
+        } else if (entity.clientLevel()) {
+            tags = Map.of(USER_TAG, "", CLIENT_ID_TAG, clientId);
+        } else {
+            tags = Map.of(USER_TAG, user, CLIENT_ID_TAG, clientId);
+        }
+        return withFactor(table, type, entity.level(), entity, null, base, factor, tags);
+    }
+
+    private static Resolution group(QuotaTable table, String user, String clientId, ClientQuotaType type, double factor) {
+        String name = table.userGroups.get(user);
+        if (name == null) {
+            name = table.clientGroups.get(clientId);
+        }
+        if (name == null) {
+            return null;
+        }
+        Double base = table.groups.get(name).limits().get(type);
+        if (base == null) {
+            return null;
+        }
+        Map<String, String> tags = Map.of(USER_TAG, "", CLIENT_ID_TAG, "", GROUP_TAG, name);
+        return withFactor(table, type, "group", null, name, base, factor, tags);
+    }
+
+    private static Resolution withFactor(QuotaTable table, ClientQuotaType type, String level, EntityKey entity, String group, Double base,
+            double factor, Map<String, String> tags) {
+        Double[] applied = applyFactor(table, type, base, factor);
+        return new Resolution(type, level, entity, group, base, applied[0], applied[1], tags);
+    }
+}

@@ -1,0 +1,133 @@
+package io.kafkathrottle.shim;
+
+import java.io.InputStream;
+import java.net.URI;
+import java.net.URISyntaxException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.KeyStore;
+import java.time.Duration;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.TrustManagerFactory;
+
+import org.apache.kafka.common.config.AbstractConfig;
+import org.apache.kafka.common.config.ConfigDef;
+import org.apache.kafka.common.config.ConfigDef.Importance;
+import org.apache.kafka.common.config.ConfigDef.Range;
+import org.apache.kafka.common.config.ConfigDef.Type;
+import org.apache.kafka.common.config.ConfigException;
+import org.apache.kafka.common.config.types.Password;
+
+/**
+ * The shim's broker configuration: every key under {@value #PREFIX}. Bad values throw
+ * {@link ConfigException} from {@code configure}, which stops the broker at start-up.
+ */
+final class ShimConfig {
+    static final String PREFIX = "client.quota.callback.service.";
+    static final String URL = PREFIX + "url";
+    static final String POLL_INTERVAL_MS = PREFIX + "poll.interval.ms";
+    static final String LONG_POLL_WAIT_MS = PREFIX + "long.poll.wait.ms";
+    static final String REQUEST_TIMEOUT_MS = PREFIX + "request.timeout.ms";
+    static final String FALLBACK_FACTOR = PREFIX + "fallback.factor";
+    static final String TOKEN = PREFIX + "token";
+    static final String TRUSTSTORE_LOCATION = PREFIX + "ssl.truststore.location";
+    static final String TRUSTSTORE_PASSWORD = PREFIX + "ssl.truststore.password";
+    static final String TRUSTSTORE_TYPE = PREFIX + "ssl.truststore.type";
+
+    /** The service's own upper bound for ?wait= (app/api/conditional.py). */
+    static final long MAX_LONG_POLL_WAIT_MS = 300_000;
+
+    static final ConfigDef DEFINITION = new ConfigDef()
+            .define(URL, Type.STRING, ConfigDef.NO_DEFAULT_VALUE, ShimConfig::validateUrl, Importance.HIGH,
+                    "Base URL of the throttle service, http or https (the shim polls <url>/quotas).")
+            .define(POLL_INTERVAL_MS, Type.LONG, 5_000L, Range.atLeast(100), Importance.MEDIUM,
+                    "Pause between polls when long-polling is off, and before retrying after a failed poll.")
+            .define(LONG_POLL_WAIT_MS, Type.LONG, 30_000L, Range.between(0, MAX_LONG_POLL_WAIT_MS), Importance.MEDIUM,
+                    "How long the service may hold a poll open until the table changes (?wait=); 0 turns long-polling off.")
+            .define(REQUEST_TIMEOUT_MS, Type.LONG, 10_000L, Range.atLeast(100), Importance.MEDIUM,
+                    "Time allowed for one poll on top of the long-poll wait; also how long broker start-up waits for the first table.")
+            .define(FALLBACK_FACTOR, Type.DOUBLE, 1.0, Range.between(0.0, 1.0), Importance.HIGH,
+                    "Throttle factor applied while no valid table is known (service unreachable at start, or the last table expired)."
+                            + " 1.0 fails open; 0.0 is the fail-safe choice.")
+            .define(TOKEN, Type.PASSWORD, null, Importance.LOW, "Bearer token sent with every poll, if set.")
+            .define(TRUSTSTORE_LOCATION, Type.STRING, null, Importance.LOW,
+                    "Trust store for an https service URL; unset: the JVM's default trust store.")
+            .define(TRUSTSTORE_PASSWORD, Type.PASSWORD, null, Importance.LOW, "Password of the trust store.")
+            .define(TRUSTSTORE_TYPE, Type.STRING, "PKCS12", ConfigDef.ValidString.in("PKCS12", "JKS"), Importance.LOW,
+                    "Format of the trust store file.");
+
+    final URI quotasUri;
+    final Duration pollInterval;
+    final Duration longPollWait;
+    final Duration requestTimeout;
+    final double fallbackFactor;
+    final Password token;
+    final SSLContext sslContext; // null: the JVM default
+
+    private ShimConfig(AbstractConfig config) {
+        String base = config.getString(URL);
+        this.quotasUri = URI.create((base.endsWith("/") ? base.substring(0, base.length() - 1) : base) + "/quotas");
+        this.pollInterval = Duration.ofMillis(config.getLong(POLL_INTERVAL_MS));
+        this.longPollWait = Duration.ofMillis(config.getLong(LONG_POLL_WAIT_MS));
+        this.requestTimeout = Duration.ofMillis(config.getLong(REQUEST_TIMEOUT_MS));
+        this.fallbackFactor = config.getDouble(FALLBACK_FACTOR);
+        this.token = config.getPassword(TOKEN);
+        String location = config.getString(TRUSTSTORE_LOCATION);
+        this.sslContext = location == null ? null
+                : sslContext(location, config.getPassword(TRUSTSTORE_PASSWORD), config.getString(TRUSTSTORE_TYPE));
+    }
+
+    /** Parses the broker's configuration; throws ConfigException naming the key on any bad value. */
+    static ShimConfig parse(Map<String, ?> brokerConfigs) {
+        Set<String> unknown = new TreeSet<>();
+        for (String key : brokerConfigs.keySet()) {
+            if (key.startsWith(PREFIX) && !DEFINITION.names().contains(key)) {
+                unknown.add(key);
+            }
+        }
+        if (!unknown.isEmpty()) {
+            throw new ConfigException("Unknown configuration " + String.join(", ", unknown) + "; the throttle service shim knows "
+                    + new TreeSet<>(DEFINITION.names()));
+        }
+        return new ShimConfig(new AbstractConfig(DEFINITION, brokerConfigs, false));
+    }
+
+    private static void validateUrl(String name, Object value) {
+        if (value == null) {
+            throw new ConfigException(name, null, "an http:// or https:// URL of the throttle service is required");
+        }
+        try {
+            URI uri = new URI(value.toString().trim());
+            if (!("http".equals(uri.getScheme()) || "https".equals(uri.getScheme())) || uri.getHost() == null) {
+                throw new ConfigException(name, value, "expected an http:// or https:// URL with a host, e.g. http://throttle-service:8080");
+            }
+            if (uri.getQuery() != null || uri.getFragment() != null) {
+                throw new ConfigException(name, value, "the URL must not have a query or fragment");
+            }
+        } catch (URISyntaxException e) {
+            throw new ConfigException(name, value, "not a URL: " + e.getReason());
+        }
+    }
+
+    private static SSLContext sslContext(String location, Password password, String type) {
+        Path path = Path.of(location);
+        if (!Files.isReadable(path)) {
+            throw new ConfigException(TRUSTSTORE_LOCATION, location, "no readable trust store file there");
+        }
+        try (InputStream in = Files.newInputStream(path)) {
+            KeyStore store = KeyStore.getInstance(type);
+            store.load(in, password == null ? null : password.value().toCharArray());
+            TrustManagerFactory trust = TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
+            trust.init(store);
+            SSLContext context = SSLContext.getInstance("TLS");
+            context.init(null, trust.getTrustManagers(), null);
+            return context;
+        } catch (Exception e) {
+            throw new ConfigException(TRUSTSTORE_LOCATION, location, "cannot load it as a " + type + " trust store: " + e.getMessage());
+        }
+    }
+}
