@@ -107,7 +107,10 @@ final class QuotaResolver {
             }
             return base == null ? null : applyFactor(table, type, base, factor)[1];
         }
-        return applyFactor(table, type, table.defaults.get(type), factor)[1];
+        // Every client matches (default client-id) before the defaults, so when it sets this type,
+        // only empty client ids (tagged like the defaults) can be here.
+        Double base = value(table, null, EntityKey.DEFAULT, type);
+        return applyFactor(table, type, base != null ? base : table.defaults.get(type), factor)[1];
     }
 
     /**

@@ -214,6 +214,7 @@ public final class ServiceQuotaCallback implements ClientQuotaCallback {
             return longPoll && etag != null;
         }
         if (outcome instanceof TableFetcher.Failed failed) {
+            etag = null; // the next answer must be a whole table, to learn its validity afresh
             onFailure(failed.reason());
             return false;
         }

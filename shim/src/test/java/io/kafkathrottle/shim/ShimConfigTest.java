@@ -1,0 +1,91 @@
+package io.kafkathrottle.shim;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+
+import org.apache.kafka.common.config.ConfigException;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class ShimConfigTest {
+    private static Map<String, Object> with(String... pairs) {
+        Map<String, Object> configs = new HashMap<>();
+        configs.put(ShimConfig.URL, "http://throttle-service:8080/");
+        for (int i = 0; i < pairs.length; i += 2) {
+            if (pairs[i + 1] == null) {
+                configs.remove(pairs[i]);
+            } else {
+                configs.put(pairs[i], pairs[i + 1]);
+            }
+        }
+        return configs;
+    }
+
+    private static String rejected(Map<String, Object> configs) {
+        return assertThrows(ConfigException.class, () -> new ServiceQuotaCallback().configure(configs)).getMessage();
+    }
+
+    @Test
+    void defaults() {
+        ShimConfig config = ShimConfig.parse(with());
+        assertEquals("http://throttle-service:8080/quotas", config.quotasUri.toString());
+        assertEquals(Duration.ofSeconds(5), config.pollInterval);
+        assertEquals(Duration.ofSeconds(30), config.longPollWait);
+        assertEquals(Duration.ofSeconds(10), config.requestTimeout);
+        assertEquals(1.0, config.fallbackFactor);
+    }
+
+    @Test
+    void aMissingUrlStopsTheBroker() {
+        String message = rejected(with(ShimConfig.URL, null));
+        assertTrue(message.contains(ShimConfig.URL), message);
+    }
+
+    @Test
+    void badValuesNameTheKeyAndTheValue() {
+        String[][] cases = {
+            {ShimConfig.URL, "ftp://host/x"},
+            {ShimConfig.URL, "throttle-service:8080"},
+            {ShimConfig.POLL_INTERVAL_MS, "-5"},
+            {ShimConfig.POLL_INTERVAL_MS, "soon"},
+            {ShimConfig.LONG_POLL_WAIT_MS, "301000"},
+            {ShimConfig.REQUEST_TIMEOUT_MS, "10"},
+            {ShimConfig.FALLBACK_FACTOR, "1.5"},
+            {ShimConfig.TRUSTSTORE_TYPE, "PEMish"},
+        };
+        for (String[] bad : cases) {
+            String message = rejected(with(bad[0], bad[1]));
+            assertTrue(message.contains(bad[0]) && message.contains(bad[1]), message);
+        }
+    }
+
+    @Test
+    void aMisspelledKeyUnderThePrefixIsAnError() {
+        String message = rejected(with(ShimConfig.PREFIX + "pol.interval.ms", "100"));
+        assertTrue(message.contains(ShimConfig.PREFIX + "pol.interval.ms") && message.contains(ShimConfig.POLL_INTERVAL_MS), message);
+    }
+
+    @Test
+    void anUnreadableOrInvalidTrustStoreIsAnError(@TempDir Path dir) throws Exception {
+        String missing = rejected(with(ShimConfig.TRUSTSTORE_LOCATION, dir.resolve("none.p12").toString()));
+        assertTrue(missing.contains(ShimConfig.TRUSTSTORE_LOCATION) && missing.contains("none.p12"), missing);
+        Path garbage = Files.writeString(dir.resolve("garbage.p12"), "not a key store");
+        String invalid = rejected(with(ShimConfig.TRUSTSTORE_LOCATION, garbage.toString()));
+        assertTrue(invalid.contains("cannot load it as a PKCS12 trust store"), invalid);
+    }
+
+    @Test
+    void theTokenIsNeverPrinted() {
+        ShimConfig config = ShimConfig.parse(with(ShimConfig.TOKEN, "s3cret-token-value"));
+        assertEquals("s3cret-token-value", config.token.value());
+        assertFalse(config.token.toString().contains("s3cret"));
+    }
+}

@@ -1,0 +1,111 @@
+package io.kafkathrottle.shim;
+
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.time.Instant;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.Executors;
+
+import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+
+/**
+ * A stand-in for the service's GET /quotas on a JDK HttpServer: ETag, If-None-Match → 304,
+ * ?wait= held until the table changes, and a switch that makes it answer 503.
+ */
+final class StubService implements AutoCloseable {
+    record Seen(String query, String ifNoneMatch, String authorization) {
+    }
+
+    final List<Seen> requests = new CopyOnWriteArrayList<>();
+    private final HttpServer server;
+    private String body;
+    private int generation;
+    private boolean failing;
+
+    StubService() throws IOException {
+        server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+        server.setExecutor(Executors.newCachedThreadPool(r -> {
+            Thread thread = new Thread(r, "stub-service");
+            thread.setDaemon(true);
+            return thread;
+        }));
+        server.createContext("/quotas", this::handle);
+        server.start();
+    }
+
+    String url() {
+        return "http://127.0.0.1:" + server.getAddress().getPort();
+    }
+
+    synchronized void table(String json) {
+        body = json;
+        generation++;
+        notifyAll();
+    }
+
+    synchronized void failing(boolean value) {
+        failing = value;
+        notifyAll();
+    }
+
+    /** A table in the service's JSON shape. */
+    static String table(double factor, String defaults, String overrides, Instant validUntil) {
+        return "{\"defaults\": " + defaults + ", \"overrides\": " + overrides + ", \"groups\": [], \"excluded_principals\": [\"User:ops\"],"
+                + " \"precedence\": [], \"factor\": " + factor + ", \"factor_types\": [\"produce\"],"
+                + " \"floors\": {\"produce\": 65536, \"fetch\": 65536, \"request\": 1, \"controller_mutation\": 1},"
+                + " \"state\": \"" + (factor >= 1 ? "OPEN" : factor <= 0 ? "PAUSE" : "THROTTLE") + "\", \"source\": \"observed\","
+                + " \"valid_until\": " + (validUntil == null ? "null" : "\"" + validUntil + "\"") + "}";
+    }
+
+    private void handle(HttpExchange exchange) throws IOException {
+        String query = exchange.getRequestURI().getQuery();
+        String ifNoneMatch = exchange.getRequestHeaders().getFirst("If-None-Match");
+        requests.add(new Seen(query, ifNoneMatch, exchange.getRequestHeaders().getFirst("Authorization")));
+        long waitMs = query != null && query.startsWith("wait=") ? (long) (Double.parseDouble(query.substring(5)) * 1000) : 0;
+        String answer;
+        String etag;
+        synchronized (this) {
+            long deadline = System.currentTimeMillis() + waitMs;
+            while (!failing && ifNoneMatch != null && ifNoneMatch.equals(etag()) && System.currentTimeMillis() < deadline) {
+                try {
+                    wait(Math.max(1, deadline - System.currentTimeMillis()));
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    break;
+                }
+            }
+            if (failing || body == null) {
+                exchange.sendResponseHeaders(503, -1);
+                exchange.close();
+                return;
+            }
+            answer = body;
+            etag = etag();
+        }
+        exchange.getResponseHeaders().set("ETag", etag);
+        if (etag.equals(ifNoneMatch)) {
+            exchange.sendResponseHeaders(304, -1);
+            exchange.close();
+            return;
+        }
+        byte[] bytes = answer.getBytes(StandardCharsets.UTF_8);
+        exchange.getResponseHeaders().set("Content-Type", "application/json");
+        exchange.sendResponseHeaders(200, bytes.length);
+        try (OutputStream out = exchange.getResponseBody()) {
+            out.write(bytes);
+        }
+    }
+
+    private String etag() {
+        return "\"g" + generation + "\"";
+    }
+
+    @Override
+    public void close() {
+        server.stop(0);
+    }
+}
