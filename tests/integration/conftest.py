@@ -158,3 +158,21 @@ def fill(cluster: LocalKafkaCluster, topic: str, mib: int) -> None:
         producer.poll(0)
     remaining = producer.flush(60)
     assert remaining == 0 and not errors, (remaining, errors[:3])
+
+
+SHIM_DIR = ROOT / "shim"
+SHIM_JAR = SHIM_DIR / "target" / "kafka-throttle-shim.jar"
+
+
+def build_shim() -> Path:
+    """The shim jar, built with Maven when missing or older than its sources (`make test`
+    builds and unit-tests it first, so this is usually a no-op)."""
+    sources = [SHIM_DIR / "pom.xml", *(SHIM_DIR / "src" / "main").rglob("*.java")]
+    if not SHIM_JAR.exists() or SHIM_JAR.stat().st_mtime < max(p.stat().st_mtime for p in sources):
+        subprocess.run(["mvn", "-q", "-B", "-f", str(SHIM_DIR / "pom.xml"), "-DskipTests", "package"], check=True)
+    return SHIM_JAR
+
+
+@pytest.fixture(scope="session")
+def shim_jar() -> Path:
+    return build_shim()
