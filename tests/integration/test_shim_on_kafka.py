@@ -8,7 +8,9 @@ volumes, the default quota floor of 64 KiB/s, no base produce quota (unlimited w
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +21,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from app.devcluster import LocalKafkaCluster
+from app.devcluster.jars import KAFKA_VERSION, ensure_kafka_jars
 
 from .conftest import MiB, VOLUME_MIB, free_port
 
@@ -376,3 +379,47 @@ def test_killing_the_service_keeps_the_last_table_until_it_expires_then_the_fall
         assert [t for t in load.throttles if t[0] > back + largest + 1] == []
     finally:
         load.stop()
+
+
+def kafka_configs(cluster: LocalKafkaCluster, *args: str) -> None:
+    """Kafka's own kafka-configs tool (kafka.admin.ConfigCommand) from the cluster's jars."""
+    jars = ensure_kafka_jars(KAFKA_VERSION)
+    command = [shutil.which("java") or "java", "-cp", f"{jars}/*", "kafka.admin.ConfigCommand"]
+    result = subprocess.run([*command, "--bootstrap-server", cluster.bootstrap_servers, *args], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_quotas_set_with_kafka_configs_still_apply_where_the_service_has_nothing_more_specific(
+    shim_cluster, start_service, service_port
+):
+    before = broker_log_count(shim_cluster, SHIM_TABLE_LINE)
+    service = start_service(http_port=str(service_port), kafka_admin_bootstrap_servers=shim_cluster.bootstrap_servers, **SERVICE_SETTINGS)
+    service.wait_for(lambda d: d["source"] == "observed" and d["state"] == "OPEN", 15, "observed OPEN")
+    wait_for_shims(shim_cluster, before)
+    quota = 256 * 1024
+    entity = ["--entity-type", "clients", "--entity-name", "slow-client"]
+    kafka_configs(shim_cluster, "--alter", *entity, "--add-config", f"producer_byte_rate={quota}")
+    slow = LoadProducer({"bootstrap.servers": shim_cluster.bootstrap_servers, "client.id": "slow-client"}, rate_per_partition=MiB)
+    other = LoadProducer({"bootstrap.servers": shim_cluster.bootstrap_servers, "client.id": "other-client"}, rate_per_partition=MiB)
+    try:
+        wait_until(lambda: len(slow.throttled_brokers(0)) == 3, 15, "the kafka-configs quota throttling slow-client on every broker")
+        settled = time.monotonic() + 8
+        time.sleep(settled - time.monotonic() + 4)
+        limited = slow.rate(settled, settled + 4)
+        # Held well below its offered 3 MiB/s. Not down to 3 x 256 KiB/s: librdkafka keeps
+        # requests in flight while the broker mutes the connection, and stock Kafka with the
+        # same kafka-configs quota and no shim lets this load through at about 1.8x the quota too.
+        assert limited < 0.75 * 3 * MiB, f"slow-client at {limited:.0f} B/s, quota {quota} B/s per broker"
+        assert other.throttles == [], "other clients have no quota: the service's table has none, Kafka's names only slow-client"
+        assert other.rate(settled, settled + 4) > 0.8 * 3 * MiB
+        resolved = service.client.get("/quotas/resolve", params={"client-id": "slow-client", "type": "produce"}).json()
+        assert resolved["limit"] is None, "the service itself does not know Kafka's quotas; the shim merges them"
+
+        kafka_configs(shim_cluster, "--alter", *entity, "--delete-config", "producer_byte_rate")
+        removed = time.monotonic()
+        largest = max(t for _, _, t in slow.throttles)
+        wait_until(lambda: slow.rate(time.monotonic() - 1, time.monotonic()) > 0.8 * 3 * MiB, largest + 15, "slow-client unthrottled")
+        assert [t for t in slow.throttles if t[0] > removed + largest + 5] == []
+    finally:
+        slow.stop()
+        other.stop()
