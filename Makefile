@@ -6,7 +6,10 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test install bench
+.PHONY: run test install bench shim
+
+shim:
+	mvn -q -B -f shim/pom.xml package
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +23,10 @@ install: $(VENV)/.installed
 run: install
 	$(PY) -m app.localstack $(if $(CONFIG),--config $(CONFIG))
 
-# Unit, API and integration tests (the latter start a real 3-broker KRaft cluster).
+# The shim's JUnit tests and jar, then the unit, API and integration tests (the latter start
+# real 3-broker KRaft clusters, one of them with the shim on every broker).
 test: install
+	mvn -q -B -f shim/pom.xml package
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: install

@@ -83,6 +83,24 @@ class ShimConfigTest {
     }
 
     @Test
+    void theReadmeTableListsEveryPropertyWithItsDefault() throws Exception {
+        String readme = Files.readString(Path.of(System.getProperty("readme", "../README.md")));
+        String table = readme.substring(readme.indexOf("<!-- shim-configuration-table"), readme.indexOf("<!-- /shim-configuration-table"));
+        java.util.Set<String> documented = new java.util.TreeSet<>();
+        java.util.regex.Matcher rows = java.util.regex.Pattern.compile("\\| `([a-z.]+)` \\| ([^|]+) \\|").matcher(table);
+        while (rows.find()) {
+            String name = rows.group(1);
+            documented.add(name);
+            Object value = ShimConfig.DEFINITION.configKeys().get(name) == null ? null : ShimConfig.DEFINITION.configKeys().get(name).defaultValue;
+            String shown = rows.group(2).trim();
+            if (value != null && value != org.apache.kafka.common.config.ConfigDef.NO_DEFAULT_VALUE) {
+                assertEquals(value.toString(), shown, name);
+            }
+        }
+        assertEquals(new java.util.TreeSet<>(ShimConfig.DEFINITION.names()), documented);
+    }
+
+    @Test
     void theTokenIsNeverPrinted() {
         ShimConfig config = ShimConfig.parse(with(ShimConfig.TOKEN, "s3cret-token-value"));
         assertEquals("s3cret-token-value", config.token.value());
