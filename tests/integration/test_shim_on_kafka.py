@@ -180,6 +180,7 @@ class LoadProducer:
         for producer in self.producers:
             producer.purge()
             producer.flush(5)
+        self.producers = []  # destroyed now, not when the cluster is already gone
 
 
 class VolumeWatch:
@@ -423,3 +424,23 @@ def test_quotas_set_with_kafka_configs_still_apply_where_the_service_has_nothing
     finally:
         slow.stop()
         other.stop()
+
+
+def test_a_bad_shim_setting_stops_the_broker_at_start_up(shim_jar):
+    cluster = LocalKafkaCluster(
+        brokers=1,
+        log_dir_size_mib=16,
+        extra_classpath=[shim_jar],
+        broker_config={
+            "client.quota.callback.class": "io.kafkathrottle.shim.ServiceQuotaCallback",
+            "client.quota.callback.service.url": "http://127.0.0.1:9",
+            "client.quota.callback.service.fallback.factor": "1.5",
+        },
+        start_timeout=90,
+    )
+    with pytest.raises(RuntimeError) as raised:
+        cluster.start()
+    cluster.stop()
+    message = str(raised.value)
+    assert "exited" in message, message
+    assert "ConfigException" in message and "client.quota.callback.service.fallback.factor" in message and "1.5" in message, message
