@@ -14,6 +14,8 @@ gap limit is 180 s. Hard limit 10 MiB, soft 20 MiB, volumes of 100 MiB:
 from __future__ import annotations
 
 import csv
+import shutil
+import subprocess
 from datetime import timedelta
 from pathlib import Path
 
@@ -192,3 +194,27 @@ def test_since_and_until_keep_only_that_period_and_max_gap_overrides_the_check_i
     assert (episodes[("/data/d", "soft")]["end"], episodes[("/data/d", "soft")]["ongoing"]) == (t(99), "true")
     assert episodes[("/data/c", "hard")]["end_reason"] == "volume-gone"
     assert ("/data/e", "hard") not in episodes and episodes[("/data/e", "soft")]["start"] == t(98)
+
+
+def chromium(*args: str) -> subprocess.CompletedProcess:
+    browser = shutil.which("chromium")
+    assert browser, "Debian's chromium is needed to render the report (.ci/run installs it)"
+    # --no-sandbox: the tests run as root; the page needs no network and has no script.
+    command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def test_the_html_page_renders_in_headless_chromium_with_its_charts_and_no_errors(report, tmp_path):
+    _, output = report
+    url = (output / "report.html").as_uri()
+    dom = chromium("--dump-dom", url)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert dom.stdout.count('data-chart="volume"') == 4 and dom.stdout.count('data-chart="timeline"') == 1
+    assert dom.stdout.count("<polyline") >= 4 and "Violation episodes" in dom.stdout
+    console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert console == []
+    shot = tmp_path / "report.png"
+    rendered = chromium(f"--screenshot={shot}", "--window-size=1400,2400", "--hide-scrollbars", url)
+    assert rendered.returncode == 0, rendered.stderr[-2000:]
+    png = shot.read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 50_000  # charts and tables, not a blank page
