@@ -15,7 +15,7 @@ def _observed(rows: DataFrame, history_end: float, max_gap_seconds: float | None
         rows.transform(volume_rows)
         .groupBy("broker_id")
         .agg(
-            F.countDistinct("log_dir").alias("log_dirs"),
+            F.size(F.collect_set("log_dir")).alias("log_dirs"),  # a handful per broker: cheaper than a distinct count
             F.min("time").alias("first_seen"),
             F.max("time").alias("last_seen"),
             F.count(F.lit(1)).alias("observations"),

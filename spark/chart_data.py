@@ -13,7 +13,6 @@ from pyspark.sql import functions as F
 from spark.episodes import VOLUME, volume_rows
 from spark.gaps import gap_limit
 from spark.reading import epoch_seconds
-from spark.states import rounds
 
 CHART_BUCKETS = 360
 CLOSEST_VOLUMES = 4
@@ -91,14 +90,13 @@ def closest_volume_series(rows: DataFrame, first: float, last: float, count: int
     return series
 
 
-def state_timeline(rows: DataFrame, first: float, last: float, max_gap_seconds: float | None = None) -> list[StateBucket]:
-    """The worst state per time bucket; a bucket's colour reaches the next bucket with rounds
+def state_timeline(round_rows: DataFrame, first: float, last: float, max_gap_seconds: float | None = None) -> list[StateBucket]:
+    """The worst state per time bucket of the rounds (``rounds(rows)``); a bucket's colour reaches the next bucket with rounds
     unless the rounds are further apart than the gap limit (then the gap shows as no data)."""
     rank = F.create_map(*[F.lit(x) for pair in _STATE_RANK.items() for x in pair])
     width = max((last - first) / CHART_BUCKETS, 1e-6)
     buckets = (
-        rows.transform(rounds)
-        .groupBy(_bucket(first, last).alias("bucket"))
+        round_rows.groupBy(_bucket(first, last).alias("bucket"))
         .agg(
             F.max(rank[F.col("state")]).alias("rank"),
             F.max(F.col("source").isin("fallback", "last-valid")).alias("fallback"),

@@ -29,13 +29,17 @@ def volume_rows(rows: DataFrame) -> DataFrame:
     return rows.filter(F.col("broker_id").isNotNull() & F.col("log_dir").isNotNull())
 
 
+_CARRIED = ("time", "usable_bytes", "available_ratio", "total_bytes", "limit_kind", "hard_limit", "soft_limit", "check_interval_seconds")
+
+
 def _with_breach_flags(rows: DataFrame) -> DataFrame:
-    return rows.withColumns(
-        {
-            "t": epoch_seconds("time"),
-            "in_hard": F.coalesce(F.col("volume_status") == F.lit("breaching"), F.lit(False)),
-            "in_soft": F.coalesce(F.col("soft_limit").isNotNull() & F.col("volume_status").isin("ramping", "breaching"), F.lit(False)),
-        }
+    # Only what the episodes need goes through the sort by volume and time.
+    return rows.select(
+        *VOLUME,
+        *_CARRIED,
+        epoch_seconds("time").alias("t"),
+        F.coalesce(F.col("volume_status") == F.lit("breaching"), F.lit(False)).alias("in_hard"),
+        F.coalesce(F.col("soft_limit").isNotNull() & F.col("volume_status").isin("ramping", "breaching"), F.lit(False)).alias("in_soft"),
     )
 
 

@@ -18,12 +18,12 @@ from spark.chart_data import (
     closest_volume_series,
     state_timeline,
 )
-from spark.episodes import VOLUME, violation_episodes, volume_rows
+from spark.episodes import violation_episodes
 from spark.forecast import FORECAST_WINDOW_SECONDS, fill_forecast
 from spark.html_report import render_page
 from spark.output import ReportOutput
 from spark.reading import read_history
-from spark.states import time_in_states
+from spark.states import rounds, time_in_states
 
 # Rows of each table shown on the HTML page (the files hold them all).
 PAGE_ROWS = 200
@@ -95,13 +95,14 @@ def run_report(
     rows = history.rows
     output = ReportOutput(spark, output_path)
 
+    round_rows = rows.transform(rounds).persist()  # one row per round: for the states and the timeline
     # Small tables, each computed once: written twice and shown, and the broker summary
     # builds on the episodes and the forecast.
     episodes = violation_episodes(rows, history.last_time, max_gap_seconds).persist()
     forecast = fill_forecast(rows, forecast_window_seconds).persist()
     tables = {
         "episodes": episodes,
-        "time_in_states": time_in_states(rows, max_gap_seconds).persist(),
+        "time_in_states": time_in_states(round_rows, max_gap_seconds).persist(),
         "brokers": broker_summary(rows, episodes, forecast, history.last_time, max_gap_seconds).persist(),
         "forecast": forecast,
     }
@@ -117,15 +118,15 @@ def run_report(
         F.count(F.when(F.col("ongoing"), 1)).alias("ongoing"),
     ).first()
     report.episode_counts = counts.asDict()
-    report.volumes = rows.transform(volume_rows).select(*VOLUME).distinct().count()
+    report.volumes = tables["brokers"].agg(F.sum("log_dirs")).first()[0] or 0
     report.series = closest_volume_series(rows, history.first_time, history.last_time)
-    report.timeline = state_timeline(rows, history.first_time, history.last_time, max_gap_seconds)
+    report.timeline = state_timeline(round_rows, history.first_time, history.last_time, max_gap_seconds)
     done("charts", "reduced the chart series")
 
     output.write_text("report.html", render_page(report))
     done("html", f"wrote {output.path('report.html')}")
     report.seconds["total"] = time.perf_counter() - started
-    for table in tables.values():
+    for table in (*tables.values(), round_rows):
         table.unpersist()
     history.release()
     return report

@@ -10,7 +10,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from app.history.schema import FIELD_NAMES, PARTITION_PREFIX
-from spark.schema import CORRUPT_RECORD, READ_SCHEMA
+from spark.schema import CORRUPT_RECORD, HISTORY_SCHEMA, READ_SCHEMA, TIMESTAMP_FIELDS
 
 PARTITION_COLUMN = PARTITION_PREFIX.rstrip("=")
 _VALID = "_valid"
@@ -46,10 +46,16 @@ def read_history(spark: SparkSession, path: str, since: datetime | None = None, 
             raw = raw.filter(F.col(PARTITION_COLUMN) >= F.lit(since.date()))
         if until is not None:
             raw = raw.filter(F.col(PARTITION_COLUMN) <= F.lit(until.date()))
-    marked = raw.select(
+    typed = raw.select(
+        *[F.col(name).try_cast("timestamp").alias(name) if name in TIMESTAMP_FIELDS else F.col(name) for name in FIELD_NAMES],
+        F.col(CORRUPT_RECORD),
+    )
+    # A line that does not parse, or whose time is not an instant, or that has no state is skipped.
+    marked = typed.select(
         *FIELD_NAMES,
         (F.col(CORRUPT_RECORD).isNull() & F.col("time").isNotNull() & F.col("state").isNotNull()).alias(_VALID),
     )
+    assert marked.drop(_VALID).schema == HISTORY_SCHEMA
     if since is not None:
         marked = marked.filter(F.col("time").isNull() | (F.col("time") >= F.lit(since)))
     if until is not None:

@@ -19,5 +19,14 @@ _SPARK_TYPES = {
 
 HISTORY_SCHEMA = T.StructType([T.StructField(field.name, _SPARK_TYPES[field.kind], nullable=True) for field in HISTORY_FIELDS])
 
-# What the reader asks for: the history fields, and the raw text of lines that do not parse.
-READ_SCHEMA = T.StructType([*HISTORY_SCHEMA.fields, T.StructField(CORRUPT_RECORD, T.StringType(), nullable=True)])
+# What the JSON reader asks for: the history fields, timestamps as text (a cast to timestamp
+# parses ISO-8601 several times faster than the reader's timestamp pattern), and the raw text
+# of lines that do not parse.
+READ_SCHEMA = T.StructType(
+    [
+        T.StructField(f.name, T.StringType() if isinstance(f.dataType, T.TimestampType) else f.dataType, nullable=True)
+        for f in HISTORY_SCHEMA.fields
+    ]
+    + [T.StructField(CORRUPT_RECORD, T.StringType(), nullable=True)]
+)
+TIMESTAMP_FIELDS = tuple(f.name for f in HISTORY_SCHEMA.fields if isinstance(f.dataType, T.TimestampType))

@@ -66,6 +66,7 @@ def _per_day(pieces: DataFrame) -> DataFrame:
     return pieces.groupBy("day").agg(*aggregates).orderBy("day")
 
 
-def time_in_states(rows: DataFrame, max_gap_seconds: float | None = None) -> DataFrame:
-    """Per day: rounds, seconds covered by observations, seconds in OPEN / THROTTLE / PAUSE and per source."""
-    return rows.transform(rounds).transform(_with_held_until(max_gap_seconds)).transform(_split_at_midnight).transform(_per_day)
+def time_in_states(round_rows: DataFrame, max_gap_seconds: float | None = None) -> DataFrame:
+    """Per day, from the rounds (``rounds(rows)``): rounds, seconds covered by observations,
+    seconds in OPEN / THROTTLE / PAUSE and per source."""
+    return round_rows.transform(_with_held_until(max_gap_seconds)).transform(_split_at_midnight).transform(_per_day)
