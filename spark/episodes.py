@@ -29,35 +29,35 @@ def volume_rows(rows: DataFrame) -> DataFrame:
     return rows.filter(F.col("broker_id").isNotNull() & F.col("log_dir").isNotNull())
 
 
-_CARRIED = ("time", "usable_bytes", "available_ratio", "total_bytes", "limit_kind", "hard_limit", "soft_limit", "check_interval_seconds")
+_CARRIED = ("time", "usable_bytes", "available_ratio", "total_bytes", "limit_kind", "hard_limit", "soft_limit")
 
 
-def _with_breach_flags(rows: DataFrame) -> DataFrame:
-    # Only what the episodes need goes through the sort by volume and time.
-    return rows.select(
-        *VOLUME,
-        *_CARRIED,
-        epoch_seconds("time").alias("t"),
-        F.coalesce(F.col("volume_status") == F.lit("breaching"), F.lit(False)).alias("in_hard"),
-        F.coalesce(F.col("soft_limit").isNotNull() & F.col("volume_status").isin("ramping", "breaching"), F.lit(False)).alias("in_soft"),
-    )
-
-
-def _with_neighbours(max_gap_seconds: float | None):
+def _with_breach_flags(max_gap_seconds: float | None):
     def step(rows: DataFrame) -> DataFrame:
-        by_volume = Window.partitionBy(*VOLUME).orderBy("t")
-        return rows.withColumns(
-            {
-                "gap_limit": gap_limit(max_gap_seconds),
-                "prev_t": F.lag("t").over(by_volume),
-                "next_t": F.lead("t").over(by_volume),
-                "next_time": F.lead("time").over(by_volume),
-                **{f"prev_{k}": F.lag(f"in_{k}").over(by_volume) for k in LIMIT_KINDS},
-                **{f"next_{k}": F.lead(f"in_{k}").over(by_volume) for k in LIMIT_KINDS},
-            }
+        # Only what the episodes need goes through the sort by volume and time.
+        return rows.select(
+            *VOLUME,
+            *_CARRIED,
+            epoch_seconds("time").alias("t"),
+            gap_limit(max_gap_seconds).alias("gap_limit"),
+            F.coalesce(F.col("volume_status") == F.lit("breaching"), F.lit(False)).alias("in_hard"),
+            F.coalesce(F.col("soft_limit").isNotNull() & F.col("volume_status").isin("ramping", "breaching"), F.lit(False)).alias("in_soft"),
         )
 
     return step
+
+
+def _with_neighbours(rows: DataFrame) -> DataFrame:
+    by_volume = Window.partitionBy(*VOLUME).orderBy("t")
+    return rows.withColumns(
+        {
+            "prev_t": F.lag("t").over(by_volume),
+            "next_t": F.lead("t").over(by_volume),
+            "next_time": F.lead("time").over(by_volume),
+            **{f"prev_{k}": F.lag(f"in_{k}").over(by_volume) for k in LIMIT_KINDS},
+            **{f"next_{k}": F.lead(f"in_{k}").over(by_volume) for k in LIMIT_KINDS},
+        }
+    )
 
 
 def _with_episode_numbers(rows: DataFrame) -> DataFrame:
@@ -140,8 +140,8 @@ def violation_episodes(rows: DataFrame, history_end: float, max_gap_seconds: flo
     """One row per episode, ordered by volume, limit kind and start."""
     return (
         rows.transform(volume_rows)
-        .transform(_with_breach_flags)
-        .transform(_with_neighbours(max_gap_seconds))
+        .transform(_with_breach_flags(max_gap_seconds))
+        .transform(_with_neighbours)
         .transform(_with_episode_numbers)
         .transform(_with_end(history_end))
         .transform(_one_row_per_kind)

@@ -6,8 +6,6 @@ from pyspark.sql import types as T
 
 from app.history.schema import HISTORY_FIELDS
 
-CORRUPT_RECORD = "_corrupt_record"
-
 _SPARK_TYPES = {
     "timestamp": T.TimestampType(),
     "int": T.IntegerType(),
@@ -20,13 +18,11 @@ _SPARK_TYPES = {
 HISTORY_SCHEMA = T.StructType([T.StructField(field.name, _SPARK_TYPES[field.kind], nullable=True) for field in HISTORY_FIELDS])
 
 # What the JSON reader asks for: the history fields, timestamps as text (a cast to timestamp
-# parses ISO-8601 several times faster than the reader's timestamp pattern), and the raw text
-# of lines that do not parse.
+# parses ISO-8601 several times faster than the reader's timestamp pattern).
 READ_SCHEMA = T.StructType(
     [
         T.StructField(f.name, T.StringType() if isinstance(f.dataType, T.TimestampType) else f.dataType, nullable=True)
         for f in HISTORY_SCHEMA.fields
     ]
-    + [T.StructField(CORRUPT_RECORD, T.StringType(), nullable=True)]
 )
 TIMESTAMP_FIELDS = tuple(f.name for f in HISTORY_SCHEMA.fields if isinstance(f.dataType, T.TimestampType))

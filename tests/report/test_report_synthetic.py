@@ -67,6 +67,9 @@ def report(spark, tmp_path_factory):
     append_raw(history, START + timedelta(minutes=1), "this is not json\n")
     append_raw(history, START + timedelta(minutes=2), '{"time": "yesterday", "broker_id": 1}\n{}\n')
     append_raw(history, START + timedelta(minutes=120), '{"time": "2026-03-15T01:00:30.000Z", "broker_id": 3, "log_d')
+    # a line cut after its state (a kill, then a restart that ended the line): not half a row either
+    cut = '{"time": "2026-03-15T00:30:30.000Z", "broker_id": 9, "log_dir": "/data/x", "total_bytes": 100, "usable_bytes": 1, '
+    append_raw(history, START + timedelta(minutes=90), cut + '"volume_status": "breaching", "state": "PAUSE", "source": "obs\n')
     output = tmp_path_factory.mktemp("report")
     return run_report(spark, str(history), str(output)), output
 
@@ -80,7 +83,8 @@ def test_corrupt_and_truncated_lines_are_skipped_and_counted(report):
     result, _ = report
     volume_rows = sum(1 for i in range(ROUNDS) if i not in {5, 6, 7} for f in volumes().values() if f(i) is not None)
     assert result.rows == volume_rows + 3  # and one row per outage round
-    assert result.skipped_lines == 4
+    assert result.skipped_lines == 5
+    assert result.volumes == 6  # nothing of broker 9's cut line
 
 
 EPISODE_COLUMNS = ("broker_id", "log_dir", "limit", "start", "end", "duration_seconds", "ongoing", "end_reason", "worst_usable_bytes")
