@@ -17,6 +17,9 @@ from app.api import metrics as metrics_api
 from app.api import quotas as quotas_api
 from app.api.problems import install_problem_handlers
 from app.clock import Clock, system_clock
+from app.history.files import HistoryFiles, Retention
+from app.history.kafka_topic import HistoryTopic
+from app.history.writer import HistoryCounters, HistoryWriter
 from app.metrics import ServiceMetrics
 from app.observer import Observer
 from app.policy.limits import policy_from_levels
@@ -71,6 +74,26 @@ def build_observer(settings: Settings, clock: Clock, source: VolumeSource | None
     return Observer(decider, ServiceMetrics(registry), clock, source, settings.storage_check_interval.total_seconds())
 
 
+def history_writer_from(settings: Settings, observer: Observer) -> HistoryWriter:
+    metrics = observer.metrics
+    counters = HistoryCounters(
+        written=metrics.history_rows_written.inc,
+        dropped=lambda reason, rows: metrics.history_rows_dropped.labels(reason).inc(rows),
+        topic_errors=metrics.history_topic_errors.inc,
+    )
+    retention = Retention(settings.history_retention_days, settings.history_retention_bytes)
+    topic = None
+    if settings.history_kafka_enabled:
+        topic = HistoryTopic(settings.history_kafka_topic, settings.history_producer_config, counters.topic_errors)
+    return HistoryWriter(
+        HistoryFiles(settings.effective_history_dir, retention),
+        observer.decider.policy,
+        settings.storage_check_interval.total_seconds(),
+        counters,
+        topic,
+    )
+
+
 def create_app(
     settings: Settings,
     source: VolumeSource | None = None,
@@ -95,6 +118,9 @@ def create_app(
         quota_board.refresh()
         app.state.quotas = quotas
         app.state.quota_board = quota_board
+        if settings.history_enabled and settings.observation_enabled:
+            observer.history = history_writer_from(settings, observer)
+            observer.history.start()
         task = None
         if observe and settings.observation_enabled and source is not None:
             task = asyncio.create_task(observer.run(), name="observer")
@@ -105,6 +131,10 @@ def create_app(
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            if observer.history is not None:
+                # Off the event loop: the writer finishes the queued rounds first.
+                await asyncio.get_running_loop().run_in_executor(None, observer.history.close)
+                observer.history = None
             store.close()
 
     app = FastAPI(

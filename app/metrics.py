@@ -67,6 +67,22 @@ class ServiceMetrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=registry,
         )
+        self.history_rows_written = Counter(
+            "kafka_throttle_history_rows_written", "History rows written to the history files", registry=registry
+        )
+        self.history_rows_dropped = Counter(
+            "kafka_throttle_history_rows_dropped",
+            "History rows not written: reason=queue_full (the writer fell behind) or write_error",
+            ["reason"],
+            registry=registry,
+        )
+        self.history_topic_errors = Counter(
+            "kafka_throttle_history_topic_errors",
+            "History rows the optional history topic failed to take or deliver",
+            registry=registry,
+        )
+        for reason in ("queue_full", "write_error"):
+            self.history_rows_dropped.labels(reason)
         for kind in ("round", "broker"):
             self.observation_errors.labels(kind)
         for limit in ("hard", "soft"):

@@ -11,6 +11,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 
 from app.clock import Clock
+from app.history.writer import HistoryWriter
 from app.metrics import ServiceMetrics
 from app.throttle.board import Board, Published
 from app.throttle.decider import ThrottleDecider
@@ -50,6 +51,7 @@ class Observer:
         self._missing: frozenset[int] = frozenset()
         self._round_failed = False
         self._executor: ThreadPoolExecutor | None = None
+        self.history: HistoryWriter | None = None  # set while the app runs with history on
         metrics.bind_reading(self._reading_for_metrics)
         metrics.bind_volumes(decider.cache.volumes)
 
@@ -81,7 +83,10 @@ class Observer:
             self.metrics.observation_errors.labels("broker").inc(len(round_.missing_brokers))
         self.metrics.record_evaluation(evaluation, len(self.decider.active_brokers))
         self._log_round_changes(round_)
-        return self.board.refresh()
+        published = self.board.refresh()
+        if self.history is not None:
+            self.history.submit(round_, evaluation, published.model)
+        return published
 
     # -- logging: one line per change --------------------------------------------------
     def _log_round_changes(self, round_: ObservationRound) -> None:

@@ -19,7 +19,9 @@ from pydantic import ValidationError
 
 from app.settings.model import (
     ADMIN_PREFIX,
+    HISTORY_PRODUCER_PREFIX,
     PROPERTY_FIELDS,
+    WILDCARD_FIELDS,
     SERVICE_PREFIX,
     STATIC_PREFIX,
     Settings,
@@ -66,15 +68,39 @@ def _collect(properties: Mapping[str, str], source: str, environ: Mapping[str, s
     """Property name -> raw value and origin; the environment overrides the file."""
     values = {key: _Value(value, source) for key, value in properties.items() if key.startswith(_OWN_PREFIXES)}
     env_to_property = {env_name(prop): prop for prop in PROPERTY_FIELDS}
-    admin_env_prefix = env_name(ADMIN_PREFIX)
     for name, raw in environ.items():
         if name in env_to_property:
             values[env_to_property[name]] = _Value(raw, f"environment variable {name}")
-        elif name.startswith(admin_env_prefix) and len(name) > len(admin_env_prefix):
-            # Kafka property names use dots only, so underscores map back unambiguously.
-            prop = ADMIN_PREFIX + name[len(admin_env_prefix) :].lower().replace("_", ".")
-            values[prop] = _Value(raw, f"environment variable {name}")
+            continue
+        for prefix in WILDCARD_FIELDS:
+            env_prefix = env_name(prefix)
+            if name.startswith(env_prefix) and len(name) > len(env_prefix):
+                # Kafka property names use dots only, so underscores map back unambiguously.
+                prop = prefix + name[len(env_prefix) :].lower().replace("_", ".")
+                values[prop] = _Value(raw, f"environment variable {name}")
     return values
+
+
+def _wildcard_prefix(key: str) -> str | None:
+    return next((prefix for prefix in WILDCARD_FIELDS if key.startswith(prefix)), None)
+
+
+def _history_producer_problems(s: Settings, origin_of: dict[str, str]) -> list[Problem]:
+    """librdkafka judges its own properties: build the producer once and report what it refuses."""
+    config = s.history_producer_config
+    if "bootstrap.servers" not in config:
+        return [Problem(HISTORY_PRODUCER_PREFIX + "bootstrap.servers", None, "the history topic's bootstrap servers (or set the admin bootstrap servers)")]
+    from confluent_kafka import KafkaException, Producer
+
+    try:
+        Producer(config).flush(0)
+    except KafkaException as exc:
+        reason = str(exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else exc)
+        named = next((k for k in config if f'"{k}"' in reason or k in reason), None)
+        key = HISTORY_PRODUCER_PREFIX + (named or "*")
+        value = config.get(named) if named else None
+        return [Problem(key, value, f"a property librdkafka accepts ({reason})", origin_of.get(key, ""))]
+    return []
 
 
 def _unknown_key_problem(key: str, value: _Value) -> Problem:
@@ -152,6 +178,8 @@ def _cross_field_problems(s: Settings, origin_of: dict[str, str], raw_of: dict[s
         path = getattr(s, field)
         if path is not None and not Path(path).is_file():
             problem(field, "a readable file")
+    if s.history_kafka_enabled:
+        problems.extend(_history_producer_problems(s, origin_of))
     _, admin_problems = to_kafka_python(s.kafka_admin)
     for admin_problem in admin_problems:
         key = ADMIN_PREFIX + admin_problem.key
@@ -179,18 +207,19 @@ def load_settings(
     problems: list[Problem] = []
     kwargs: dict[str, Any] = {}
     origin_of: dict[str, str] = {}
-    admin: dict[str, str] = {}
+    wildcards: dict[str, dict[str, str]] = {prefix: {} for prefix in WILDCARD_FIELDS}
     for key, value in values.items():
         if key in PROPERTY_FIELDS:
             field = PROPERTY_FIELDS[key]
             kwargs[field] = value.raw
             origin_of[field] = value.origin
-        elif key.startswith(ADMIN_PREFIX):
-            admin[key[len(ADMIN_PREFIX) :]] = value.raw
+        elif (prefix := _wildcard_prefix(key)) is not None:
+            wildcards[prefix][key[len(prefix) :]] = value.raw
             origin_of[key] = value.origin
         else:
             problems.append(_unknown_key_problem(key, value))
-    kwargs["kafka_admin"] = admin
+    for prefix, field in WILDCARD_FIELDS.items():
+        kwargs[field] = wildcards[prefix]
     kwargs.update(overrides)
 
     try:

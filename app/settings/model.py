@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -25,6 +26,8 @@ STATIC_PREFIX = "client.quota.callback.static."
 DEFAULT_DATA_DIR = str(Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "kafka-throttle-service")
 SERVICE_PREFIX = "throttle.service."
 ADMIN_PREFIX = STATIC_PREFIX + "kafka.admin."
+HISTORY_PRODUCER_PREFIX = SERVICE_PREFIX + "history.kafka.producer."
+HISTORY_DIR_NAME = "history"
 
 
 def setting(default: Any, prop: str, allowed: str, description: str, shown_default: str | None = None) -> Any:
@@ -45,6 +48,9 @@ def _split_principals(value: str) -> list[str]:
 
 def _split_types(value: str) -> list[str]:
     return [t.strip().lower() for t in value.split(",") if t.strip()]
+
+
+_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 
 def env_name(prop: str) -> str:
@@ -196,6 +202,49 @@ class Settings(BaseSettings):
         "Where the service keeps its state (the quota store quotas.sqlite3).",
         shown_default="$XDG_STATE_HOME/kafka-throttle-service, else ~/.local/state/kafka-throttle-service",
     )
+    history_enabled: bool = setting(
+        True,
+        SERVICE_PREFIX + "history.enabled",
+        "true or false",
+        "Append one row per volume per round to the history files (JSON lines by date).",
+    )
+    history_dir: str | None = setting(
+        None,
+        SERVICE_PREFIX + "history.dir",
+        "a writable directory (created if missing)",
+        "Where the history files go.",
+        shown_default="<data dir>/history",
+    )
+    history_retention_days: int = setting(
+        30,
+        SERVICE_PREFIX + "history.retention.days",
+        "an integer >= 1",
+        "History files older than this many days are deleted.",
+    )
+    history_retention_bytes: int = setting(
+        1024**3,
+        SERVICE_PREFIX + "history.retention.bytes",
+        "an integer >= 1048576",
+        "The oldest history files are deleted while all of them together are larger than this.",
+    )
+    history_kafka_enabled: bool = setting(
+        False,
+        SERVICE_PREFIX + "history.kafka.enabled",
+        "true or false",
+        "Also publish every volume's history row to a Kafka topic, keyed <broker id>:<log dir>.",
+    )
+    history_kafka_topic: str = setting(
+        "kafka-throttle-history",
+        SERVICE_PREFIX + "history.kafka.topic",
+        "a Kafka topic name (letters, digits, '.', '_', '-'; at most 249 characters)",
+        "Topic of the history rows (compacted: it keeps the latest row of every volume).",
+    )
+    history_kafka_producer: dict[str, str] = setting(
+        {},
+        HISTORY_PRODUCER_PREFIX + "*",
+        "confluent-kafka (librdkafka) producer properties: bootstrap.servers, security.protocol, sasl.*, ssl.*, ...",
+        "Producer properties of the history topic; bootstrap.servers defaults to the admin bootstrap servers.",
+    )
     http_host: str = setting(
         "0.0.0.0",
         SERVICE_PREFIX + "http.host",
@@ -301,6 +350,38 @@ class Settings(BaseSettings):
             raise ValueError("too short")
         return value
 
+    @field_validator("history_retention_days")
+    @classmethod
+    def _at_least_one(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("less than 1")
+        return value
+
+    @field_validator("history_retention_bytes")
+    @classmethod
+    def _at_least_one_mib(cls, value: int) -> int:
+        if value < 1024 * 1024:
+            raise ValueError("less than 1048576")
+        return value
+
+    @field_validator("history_kafka_topic")
+    @classmethod
+    def _topic_name(cls, value: str) -> str:
+        if not _TOPIC_NAME.match(value) or value in (".", ".."):
+            raise ValueError("not a valid topic name")
+        return value
+
+    @property
+    def effective_history_dir(self) -> Path:
+        return Path(self.history_dir) if self.history_dir else Path(self.data_dir) / HISTORY_DIR_NAME
+
+    @property
+    def history_producer_config(self) -> dict[str, str]:
+        config = dict(self.history_kafka_producer)
+        if "bootstrap.servers" not in config and self.kafka_admin_bootstrap_servers:
+            config["bootstrap.servers"] = self.kafka_admin_bootstrap_servers
+        return config
+
     @field_validator("http_port")
     @classmethod
     def _port(cls, value: int) -> int:
@@ -349,7 +430,10 @@ def allowed_values(field: str) -> str:
     return str(extra["allowed"])
 
 
+# property prefix -> field name, for the settings that pass whole families of client properties on
+WILDCARD_FIELDS: dict[str, str] = {ADMIN_PREFIX: "kafka_admin", HISTORY_PRODUCER_PREFIX: "history_kafka_producer"}
+
 # property name -> field name, for every plain (non-wildcard) setting
 PROPERTY_FIELDS: dict[str, str] = {
-    property_name(name): name for name in Settings.model_fields if name != "kafka_admin"
+    property_name(name): name for name in Settings.model_fields if name not in WILDCARD_FIELDS.values()
 }

@@ -16,6 +16,8 @@ from app.settings.model import Settings, allowed_values, env_name, property_name
 def _default(value: object) -> str:
     if value is None:
         return "(none)"
+    if isinstance(value, bool):
+        return str(value).lower()
     if isinstance(value, timedelta):
         return format_duration(value)
     if value in ({}, ""):

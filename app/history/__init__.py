@@ -1,0 +1,1 @@
+"""The history of observations: rows per round, the files, the writer thread, the optional topic."""

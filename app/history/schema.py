@@ -1,0 +1,48 @@
+"""The history row: one place that names every field, for the writer and the Spark reader.
+
+One JSON object per line. A round that observed volumes writes one row per volume it
+observed; a round that observed nothing (cluster unreachable) writes one row without a
+volume (``broker_id`` and ``log_dir`` null), so time on the last-valid factor or the fallback
+is still on record. Every row of a round carries the same ``time``.
+
+Deliberately free of imports from the rest of the service: the report job (``spark/``)
+imports this module on the Spark driver, where the service's dependencies need not be.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class HistoryField(NamedTuple):
+    name: str
+    kind: str  # "timestamp", "int", "long", "double", "string", "boolean"
+    description: str
+
+
+HISTORY_FIELDS: tuple[HistoryField, ...] = (
+    HistoryField("time", "timestamp", "When the round finished (ISO-8601 UTC, milliseconds); the same for every row of a round"),
+    HistoryField("broker_id", "int", "Broker of the volume; null on a row of a round that observed no volume"),
+    HistoryField("log_dir", "string", "Log dir of the volume; null like broker_id"),
+    HistoryField("total_bytes", "long", "Volume capacity (KIP-827 TotalBytes); -1 when not reported"),
+    HistoryField("usable_bytes", "long", "Usable bytes (KIP-827 UsableBytes); -1 when not reported"),
+    HistoryField("available_ratio", "double", "usable / total (0 for a volume of capacity 0); null when not reported"),
+    HistoryField("log_dir_error", "string", "Kafka error of an offline log dir (counts as a hard breach), else null"),
+    HistoryField("limit_kind", "string", "min-available-bytes or min-available-ratio"),
+    HistoryField("hard_limit", "double", "Hard limit level, in the unit of limit_kind"),
+    HistoryField("soft_limit", "double", "Soft limit level; null when none is configured"),
+    HistoryField("volume_status", "string", "The policy's verdict: ok, ramping (soft limit), breaching (hard limit), unjudged"),
+    HistoryField("volume_factor", "double", "The factor this volume asks for"),
+    HistoryField("cluster_factor", "double", "The factor in force after the round (minimum over volumes, or last-valid / fallback)"),
+    HistoryField("state", "string", "OPEN, THROTTLE or PAUSE: the state of cluster_factor"),
+    HistoryField("source", "string", "Where cluster_factor comes from: observed, last-valid, fallback, initial"),
+    HistoryField("round_complete", "boolean", "Every active broker answered the round"),
+    HistoryField("check_interval_seconds", "double", "The configured check interval; the report's gap rule is a multiple of it"),
+)
+
+FIELD_NAMES: tuple[str, ...] = tuple(field.name for field in HISTORY_FIELDS)
+
+# Partition folders and file names: <dir>/date=YYYY-MM-DD/history-HH.jsonl (UTC hour of the rows).
+PARTITION_PREFIX = "date="
+FILE_PREFIX = "history-"
+FILE_SUFFIX = ".jsonl"

@@ -1,0 +1,111 @@
+"""The history writer: a thread of its own behind a bounded queue.
+
+The event loop only hands over the round's immutable results (``submit`` never blocks);
+rows are built, encoded and written on the writer thread. When the queue is full (the disk
+is slower than the rounds) the round's rows are dropped and counted, never waited for.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from app.history.files import HistoryFiles
+from app.history.kafka_topic import HistoryTopic
+from app.history.rows import round_rows
+from app.policy.limits import Evaluation, StoragePolicy
+from app.throttle.decision import ThrottleDecision
+from app.volumes.model import ObservationRound
+
+log = logging.getLogger("app.history")
+
+QUEUE_ROUNDS = 64  # rounds waiting to be written before new ones are dropped
+
+
+@dataclass(frozen=True)
+class _RoundResult:
+    round_: ObservationRound
+    evaluation: Evaluation
+    decision: ThrottleDecision
+
+
+@dataclass(frozen=True)
+class HistoryCounters:
+    """Where the writer reports what it did (Prometheus counters in production)."""
+
+    written: Callable[[int], None]
+    dropped: Callable[[str, int], None]  # (reason, rows)
+    topic_errors: Callable[[int], None]
+
+
+def _row_count(round_: ObservationRound) -> int:
+    return max(1, len(round_.observations))
+
+
+class HistoryWriter:
+    def __init__(
+        self,
+        files: HistoryFiles,
+        policy: StoragePolicy,
+        check_interval_seconds: float,
+        counters: HistoryCounters,
+        topic: HistoryTopic | None = None,
+        queue_rounds: int = QUEUE_ROUNDS,
+    ) -> None:
+        self.files = files
+        self.topic = topic
+        self._policy = policy
+        self._interval = check_interval_seconds
+        self._counters = counters
+        self._queue: queue.Queue[_RoundResult | None] = queue.Queue(maxsize=queue_rounds)
+        self._thread = threading.Thread(target=self._run, name="history-writer", daemon=True)
+        self._failing = False
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, round_: ObservationRound, evaluation: Evaluation, decision: ThrottleDecision) -> None:
+        """Called on the event loop after each round; returns at once."""
+        try:
+            self._queue.put_nowait(_RoundResult(round_, evaluation, decision))
+        except queue.Full:
+            self._counters.dropped("queue_full", _row_count(round_))
+
+    def close(self, timeout_seconds: float = 10.0) -> None:
+        """Write what is queued, then stop (the sentinel waits behind the queued rounds)."""
+        if self._thread.is_alive():
+            self._queue.put(None, timeout=timeout_seconds)
+            self._thread.join(timeout_seconds)
+        self.files.close()
+        if self.topic is not None:
+            self.topic.close()
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            try:
+                self._write(item)
+            except Exception:  # a bug must not stop the history for good
+                log.exception("history writer failed on a round")
+                self._counters.dropped("write_error", _row_count(item.round_))
+
+    def _write(self, item: _RoundResult) -> None:
+        rows = round_rows(item.round_, item.evaluation, item.decision, self._policy, self._interval)
+        lines = "".join(json.dumps(row, separators=(",", ":")) + "\n" for row in rows).encode()
+        try:
+            self.files.append(lines, item.round_.finished_at)
+        except OSError as exc:
+            self._counters.dropped("write_error", len(rows))
+            if not self._failing:
+                log.error("history files not writable (%s): rows are dropped and counted until it recovers", exc)
+                self._failing = True
+        else:
+            self._counters.written(len(rows))
+            if self._failing:
+                log.info("history files writable again")
+                self._failing = False
+        if self.topic is not None:
+            self.topic.publish(rows)

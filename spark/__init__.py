@@ -1,0 +1,1 @@
+"""PySpark batch reports on the service's history of observations (``throttle-report``)."""

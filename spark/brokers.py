@@ -1,0 +1,62 @@
+"""A summary per broker: what it had, how close it came, its episodes and its nearest forecast."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from spark.episodes import volume_rows
+from spark.gaps import gap_limit
+from spark.reading import epoch_seconds
+
+
+def _observed(rows: DataFrame, history_end: float, max_gap_seconds: float | None) -> DataFrame:
+    per_broker = (
+        rows.transform(volume_rows)
+        .groupBy("broker_id")
+        .agg(
+            F.size(F.collect_set("log_dir")).alias("log_dirs"),  # a handful per broker: cheaper than a distinct count
+            F.min("time").alias("first_seen"),
+            F.max("time").alias("last_seen"),
+            F.count(F.lit(1)).alias("observations"),
+            F.min(F.when(F.col("usable_bytes") >= 0, F.col("usable_bytes"))).alias("min_usable_bytes"),
+            F.min("available_ratio").alias("min_available_ratio"),
+            F.max(gap_limit(max_gap_seconds)).alias("gap_limit"),
+        )
+    )
+    present = epoch_seconds("last_seen") >= F.lit(history_end) - F.col("gap_limit")
+    return per_broker.withColumn("present_at_end", present).drop("gap_limit")
+
+
+def _episode_totals(episodes: DataFrame) -> DataFrame:
+    def of(kind: str):
+        return F.col("limit") == F.lit(kind)
+
+    return episodes.groupBy("broker_id").agg(
+        F.count(F.when(of("hard"), 1)).alias("hard_episodes"),
+        F.count(F.when(of("soft"), 1)).alias("soft_episodes"),
+        F.count(F.when(F.col("ongoing"), 1)).alias("ongoing_episodes"),
+        F.coalesce(F.sum(F.when(of("hard"), F.col("duration_seconds"))), F.lit(0.0)).alias("hard_breach_seconds"),
+        F.coalesce(F.sum(F.when(of("soft"), F.col("duration_seconds"))), F.lit(0.0)).alias("soft_breach_seconds"),
+    )
+
+
+def _nearest_forecast(forecast: DataFrame) -> DataFrame:
+    return forecast.groupBy("broker_id").agg(
+        F.min("projected_at").alias("soonest_hard_limit_at"),
+        F.max("fill_rate_bytes_per_second").alias("fastest_fill_rate_bytes_per_second"),
+    )
+
+
+def broker_summary(
+    rows: DataFrame, episodes: DataFrame, forecast: DataFrame, history_end: float, max_gap_seconds: float | None = None
+) -> DataFrame:
+    zero_counts = {name: 0 for name in ("hard_episodes", "soft_episodes", "ongoing_episodes")}
+    zero_seconds = {name: 0.0 for name in ("hard_breach_seconds", "soft_breach_seconds")}
+    return (
+        _observed(rows, history_end, max_gap_seconds)
+        .join(_episode_totals(episodes), "broker_id", "left")
+        .join(_nearest_forecast(forecast), "broker_id", "left")
+        .fillna({**zero_counts, **zero_seconds})
+        .orderBy("broker_id")
+    )

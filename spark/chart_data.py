@@ -1,0 +1,119 @@
+"""The few numbers the HTML charts need, reduced in Spark and collected to the driver.
+
+Series are reduced to at most CHART_BUCKETS points per volume (the lowest usable bytes of
+each time bucket, so a dip is never smoothed away) whatever the size of the history."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from spark.episodes import VOLUME, volume_rows
+from spark.gaps import gap_limit
+from spark.reading import epoch_seconds
+
+CHART_BUCKETS = 360
+CLOSEST_VOLUMES = 4
+_STATE_RANK = {"OPEN": 0, "THROTTLE": 1, "PAUSE": 2}
+
+
+@dataclass(frozen=True)
+class VolumeSeries:
+    broker_id: int
+    log_dir: str
+    total_bytes: int
+    hard_bytes: float
+    soft_bytes: float | None
+    points: list[tuple[float, int]]  # (epoch seconds, usable bytes)
+
+
+@dataclass(frozen=True)
+class StateBucket:
+    start: float
+    end: float
+    state: str  # the worst state of the bucket
+    fallback: bool  # the fallback or last-valid factor was in force at some round of the bucket
+    rounds: int
+
+
+def _bytes_level(level: str) -> F.Column:
+    return F.when(F.col("limit_kind") == "min-available-ratio", F.col(level) * F.col("total_bytes")).otherwise(F.col(level))
+
+
+def _bucket(first: float, last: float) -> F.Column:
+    width = max((last - first) / CHART_BUCKETS, 1e-6)
+    return F.least(F.floor((epoch_seconds("time") - F.lit(first)) / F.lit(width)), F.lit(CHART_BUCKETS - 1))
+
+
+def closest_volume_series(rows: DataFrame, first: float, last: float, count: int = CLOSEST_VOLUMES) -> list[VolumeSeries]:
+    """The volumes whose available ratio came closest to (or furthest below) the hard limit."""
+    judged = rows.transform(volume_rows).filter((F.col("total_bytes") > 0) & (F.col("usable_bytes") >= 0))
+    hard_ratio = F.when(F.col("limit_kind") == "min-available-ratio", F.col("hard_limit")).otherwise(F.col("hard_limit") / F.col("total_bytes"))
+    closest = (
+        judged.groupBy(*VOLUME)
+        .agg(F.min(F.col("available_ratio") - hard_ratio).alias("headroom"))
+        .orderBy("headroom", *VOLUME)
+        .limit(count)
+        .collect()
+    )
+    chosen = [(row["broker_id"], row["log_dir"]) for row in closest]
+    if not chosen:
+        return []
+    selected = judged.join(F.broadcast(judged.sparkSession.createDataFrame(chosen, list(VOLUME))), list(VOLUME))
+    buckets = (
+        selected.groupBy(*VOLUME, _bucket(first, last).alias("bucket"))
+        .agg(
+            F.min(epoch_seconds("time")).alias("t"),
+            F.min("usable_bytes").alias("usable"),
+            F.max("total_bytes").alias("total"),
+            F.max(_bytes_level("hard_limit")).alias("hard"),
+            F.max(_bytes_level("soft_limit")).alias("soft"),
+        )
+        .orderBy(*VOLUME, "bucket")
+        .collect()
+    )
+    series = []
+    for broker_id, log_dir in chosen:
+        mine = [b for b in buckets if (b["broker_id"], b["log_dir"]) == (broker_id, log_dir)]
+        series.append(
+            VolumeSeries(
+                broker_id,
+                log_dir,
+                max(b["total"] for b in mine),
+                mine[-1]["hard"],
+                mine[-1]["soft"],
+                [(b["t"], b["usable"]) for b in mine],
+            )
+        )
+    return series
+
+
+def state_timeline(round_rows: DataFrame, first: float, last: float, max_gap_seconds: float | None = None) -> list[StateBucket]:
+    """The worst state per time bucket of the rounds (``rounds(rows)``); a bucket's colour reaches the next bucket with rounds
+    unless the rounds are further apart than the gap limit (then the gap shows as no data)."""
+    rank = F.create_map(*[F.lit(x) for pair in _STATE_RANK.items() for x in pair])
+    width = max((last - first) / CHART_BUCKETS, 1e-6)
+    buckets = (
+        round_rows.groupBy(_bucket(first, last).alias("bucket"))
+        .agg(
+            F.max(rank[F.col("state")]).alias("rank"),
+            F.max(F.col("source").isin("fallback", "last-valid")).alias("fallback"),
+            F.count(F.lit(1)).alias("rounds"),
+            F.min(epoch_seconds("time")).alias("first_t"),
+            F.max(epoch_seconds("time")).alias("last_t"),
+            F.max(gap_limit(max_gap_seconds)).alias("gap_limit"),
+        )
+        .orderBy("bucket")
+        .collect()
+    )
+    names = {value: name for name, value in _STATE_RANK.items()}
+    timeline = []
+    for bucket, following in zip(buckets, [*buckets[1:], None]):
+        start = first + bucket["bucket"] * width
+        end = max(start + width, bucket["last_t"]) if following is None else start + width
+        if following is not None and following["first_t"] - bucket["last_t"] <= bucket["gap_limit"]:
+            end = first + following["bucket"] * width
+        timeline.append(StateBucket(start, min(end, last), names[bucket["rank"]], bool(bucket["fallback"]), bucket["rounds"]))
+    return timeline

@@ -1,0 +1,119 @@
+"""``throttle-report``: the history report from the command line, or as spark-submit's main file."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import UTC, datetime
+
+from spark.forecast import FORECAST_WINDOW_SECONDS
+from spark.html_report import human_duration
+from spark.job import EmptyHistory, Report, run_report
+from spark.session import report_session
+from spark.svg import human_bytes
+
+
+def _instant(text: str) -> datetime:
+    """ISO-8601 date or date-time; without a zone it is UTC."""
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO-8601 date or date-time: {text!r}") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be greater than 0")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="throttle-report",
+        description="Violation episodes, time throttled or paused, per-broker summaries and fill forecasts "
+        "from the throttle service's history, as Parquet, CSV and one HTML page.",
+    )
+    parser.add_argument("--input", required=True, metavar="DIR", help="the history folder (date=YYYY-MM-DD/ partitions)")
+    parser.add_argument("--output", required=True, metavar="DIR", help="where the report goes (replaced)")
+    parser.add_argument("--since", type=_instant, metavar="T", help="first instant to include (ISO-8601; UTC unless a zone is given)")
+    parser.add_argument("--until", type=_instant, metavar="T", help="first instant to leave out")
+    parser.add_argument("--master", metavar="URL", help="Spark master (default: spark-submit's, else local[*])")
+    parser.add_argument(
+        "--max-gap", type=_seconds, metavar="SECONDS", help="observations further apart than this split episodes (default: 3 x the recorded check interval)"
+    )
+    parser.add_argument(
+        "--forecast-window", type=_seconds, default=FORECAST_WINDOW_SECONDS, metavar="SECONDS", help="history each fill-rate fit uses (default: 3600)"
+    )
+    return parser
+
+
+def _progress(started: float):
+    def say(message: str) -> None:
+        print(f"[{time.perf_counter() - started:6.1f} s] {message}", flush=True)
+
+    return say
+
+
+def summary_table(report: Report) -> str:
+    """The terminal's closing table: one line per broker, then the totals."""
+    header = ("broker", "log dirs", "hard episodes", "soft episodes", "ongoing", "time in hard breach", "lowest available", "soonest hard limit")
+    lines = [header]
+    for broker in report.tables["brokers"]:
+        lowest = broker["min_usable_bytes"]
+        lines.append(
+            (
+                f"{broker['broker_id']}" + ("" if broker["present_at_end"] else " (gone)"),
+                str(broker["log_dirs"]),
+                str(broker["hard_episodes"]),
+                str(broker["soft_episodes"]),
+                str(broker["ongoing_episodes"]),
+                human_duration(broker["hard_breach_seconds"]) or "0 s",
+                human_bytes(lowest) if lowest is not None else "-",
+                broker["soonest_hard_limit_at"] or "-",
+            )
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    rendered = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines]
+    rendered.insert(1, "  ".join("-" * width for width in widths))
+    days = report.tables["time_in_states"]
+    throttle = sum(d["throttle_seconds"] for d in days)
+    pause = sum(d["pause_seconds"] for d in days)
+    fallback = sum(d["source_fallback_seconds"] for d in days)
+    rendered.append("")
+    rendered.append(
+        f"{report.rows:,} rows, {report.skipped_lines:,} lines skipped; time in THROTTLE {human_duration(throttle) or '0 s'}, "
+        f"PAUSE {human_duration(pause) or '0 s'}, on the fallback {human_duration(fallback) or '0 s'}"
+    )
+    rendered.append(f"report: {report.output}/report.html  (tables: {report.output}/<name>.csv and {report.output}/parquet/)")
+    return "\n".join(rendered)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    started = time.perf_counter()
+    say = _progress(started)
+    say("starting Spark")
+    spark = report_session(args.master)
+    say(f"Spark {spark.version} on {spark.sparkContext.master}")
+    try:
+        report = run_report(
+            spark, args.input, args.output, args.since, args.until, args.max_gap, args.forecast_window, progress=say
+        )
+    except EmptyHistory as exc:
+        print(f"throttle-report: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+    finally:
+        spark.stop()
+    say(f"done in {report.seconds['total']:.1f} s")
+    print()
+    print(summary_table(report))
+
+
+if __name__ == "__main__":
+    main()

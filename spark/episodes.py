@@ -1,0 +1,150 @@
+"""Violation episodes per volume and limit kind (hard / soft).
+
+A volume is in a hard episode while the service judged it breaching (the policy's verdict,
+so hysteresis and log dir errors count as the service counted them), and in a soft episode
+while it was ramping or breaching (at or below the soft level) when a soft limit was set.
+An episode starts at its first observation in breach. It ends:
+- ``recovered``: at the first observation back within the limit (no gap before it);
+- ``gap``: at its last observation in breach, when the next observation of the volume comes
+  more than the gap limit later (a new episode starts after the gap if still in breach);
+- ``volume-gone``: at its last observation in breach, when the volume is never observed
+  again but the history goes on (a broker that disappeared);
+- ``ongoing``: still in breach at the end of the history (``end`` is the last observation).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from spark.gaps import gap_limit
+from spark.reading import epoch_seconds
+
+VOLUME = ("broker_id", "log_dir")
+LIMIT_KINDS = ("hard", "soft")
+
+
+def volume_rows(rows: DataFrame) -> DataFrame:
+    """Rows that describe a volume (not the rows of rounds that observed none)."""
+    return rows.filter(F.col("broker_id").isNotNull() & F.col("log_dir").isNotNull())
+
+
+_CARRIED = ("time", "usable_bytes", "available_ratio", "total_bytes", "limit_kind", "hard_limit", "soft_limit")
+
+
+def _with_breach_flags(max_gap_seconds: float | None):
+    def step(rows: DataFrame) -> DataFrame:
+        # Only what the episodes need goes through the sort by volume and time.
+        return rows.select(
+            *VOLUME,
+            *_CARRIED,
+            epoch_seconds("time").alias("t"),
+            gap_limit(max_gap_seconds).alias("gap_limit"),
+            F.coalesce(F.col("volume_status") == F.lit("breaching"), F.lit(False)).alias("in_hard"),
+            F.coalesce(F.col("soft_limit").isNotNull() & F.col("volume_status").isin("ramping", "breaching"), F.lit(False)).alias("in_soft"),
+        )
+
+    return step
+
+
+def _with_neighbours(rows: DataFrame) -> DataFrame:
+    by_volume = Window.partitionBy(*VOLUME).orderBy("t")
+    return rows.withColumns(
+        {
+            "prev_t": F.lag("t").over(by_volume),
+            "next_t": F.lead("t").over(by_volume),
+            "next_time": F.lead("time").over(by_volume),
+            **{f"prev_{k}": F.lag(f"in_{k}").over(by_volume) for k in LIMIT_KINDS},
+            **{f"next_{k}": F.lead(f"in_{k}").over(by_volume) for k in LIMIT_KINDS},
+        }
+    )
+
+
+def _with_episode_numbers(rows: DataFrame) -> DataFrame:
+    running = Window.partitionBy(*VOLUME).orderBy("t").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    after_gap = (F.col("t") - F.col("prev_t")) > F.col("gap_limit")
+    gap_follows = (F.col("next_t") - F.col("t")) > F.col("gap_limit")
+    columns = {}
+    for kind in LIMIT_KINDS:
+        inside = F.col(f"in_{kind}")
+        starts = inside & (~F.coalesce(F.col(f"prev_{kind}"), F.lit(False)) | F.coalesce(after_gap, F.lit(False)))
+        columns[f"episode_{kind}"] = F.sum(starts.cast("int")).over(running)
+        columns[f"last_{kind}"] = inside & (F.col("next_t").isNull() | gap_follows | ~F.col(f"next_{kind}"))
+    return rows.withColumns(columns)
+
+
+def _with_end(history_end: float):
+    """Where an episode whose last observation is this row ends, and why."""
+
+    def step(rows: DataFrame) -> DataFrame:
+        reason = (
+            F.when(F.col("next_t").isNull() & (F.col("t") >= F.lit(history_end) - F.col("gap_limit")), F.lit("ongoing"))
+            .when(F.col("next_t").isNull(), F.lit("volume-gone"))
+            .when((F.col("next_t") - F.col("t")) > F.col("gap_limit"), F.lit("gap"))
+            .otherwise(F.lit("recovered"))
+        )
+        return rows.withColumn("end_reason", reason).withColumn(
+            "end_time", F.when(F.col("end_reason") == "recovered", F.col("next_time")).otherwise(F.col("time"))
+        )
+
+    return step
+
+
+def _one_row_per_kind(rows: DataFrame) -> DataFrame:
+    kinds = F.array(
+        *[
+            F.struct(
+                F.lit(kind).alias("limit"),
+                F.col(f"in_{kind}").alias("inside"),
+                F.col(f"episode_{kind}").alias("episode"),
+                F.col(f"last_{kind}").alias("last"),
+                F.col("hard_limit" if kind == "hard" else "soft_limit").alias("level"),
+            )
+            for kind in LIMIT_KINDS
+        ]
+    )
+    return rows.filter(F.col("in_hard") | F.col("in_soft")).withColumn("kind", F.explode(F.filter(kinds, lambda k: k["inside"])))
+
+
+def _episodes(rows: DataFrame) -> DataFrame:
+    last = F.col("kind.last")
+    grouped = rows.groupBy(*VOLUME, F.col("kind.limit").alias("limit"), F.col("kind.episode").alias("episode")).agg(
+        F.first("limit_kind").alias("limit_kind"),
+        F.first("kind.level").alias("level"),
+        F.min("time").alias("start"),
+        F.max(F.when(last, F.col("end_time"))).alias("end"),
+        F.max(F.when(last, F.col("end_reason"))).alias("end_reason"),
+        F.min(F.when(F.col("usable_bytes") >= 0, F.col("usable_bytes"))).alias("worst_usable_bytes"),
+        F.min("available_ratio").alias("worst_available_ratio"),
+        F.max("total_bytes").alias("total_bytes"),
+        F.count(F.lit(1)).alias("observations"),
+    )
+    return grouped.select(
+        *VOLUME,
+        "limit",
+        "limit_kind",
+        "level",
+        "start",
+        "end",
+        (epoch_seconds("end") - epoch_seconds("start")).alias("duration_seconds"),
+        (F.col("end_reason") == "ongoing").alias("ongoing"),
+        "end_reason",
+        "worst_usable_bytes",
+        "worst_available_ratio",
+        "total_bytes",
+        "observations",
+    )
+
+
+def violation_episodes(rows: DataFrame, history_end: float, max_gap_seconds: float | None = None) -> DataFrame:
+    """One row per episode, ordered by volume, limit kind and start."""
+    return (
+        rows.transform(volume_rows)
+        .transform(_with_breach_flags(max_gap_seconds))
+        .transform(_with_neighbours)
+        .transform(_with_episode_numbers)
+        .transform(_with_end(history_end))
+        .transform(_one_row_per_kind)
+        .transform(_episodes)
+        .orderBy(*VOLUME, "limit", "start")
+    )

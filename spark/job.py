@@ -1,0 +1,132 @@
+"""The report job: read the history once, derive every table, write them and the HTML page."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from spark.brokers import broker_summary
+from spark.chart_data import (
+    StateBucket,
+    VolumeSeries,
+    closest_volume_series,
+    state_timeline,
+)
+from spark.episodes import violation_episodes
+from spark.forecast import FORECAST_WINDOW_SECONDS, fill_forecast
+from spark.html_report import render_page
+from spark.output import ReportOutput
+from spark.reading import read_history
+from spark.states import rounds, time_in_states
+
+# Rows of each table shown on the HTML page (the files hold them all).
+PAGE_ROWS = 200
+TABLES = ("episodes", "time_in_states", "brokers", "forecast")
+
+
+class EmptyHistory(Exception):
+    pass
+
+
+@dataclass
+class Report:
+    input: str
+    output: str
+    rows: int
+    skipped_lines: int
+    first: float
+    last: float
+    max_gap_seconds: float | None
+    forecast_window_seconds: float
+    volumes: int = 0
+    episode_counts: dict[str, int] = field(default_factory=dict)  # hard, soft, ongoing
+    tables: dict[str, list[dict]] = field(default_factory=dict)  # the first PAGE_ROWS rows of each
+    table_sizes: dict[str, int] = field(default_factory=dict)
+    series: list[VolumeSeries] = field(default_factory=list)
+    timeline: list[StateBucket] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)  # time per step
+
+
+Progress = Callable[[str], None]
+
+
+def _rows_of(table: DataFrame, limit: int = PAGE_ROWS) -> list[dict]:
+    """The first rows, times as UTC text (collected timestamps would take the driver's zone)."""
+    shown = [
+        F.date_format(f.name, "yyyy-MM-dd HH:mm:ss'Z'").alias(f.name) if isinstance(f.dataType, T.TimestampType) else F.col(f.name)
+        for f in table.schema.fields
+    ]
+    return [row.asDict() for row in table.select(*shown).limit(limit).collect()]
+
+
+def run_report(
+    spark: SparkSession,
+    input_path: str,
+    output_path: str,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    max_gap_seconds: float | None = None,
+    forecast_window_seconds: float = FORECAST_WINDOW_SECONDS,
+    progress: Progress = lambda message: None,
+) -> Report:
+    started = time.perf_counter()
+    step_started = started
+
+    def done(step: str, message: str) -> None:
+        nonlocal step_started
+        now = time.perf_counter()
+        report.seconds[step] = now - step_started
+        step_started = now
+        progress(f"{message} ({report.seconds[step]:.1f} s)")
+
+    progress(f"reading {input_path}")
+    history = read_history(spark, input_path, since, until)
+    if history.row_count == 0:
+        raise EmptyHistory(f"no history rows in {input_path} ({history.skipped_lines} lines skipped)")
+    assert history.first_time is not None and history.last_time is not None
+    report = Report(input_path, output_path, history.row_count, history.skipped_lines, history.first_time, history.last_time, max_gap_seconds, forecast_window_seconds)
+    done("read", f"read {history.row_count:,} rows, skipped {history.skipped_lines:,} corrupt or truncated lines")
+    rows = history.rows
+    output = ReportOutput(spark, output_path)
+
+    round_rows = rows.transform(rounds).persist()  # one row per round: for the states and the timeline
+    # Small tables, each computed once: written twice and shown, and the broker summary
+    # builds on the episodes and the forecast.
+    episodes = violation_episodes(rows, history.last_time, max_gap_seconds).persist()
+    forecast = fill_forecast(rows, forecast_window_seconds).persist()
+    tables = {
+        "episodes": episodes,
+        "time_in_states": time_in_states(round_rows, max_gap_seconds).persist(),
+        "brokers": broker_summary(rows, episodes, forecast, history.last_time, max_gap_seconds).persist(),
+        "forecast": forecast,
+    }
+    for name in TABLES:
+        output.write_table(name, tables[name])
+        report.table_sizes[name] = tables[name].count()
+        report.tables[name] = _rows_of(tables[name])
+        done(name, f"wrote {name}: {report.table_sizes[name]:,} rows")
+
+    counts = episodes.agg(
+        F.count(F.when(F.col("limit") == "hard", 1)).alias("hard"),
+        F.count(F.when(F.col("limit") == "soft", 1)).alias("soft"),
+        F.count(F.when(F.col("ongoing"), 1)).alias("ongoing"),
+    ).first()
+    report.episode_counts = counts.asDict()
+    report.volumes = tables["brokers"].agg(F.sum("log_dirs")).first()[0] or 0
+    report.series = closest_volume_series(rows, history.first_time, history.last_time)
+    report.timeline = state_timeline(round_rows, history.first_time, history.last_time, max_gap_seconds)
+    done("charts", "reduced the chart series")
+
+    output.write_text("report.html", render_page(report))
+    done("html", f"wrote {output.path('report.html')}")
+    report.seconds["total"] = time.perf_counter() - started
+    for table in (*tables.values(), round_rows):
+        table.unpersist()
+    history.release()
+    return report

@@ -1,0 +1,38 @@
+"""Writing the report: each table as Parquet and as one CSV file, and the HTML page.
+
+Everything goes through Hadoop's FileSystem API, so ``--output`` may be a local folder or
+shared storage (hdfs://, s3a://, ...) alike when the job runs on a cluster."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+
+
+class ReportOutput:
+    def __init__(self, spark: SparkSession, directory: str) -> None:
+        self._spark = spark
+        self.directory = directory.rstrip("/")
+        jvm = spark.sparkContext._jvm  # Hadoop's FileSystem: the one Spark itself writes with
+        self._Path = jvm.org.apache.hadoop.fs.Path
+        self._fs = self._Path(self.directory).getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+
+    def path(self, name: str) -> str:
+        return f"{self.directory}/{name}"
+
+    def write_table(self, name: str, table: DataFrame) -> None:
+        """``<out>/parquet/<name>/`` and ``<out>/<name>.csv`` (one file, with a header)."""
+        table.write.mode("overwrite").parquet(self.path(f"parquet/{name}"))
+        staging = self.path(f"_csv_{name}")
+        table.coalesce(1).write.mode("overwrite").option("header", True).csv(staging)
+        (part,) = [s.getPath() for s in self._fs.listStatus(self._Path(staging)) if s.getPath().getName().endswith(".csv")]
+        target = self._Path(self.path(f"{name}.csv"))
+        self._fs.delete(target, False)
+        self._fs.rename(part, target)
+        self._fs.delete(self._Path(staging), True)
+
+    def write_text(self, name: str, text: str) -> None:
+        stream = self._fs.create(self._Path(self.path(name)), True)
+        try:
+            stream.write(bytearray(text.encode("utf-8")))
+        finally:
+            stream.close()

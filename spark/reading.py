@@ -1,0 +1,72 @@
+"""Reading the history: declared schema, corrupt and truncated lines skipped and counted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from app.history.schema import FIELD_NAMES, PARTITION_PREFIX
+from spark.schema import HISTORY_SCHEMA, READ_SCHEMA, TIMESTAMP_FIELDS
+
+PARTITION_COLUMN = PARTITION_PREFIX.rstrip("=")
+_VALID = "_valid"
+
+
+@dataclass(frozen=True)
+class History:
+    rows: DataFrame  # valid rows only, the declared fields, cached
+    row_count: int
+    skipped_lines: int  # lines that did not parse (a truncated last line, corruption) or lack time/state
+    first_time: float | None  # epoch seconds of the first and last valid row
+    last_time: float | None
+    cached: DataFrame  # what ``rows`` is read from; release() frees it
+
+    def release(self) -> None:
+        self.cached.unpersist()
+
+
+def read_history(spark: SparkSession, path: str, since: datetime | None = None, until: datetime | None = None) -> History:
+    """Read ``path`` (the history folder: date=YYYY-MM-DD/ partitions, or plain JSON lines).
+
+    Only the rows with ``since <= time < until`` are kept; the date partitions outside that
+    range are not read at all."""
+    # PERMISSIVE without partial results: a line that does not parse (truncated, corrupt, a
+    # value of the wrong type) becomes a row of nulls, and is counted below. (Keeping the raw
+    # text in a corrupt-record column would double the cost of parsing.)
+    spark.conf.set("spark.sql.json.enablePartialResults", "false")
+    raw = spark.read.schema(READ_SCHEMA).option("mode", "PERMISSIVE").option("basePath", path).json(path)
+    if PARTITION_COLUMN in raw.columns:  # prune whole days before parsing them
+        if since is not None:
+            raw = raw.filter(F.col(PARTITION_COLUMN) >= F.lit(since.date()))
+        if until is not None:
+            raw = raw.filter(F.col(PARTITION_COLUMN) <= F.lit(until.date()))
+    typed = raw.select(
+        *[F.col(name).try_cast("timestamp").alias(name) if name in TIMESTAMP_FIELDS else F.col(name) for name in FIELD_NAMES]
+    )
+    # A line that does not parse, whose time is not an instant, or that has no state is skipped.
+    marked = typed.select(*FIELD_NAMES, (F.col("time").isNotNull() & F.col("state").isNotNull()).alias(_VALID))
+    assert marked.drop(_VALID).schema == HISTORY_SCHEMA
+    if since is not None:
+        marked = marked.filter(F.col("time").isNull() | (F.col("time") >= F.lit(since)))
+    if until is not None:
+        marked = marked.filter(F.col("time").isNull() | (F.col("time") < F.lit(until)))
+    # Read and parse once: every report below starts from this cache.
+    marked = marked.persist(StorageLevel.MEMORY_AND_DISK)
+    counts = marked.agg(
+        F.count(F.when(F.col(_VALID), 1)).alias("valid"),
+        F.count(F.when(~F.col(_VALID), 1)).alias("skipped"),
+        F.min(F.when(F.col(_VALID), epoch_seconds("time"))).alias("first"),
+        F.max(F.when(F.col(_VALID), epoch_seconds("time"))).alias("last"),
+    ).first()
+    rows = marked.filter(F.col(_VALID)).drop(_VALID)
+    return History(rows, counts["valid"], counts["skipped"], counts["first"], counts["last"], marked)
+
+
+def epoch_seconds(column: str) -> Column:
+    """A timestamp as seconds since the epoch, to the microsecond (collected values stay
+    independent of the driver's time zone)."""
+    return F.unix_micros(F.col(column)) / F.lit(1_000_000.0)

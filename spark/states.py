@@ -1,0 +1,72 @@
+"""Time spent in each state (OPEN / THROTTLE / PAUSE) and on each factor source, per UTC day.
+
+The state and source a round published hold until the next round, when that round comes
+within the gap limit; otherwise (the service was down, or this is the last round) nothing
+after the round is counted. Intervals that cross midnight are split at midnight."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from spark.gaps import gap_limit
+from spark.reading import epoch_seconds
+
+SECONDS_PER_DAY = 86400.0
+STATES = ("OPEN", "THROTTLE", "PAUSE")
+SOURCES = ("observed", "last-valid", "fallback", "initial")
+
+
+def rounds(rows: DataFrame) -> DataFrame:
+    """One row per observation round (every row of a round carries the same time and decision)."""
+    return rows.groupBy("time").agg(
+        F.max("state").alias("state"),
+        F.max("source").alias("source"),
+        F.max("cluster_factor").alias("cluster_factor"),
+        F.max("check_interval_seconds").alias("check_interval_seconds"),
+        F.max("round_complete").alias("round_complete"),
+    )
+
+
+def _with_held_until(max_gap_seconds: float | None):
+    def step(round_rows: DataFrame) -> DataFrame:
+        in_order = Window.orderBy("t")  # rounds are few next to rows: one partition is fine
+        with_next = round_rows.withColumns({"t": epoch_seconds("time"), "gap_limit": gap_limit(max_gap_seconds)}).withColumn(
+            "next_t", F.lead("t").over(in_order)
+        )
+        held = F.when((F.col("next_t") - F.col("t")) <= F.col("gap_limit"), F.col("next_t")).otherwise(F.col("t"))
+        return with_next.withColumn("held_until", held)
+
+    return step
+
+
+def _split_at_midnight(round_rows: DataFrame) -> DataFrame:
+    last_day = F.to_date(F.timestamp_micros((F.col("held_until") * 1_000_000).cast("long")))
+    days = round_rows.withColumn("day", F.explode(F.sequence(F.to_date("time"), last_day)))
+    day_start = F.unix_micros(F.col("day").cast("timestamp")) / F.lit(1_000_000.0)
+    piece = F.least(F.col("held_until"), day_start + F.lit(SECONDS_PER_DAY)) - F.greatest(F.col("t"), day_start)
+    return days.withColumns({"seconds": F.greatest(piece, F.lit(0.0)), "round_starts_here": F.to_date("time") == F.col("day")})
+
+
+def source_column(source: str) -> str:
+    return f"source_{source.replace('-', '_')}_seconds"
+
+
+def _per_day(pieces: DataFrame) -> DataFrame:
+    def seconds_where(condition):
+        return F.coalesce(F.sum(F.when(condition, F.col("seconds"))), F.lit(0.0))
+
+    aggregates = [
+        F.count(F.when(F.col("round_starts_here"), 1)).alias("rounds"),
+        F.count(F.when(F.col("round_starts_here") & ~F.col("round_complete"), 1)).alias("incomplete_rounds"),
+        F.sum("seconds").alias("covered_seconds"),
+        *[seconds_where(F.col("state") == state).alias(f"{state.lower()}_seconds") for state in STATES],
+        *[seconds_where(F.col("source") == source).alias(source_column(source)) for source in SOURCES],
+    ]
+    return pieces.groupBy("day").agg(*aggregates).orderBy("day")
+
+
+def time_in_states(round_rows: DataFrame, max_gap_seconds: float | None = None) -> DataFrame:
+    """Per day, from the rounds (``rounds(rows)``): rounds, seconds covered by observations,
+    seconds in OPEN / THROTTLE / PAUSE and per source."""
+    return round_rows.transform(_with_held_until(max_gap_seconds)).transform(_split_at_midnight).transform(_per_day)

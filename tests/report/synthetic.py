@@ -1,0 +1,97 @@
+"""Synthetic histories with answers known by construction, written the way the service writes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from app.history.files import HistoryFiles, Retention, file_for
+from app.history.schema import FIELD_NAMES
+
+MiB = 1024 * 1024
+HARD = 10 * MiB
+SOFT = 20 * MiB
+TOTAL = 100 * MiB
+CHECK_INTERVAL = 60.0
+
+# Usable bytes of a volume at round i, or None when the volume is not observed in that round.
+Usable = Callable[[int], int | None]
+
+
+def instant(moment: datetime) -> str:
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def status_of(usable: int) -> str:
+    return "breaching" if usable <= HARD else "ramping" if usable <= SOFT else "ok"
+
+
+def volume_row(moment: datetime, broker_id: int, log_dir: str, usable: int, state: str, source: str = "observed") -> dict:
+    status = status_of(usable)
+    factor = 0.0 if status == "breaching" else (usable - HARD) / (SOFT - HARD) if status == "ramping" else 1.0
+    return {
+        "time": instant(moment),
+        "broker_id": broker_id,
+        "log_dir": log_dir,
+        "total_bytes": TOTAL,
+        "usable_bytes": usable,
+        "available_ratio": usable / TOTAL,
+        "log_dir_error": None,
+        "limit_kind": "min-available-bytes",
+        "hard_limit": float(HARD),
+        "soft_limit": float(SOFT),
+        "volume_status": status,
+        "volume_factor": factor,
+        "cluster_factor": {"OPEN": 1.0, "THROTTLE": 0.5, "PAUSE": 0.0}[state],
+        "state": state,
+        "source": source,
+        "round_complete": True,
+        "check_interval_seconds": CHECK_INTERVAL,
+    }
+
+
+def no_volume_row(moment: datetime, state: str, source: str) -> dict:
+    row = dict.fromkeys(FIELD_NAMES)
+    row.update(
+        time=instant(moment),
+        limit_kind="min-available-bytes",
+        hard_limit=float(HARD),
+        soft_limit=float(SOFT),
+        cluster_factor={"OPEN": 1.0, "THROTTLE": 0.5, "PAUSE": 0.0}[state],
+        state=state,
+        source=source,
+        round_complete=False,
+        check_interval_seconds=CHECK_INTERVAL,
+    )
+    return row
+
+
+def write_rounds(directory: Path, start: datetime, rounds: int, volumes: dict[tuple[int, str], Usable], outage: set[int], outage_state: str = "PAUSE") -> None:
+    """One round per check interval; each round's state is the worst of its volumes (PAUSE on
+    a breach, THROTTLE on a ramp), or the fallback's during the outage rounds."""
+    files = HistoryFiles(directory, Retention(max_age_days=100000, max_total_bytes=1 << 50))
+    for i in range(rounds):
+        moment = start + timedelta(seconds=CHECK_INTERVAL * i)
+        if i in outage:
+            rows = [no_volume_row(moment, outage_state, "fallback")]
+        else:
+            observed = {key: usable(i) for key, usable in volumes.items() if usable(i) is not None}
+            statuses = {status_of(u) for u in observed.values()}
+            state = "PAUSE" if "breaching" in statuses else "THROTTLE" if "ramping" in statuses else "OPEN"
+            rows = [volume_row(moment, b, d, u, state) for (b, d), u in sorted(observed.items())]
+        files.append("".join(json.dumps(row) + "\n" for row in rows).encode(), moment.timestamp())
+    files.close()
+
+
+def append_raw(directory: Path, moment: datetime, text: str) -> None:
+    """Lines as a broken disk or a killed process would leave them."""
+    path = file_for(directory, moment.timestamp())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        handle.write(text)
+
+
+def at(year: int, month: int, day: int, hour: int, minute: int, second: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)

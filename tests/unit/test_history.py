@@ -1,0 +1,218 @@
+"""The history writer: rows per round, partitioned files, crash safety, retention, never blocking."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from app.history.files import HistoryFiles, Retention, file_for
+from app.history.kafka_topic import record_key, record_value
+from app.history.rows import round_rows
+from app.history.schema import FIELD_NAMES
+from app.history.writer import HistoryCounters, HistoryWriter
+from app.policy.limits import LimitKind, StoragePolicy, evaluate
+from app.settings import ConfigurationError, load_settings
+from app.throttle.decider import ThrottleDecider
+from app.volumes.model import ObservationRound, VolumeObservation
+
+MiB = 1024 * 1024
+POLICY = StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, 8 * MiB, 24 * MiB)
+T0 = datetime(2026, 11, 21, 23, 59, 30, tzinfo=UTC).timestamp()
+LOOSE = Retention(max_age_days=3650, max_total_bytes=1 << 40)
+
+
+def observed_round(at: float, usable: dict[tuple[int, str], int], missing: dict[int, str] | None = None) -> ObservationRound:
+    observations = tuple(VolumeObservation(b, d, 64 * MiB, u, at) for (b, d), u in usable.items())
+    brokers = tuple(sorted({b for b, _ in usable} | set(missing or {})))
+    return ObservationRound(at - 0.1, at, brokers, observations, missing or {})
+
+
+def decided(round_: ObservationRound):
+    decider = ThrottleDecider(POLICY, 300.0, 0.0, started_at=round_.started_at)
+    evaluation = decider.apply_round(round_)
+    decision, _ = decider.decision(round_.finished_at)
+    return evaluation, decision
+
+
+def test_a_round_gives_one_row_per_observed_volume_with_its_verdict_and_the_cluster_decision():
+    round_ = observed_round(T0, {(1, "/a"): 40 * MiB, (2, "/b"): 16 * MiB, (3, "/c"): 4 * MiB}, missing={4: "timed out"})
+    evaluation, decision = decided(round_)
+    rows = round_rows(round_, evaluation, decision, POLICY, 60.0)
+    assert [tuple(row) for row in rows] == [FIELD_NAMES] * 3
+    by_volume = {(r["broker_id"], r["log_dir"]): r for r in rows}
+    assert by_volume[(1, "/a")]["volume_status"] == "ok" and by_volume[(1, "/a")]["volume_factor"] == 1.0
+    assert by_volume[(2, "/b")]["volume_status"] == "ramping" and by_volume[(2, "/b")]["volume_factor"] == 0.5
+    assert by_volume[(3, "/c")]["volume_status"] == "breaching" and by_volume[(3, "/c")]["volume_factor"] == 0.0
+    row = by_volume[(3, "/c")]
+    assert row["time"] == "2026-11-21T23:59:30.000Z"
+    assert (row["total_bytes"], row["usable_bytes"], row["available_ratio"]) == (64 * MiB, 4 * MiB, 0.0625)
+    assert (row["limit_kind"], row["hard_limit"], row["soft_limit"]) == ("min-available-bytes", 8 * MiB, 24 * MiB)
+    # broker 4 did not answer: the round is incomplete; the breach it saw still caps the factor
+    assert (row["cluster_factor"], row["state"], row["source"], row["round_complete"]) == (0.0, "PAUSE", "initial", False)
+    assert row["check_interval_seconds"] == 60.0
+
+
+def test_a_round_that_observed_nothing_writes_one_row_without_a_volume():
+    round_ = ObservationRound(T0 - 1, T0, error="DescribeCluster failed")
+    evaluation = evaluate(POLICY, ())
+    decider = ThrottleDecider(POLICY, 300.0, 0.0, started_at=T0 - 1000)
+    decider.apply_round(round_)
+    decision, _ = decider.decision(T0)
+    (row,) = round_rows(round_, evaluation, decision, POLICY, 60.0)
+    assert row["broker_id"] is None and row["log_dir"] is None and row["usable_bytes"] is None
+    assert (row["source"], row["state"], row["cluster_factor"], row["round_complete"]) == ("fallback", "PAUSE", 0.0, False)
+
+
+def test_files_are_partitioned_by_utc_date_and_hour():
+    assert file_for(Path("/h"), T0) == Path("/h/date=2026-11-21/history-23.jsonl")
+    assert file_for(Path("/h"), T0 + 31) == Path("/h/date=2026-11-22/history-00.jsonl")
+
+
+def test_appending_after_a_truncated_last_line_keeps_the_truncated_line_alone(tmp_path):
+    files = HistoryFiles(tmp_path, LOOSE)
+    files.append(b'{"a":1}\n', T0)
+    files.close()
+    path = file_for(tmp_path, T0)
+    with path.open("ab") as handle:  # what a process killed mid-write leaves
+        handle.write(b'{"a":2,"b":')
+    files = HistoryFiles(tmp_path, LOOSE)
+    files.append(b'{"a":3}\n', T0)
+    files.close()
+    assert path.read_bytes().split(b"\n") == [b'{"a":1}', b'{"a":2,"b":', b'{"a":3}', b""]
+
+
+def test_retention_deletes_files_past_the_age_then_the_oldest_past_the_size_never_the_current_one(tmp_path):
+    line = b"x" * 99 + b"\n"
+    for hours_ago in (30, 26, 2, 1):  # left by an earlier run
+        path = file_for(tmp_path, T0 - hours_ago * 3600)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(line)
+    names = lambda: sorted(str(p.relative_to(tmp_path)) for p in files.files())  # noqa: E731
+    # at start-up, the files whose hour ended more than a day ago go, and their empty folder
+    files = HistoryFiles(tmp_path, Retention(max_age_days=1, max_total_bytes=1 << 40), wall_clock=lambda: T0)
+    assert names() == ["date=2026-11-21/history-21.jsonl", "date=2026-11-21/history-22.jsonl"]
+    assert not (tmp_path / "date=2026-11-20").exists()
+    files.retention = Retention(max_age_days=1, max_total_bytes=150)
+    files.append(line, T0)  # a new file: retention runs before it, and the oldest goes to fit 150 bytes
+    assert names() == ["date=2026-11-21/history-22.jsonl", "date=2026-11-21/history-23.jsonl"]
+    files.retention = Retention(max_age_days=1, max_total_bytes=1)
+    files.apply_retention()
+    assert names() == ["date=2026-11-21/history-23.jsonl"]  # the file being written stays
+    files.close()
+
+
+class SlowFiles:
+    """History files on a disk that takes ``delay`` seconds per write."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.batches: list[bytes] = []
+
+    def append(self, lines: bytes, at: float) -> None:
+        time.sleep(self.delay)
+        self.batches.append(lines)
+
+    def close(self) -> None:
+        pass
+
+
+def counting() -> tuple[HistoryCounters, dict[str, int]]:
+    counts = {"written": 0, "queue_full": 0, "write_error": 0, "topic": 0}
+
+    def dropped(reason: str, rows: int) -> None:
+        counts[reason] += rows
+
+    return HistoryCounters(lambda n: counts.__setitem__("written", counts["written"] + n), dropped, lambda n: None), counts
+
+
+def test_submitting_never_blocks_and_drops_and_counts_rounds_when_the_queue_is_full():
+    counters, counts = counting()
+    files = SlowFiles(delay=0.2)
+    writer = HistoryWriter(files, POLICY, 1.0, counters, queue_rounds=2)  # type: ignore[arg-type]
+    writer.start()
+    round_ = observed_round(T0, {(1, "/a"): 40 * MiB, (2, "/b"): 40 * MiB})
+    evaluation, decision = decided(round_)
+    started = time.perf_counter()
+    for _ in range(10):
+        writer.submit(round_, evaluation, decision)
+    assert time.perf_counter() - started < 0.05
+    writer.close()
+    written_rounds = len(files.batches)
+    assert 2 <= written_rounds <= 3  # one being written, two queued
+    assert counts["written"] == 2 * written_rounds
+    assert counts["queue_full"] == 2 * (10 - written_rounds)
+    assert all(json.loads(line)["broker_id"] in (1, 2) for line in files.batches[0].splitlines())
+
+
+class FullDisk(SlowFiles):
+    """History files whose first write fails the way a full disk does."""
+
+    def append(self, lines: bytes, at: float) -> None:
+        if not hasattr(self, "failed"):
+            self.failed = True
+            raise OSError(28, "No space left on device")
+        super().append(lines, at)
+
+
+def test_a_failing_disk_drops_and_counts_the_round_and_the_writer_goes_on(caplog):
+    caplog.set_level(logging.INFO, "app.history")
+    counters, counts = counting()
+    files = FullDisk(delay=0)
+    writer = HistoryWriter(files, POLICY, 1.0, counters)  # type: ignore[arg-type]
+    writer.start()
+    round_ = observed_round(T0, {(1, "/a"): 40 * MiB, (2, "/b"): 40 * MiB})
+    evaluation, decision = decided(round_)
+    writer.submit(round_, evaluation, decision)
+    writer.submit(round_, evaluation, decision)
+    writer.close()
+    assert (counts["write_error"], counts["written"], len(files.batches)) == (2, 2, 1)
+    assert "history files not writable" in caplog.text and "writable again" in caplog.text
+
+
+def test_the_topic_record_carries_the_metrics_snapshot_fields_of_the_proposal():
+    round_ = observed_round(T0, {(2, "/var/lib/kafka"): 4 * MiB})
+    evaluation, decision = decided(round_)
+    (row,) = round_rows(round_, evaluation, decision, POLICY, 60.0)
+    assert record_key(row) == "2:/var/lib/kafka"
+    value = record_value(row)
+    assert value["brokerId"] == "2" and value["snapshotAt"] == row["time"]
+    assert value["hardLimit"] == {"type": "MinFreeBytes", "level": 8 * MiB}
+    assert value["softLimit"] == {"type": "MinFreeBytes", "level": 24 * MiB}
+    assert value["volumes"] == [{"volumeName": "/var/lib/kafka", "capacity": 64 * MiB, "consumed": 60 * MiB}]
+    assert value["usable_bytes"] == 4 * MiB  # and the history row itself
+    ratio_row = {**row, "limit_kind": "min-available-ratio", "hard_limit": 0.05, "soft_limit": None}
+    assert record_value(ratio_row)["softLimit"] == {"type": "MinFreePercentage", "level": 5.0}
+
+
+def base_settings(**overrides: str):
+    return load_settings(environ=overrides.pop("environ", {}), storage_per_volume_limit_min_available_bytes="100", kafka_admin_bootstrap_servers="k:9092", **overrides)
+
+
+def test_history_defaults_under_the_data_dir_and_producer_properties_pass_through_from_the_environment(tmp_path):
+    settings = base_settings(data_dir=str(tmp_path), environ={"THROTTLE_SERVICE_HISTORY_KAFKA_PRODUCER_LINGER_MS": "50"})
+    assert settings.history_enabled and not settings.history_kafka_enabled
+    assert settings.effective_history_dir == tmp_path / "history"
+    assert settings.history_producer_config == {"linger.ms": "50", "bootstrap.servers": "k:9092"}
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "allowed"),
+    [
+        ("throttle.service.history.retention.days", "0", "an integer >= 1"),
+        ("throttle.service.history.retention.bytes", "1000", "an integer >= 1048576"),
+        ("throttle.service.history.kafka.topic", "no spaces", "a Kafka topic name"),
+        ("throttle.service.history.kafka.producer.no.such.property", "1", "a property librdkafka accepts"),
+    ],
+)
+def test_bad_history_settings_stop_start_up_naming_key_value_and_what_is_allowed(tmp_path, key, value, allowed):
+    env = {key.upper().replace(".", "_"): value, "THROTTLE_SERVICE_HISTORY_KAFKA_ENABLED": "true"}
+    with pytest.raises(ConfigurationError) as error:
+        base_settings(environ=env)
+    (problem,) = error.value.problems
+    assert (problem.key, problem.value) == (key, value)
+    assert problem.allowed.startswith(allowed), problem.allowed
