@@ -148,16 +148,33 @@ def delete_topic(cluster: LocalKafkaCluster, topic: str) -> None:
     admin.delete_topics([topic])[topic].result(timeout=30)
 
 
-def fill(cluster: LocalKafkaCluster, topic: str, mib: int) -> None:
-    """Write ``mib`` MiB of incompressible data into ``topic`` and wait for every ack."""
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 5, "compression.type": "none"})
+def fill(cluster: LocalKafkaCluster, topic: str, mib: int, client_config: dict | None = None) -> list:
+    """Write ``mib`` MiB of incompressible data into ``topic`` and wait for every ack; returns the
+    throttle events the brokers reported. ``client_config`` replaces the plaintext bootstrap
+    (e.g. a SASL listener and principal)."""
+    throttles: list = []
+    producer = Producer(
+        {
+            **(client_config or {"bootstrap.servers": cluster.bootstrap_servers}),
+            "acks": "all",
+            "linger.ms": 5,
+            "compression.type": "none",
+            "throttle_cb": throttles.append,
+        }
+    )
     chunk = 256 * 1024
     errors: list[str] = []
     for _ in range(mib * MiB // chunk):
-        producer.produce(topic, os.urandom(chunk), on_delivery=lambda err, msg: errors.append(str(err)) if err else None)
+        while True:
+            try:
+                producer.produce(topic, os.urandom(chunk), on_delivery=lambda err, msg: errors.append(str(err)) if err else None)
+                break
+            except BufferError:
+                producer.poll(0.05)
         producer.poll(0)
     remaining = producer.flush(60)
     assert remaining == 0 and not errors, (remaining, errors[:3])
+    return [event for event in throttles if event.throttle_time > 0]
 
 
 SHIM_DIR = ROOT / "shim"

@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from app.devcluster import LocalKafkaCluster
 from app.devcluster.jars import KAFKA_VERSION, ensure_kafka_jars
 
-from .conftest import MiB, VOLUME_MIB, free_port
+from .conftest import MiB, VOLUME_MIB, fill, free_port
 
 CHECK = 1.0
 POLL = 0.5
@@ -245,28 +245,6 @@ def wait_for_shims(cluster: LocalKafkaCluster, before: dict[int, int], timeout: 
     )
 
 
-def fill_as_operator(cluster: LocalKafkaCluster, topic: str, mib: int) -> list:
-    """Writes ``mib`` MiB into ``topic`` as the excluded operator; returns its throttle events."""
-    throttles: list = []
-    producer = Producer(
-        {**operator_config(cluster), "acks": "all", "linger.ms": 5, "compression.type": "none", "throttle_cb": throttles.append}
-    )
-    chunk = 256 * 1024
-    for _ in range(mib * MiB // chunk):
-        while True:
-            try:
-                producer.produce(topic, os.urandom(chunk))
-                break
-            except BufferError:
-                producer.poll(0.05)
-        producer.poll(0)
-    left = producer.flush(60)
-    assert left == 0, f"{left} messages not written; broker log:\n" + "\n".join(
-        line for line in cluster.server_log(1).read_text(errors="replace").splitlines()[-400:] if "ERROR" in line or "WARN" in line
-    )[-3000:]
-    return [t for t in throttles if t.throttle_time > 0]
-
-
 def test_a_full_volume_throttles_producers_on_every_broker_and_freeing_it_recovers(
     shim_cluster, start_service, service_port, record_property
 ):
@@ -286,7 +264,7 @@ def test_a_full_volume_throttles_producers_on_every_broker_and_freeing_it_recove
         assert healthy > 0.8 * 3 * LOAD_RATE, f"the healthy cluster should take the offered load, got {healthy:.0f} B/s"
         assert load.throttles == [], "a healthy cluster throttles nobody"
 
-        operator_throttles = fill_as_operator(shim_cluster, "fill-1", VOLUME_MIB - 24 + 4)
+        operator_throttles = fill(shim_cluster, "fill-1", VOLUME_MIB - 24 + 4, operator_config(shim_cluster))
         assert watch.crossed_at is not None, f"the fill did not cross the limit: usable {watch.usable()}"
         crossed = watch.crossed_at
         wait_until(
@@ -310,7 +288,7 @@ def test_a_full_volume_throttles_producers_on_every_broker_and_freeing_it_recove
         assert paused <= 3 * 2 * FLOOR, "three brokers, each at most the floor plus its burst"
 
         # The excluded operator is never throttled, even now.
-        more = fill_as_operator(shim_cluster, "load", 4)
+        more = fill(shim_cluster, "load", 4, operator_config(shim_cluster))
         assert operator_throttles == [] and more == [], "an excluded principal was throttled"
 
         admin.delete_topics(["fill-1"])["fill-1"].result(timeout=30)

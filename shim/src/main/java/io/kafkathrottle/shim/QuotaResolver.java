@@ -94,18 +94,10 @@ final class QuotaResolver {
             if (!clientId.isEmpty()) {
                 return null;
             }
-            Double base = value(table, user, null, type);
-            if (base == null) {
-                base = value(table, EntityKey.DEFAULT, null, type);
-            }
-            return base == null ? null : applyFactor(table, type, base, factor)[1];
+            return namedOrDefault(table, new EntityKey(user, null), new EntityKey(EntityKey.DEFAULT, null), type, factor);
         }
         if (!clientId.isEmpty()) {
-            Double base = value(table, null, clientId, type);
-            if (base == null) {
-                base = value(table, null, EntityKey.DEFAULT, type);
-            }
-            return base == null ? null : applyFactor(table, type, base, factor)[1];
+            return namedOrDefault(table, new EntityKey(null, clientId), new EntityKey(null, EntityKey.DEFAULT), type, factor);
         }
         // Every client matches (default client-id) before the defaults, so when it sets this type,
         // only empty client ids (tagged like the defaults) can be here.
@@ -127,6 +119,15 @@ final class QuotaResolver {
             return new Double[] {factor, factor <= 0.0 ? floor : null};
         }
         return new Double[] {factor, Math.max(base * factor, Math.min(floor, base))};
+    }
+
+    /** The limit of the named entity's quota, else of its kind's default entity; null: neither sets one. */
+    private static Double namedOrDefault(QuotaTable table, EntityKey named, EntityKey fallback, ClientQuotaType type, double factor) {
+        Double base = value(table, named.user(), named.clientId(), type);
+        if (base == null) {
+            base = value(table, fallback.user(), fallback.clientId(), type);
+        }
+        return base == null ? null : applyFactor(table, type, base, factor)[1];
     }
 
     private static Double value(QuotaTable table, String user, String clientId, ClientQuotaType type) {

@@ -58,7 +58,7 @@ final class QuotaView {
         QuotaTable empty = QuotaTable.empty();
         double[] factors = new double[TYPES];
         for (ClientQuotaType type : ClientQuotaType.values()) {
-            factors[type.ordinal()] = empty.factorTypes.contains(type) ? Math.min(fallbackFactor, 1.0) : 1.0;
+            factors[type.ordinal()] = applied(empty, fallbackFactor, type);
         }
         return new QuotaView(Mode.STARTING, null, empty, fallbackFactor, NO_EXPIRY, new long[TYPES], factors);
     }
@@ -87,6 +87,11 @@ final class QuotaView {
     }
 
     double factorFor(ClientQuotaType type) {
+        return applied(table, factor, type);
+    }
+
+    /** The factor a table's quotas of this type are scaled by. */
+    private static double applied(QuotaTable table, double factor, ClientQuotaType type) {
         return table.factorTypes.contains(type) ? Math.min(factor, 1.0) : 1.0;
     }
 
@@ -109,13 +114,13 @@ final class QuotaView {
         double[] nextEpochFactors = epochFactors.clone();
         for (ClientQuotaType type : ClientQuotaType.values()) {
             int i = type.ordinal();
-            double applied = nextTable.factorTypes.contains(type) ? Math.min(nextFactor, 1.0) : 1.0;
-            boolean paused = applied <= 0.0 && epochFactors[i] > 0.0;
-            if (paused || applied < EPOCH_DROP * epochFactors[i]) {
+            double scaled = applied(nextTable, nextFactor, type);
+            boolean paused = scaled <= 0.0 && epochFactors[i] > 0.0;
+            if (paused || scaled < EPOCH_DROP * epochFactors[i]) {
                 nextEpochs[i] = epochs[i] + 1;
-                nextEpochFactors[i] = applied;
+                nextEpochFactors[i] = scaled;
             } else {
-                nextEpochFactors[i] = Math.max(epochFactors[i], applied);
+                nextEpochFactors[i] = Math.max(epochFactors[i], scaled);
             }
         }
         return new QuotaView(nextMode, nextService, nextTable, nextFactor, nextExpiry, nextEpochs, nextEpochFactors);
