@@ -70,8 +70,9 @@ def whole_cluster(shim_cluster: LocalKafkaCluster) -> Iterator[LocalKafkaCluster
             shim_cluster.start_broker(broker_id)
     admin = AdminClient({"bootstrap.servers": shim_cluster.bootstrap_servers})
     leftovers = [t for t in admin.list_topics(timeout=30).topics if t.startswith("fault-")]
-    for future in admin.delete_topics(leftovers).values() if leftovers else ():
-        future.result(timeout=30)
+    if leftovers:
+        for future in admin.delete_topics(leftovers).values():
+            future.result(timeout=30)
 
 
 @pytest.fixture
