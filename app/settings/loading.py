@@ -248,3 +248,16 @@ def load_settings(
     if problems:
         raise ConfigurationError(problems)
     return settings
+
+
+def configured_value(config_file: Path | None, field: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The raw value one setting is given by the file or the environment, before any
+    validation (None when unset or the file is unreadable): for deciding what to run."""
+    properties: dict[str, str] = {}
+    if config_file is not None:
+        try:
+            properties = read_properties(config_file)
+        except (OSError, UnicodeDecodeError):
+            pass
+    value = _collect(properties, "", os.environ if environ is None else environ).get(property_name(field))
+    return value.raw if value is not None else None
