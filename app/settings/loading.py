@@ -110,7 +110,9 @@ def _history_producer_problems(s: Settings, origin_of: dict[str, str]) -> list[P
 def _unknown_key_problem(key: str, value: _Value) -> Problem:
     close = difflib.get_close_matches(key, list(PROPERTY_FIELDS), n=1, cutoff=0.8)
     allowed = f"did you mean {close[0]}?" if close else "a known setting (see the README's configuration table)"
-    return Problem(key, HIDDEN if is_secret_key(key) else value.raw, allowed, value.origin)
+    # A misspelt secret key (admin.tokn) still holds the secret.
+    secret = is_secret_key(key) or (close and is_secret_key(close[0]))
+    return Problem(key, HIDDEN if secret else value.raw, allowed, value.origin)
 
 
 def _check_bootstrap(servers: str) -> bool:
@@ -180,7 +182,7 @@ def _cross_field_problems(s: Settings, origin_of: dict[str, str], raw_of: dict[s
         problem(missing, "set both the certificate and the key file for HTTPS, or neither")
     for field in ("http_ssl_certfile", "http_ssl_keyfile"):
         path = getattr(s, field)
-        if path is not None and not Path(path).is_file():
+        if path is not None and not _is_file(path):
             problem(field, "a readable file")
     directories = [("data_dir", s.data_dir)]
     if s.history_enabled and s.history_dir:  # unset: under the data dir
@@ -201,6 +203,20 @@ def _cross_field_problems(s: Settings, origin_of: dict[str, str], raw_of: dict[s
 def directory_problem(directory: Path) -> str | None:
     """Why ``directory`` could not be used (created if missing, then written), or None.
     Checks without creating anything, so --check-config leaves no trace."""
+    try:
+        return _directory_problem(directory)
+    except (OSError, RuntimeError) as exc:  # a name too long, no home directory for "~"
+        return f"unusable ({getattr(exc, 'strerror', None) or exc})"
+
+
+def _is_file(path: str) -> bool:
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _directory_problem(directory: Path) -> str | None:
     path = directory.expanduser()
     if "\x00" in str(path) or not str(path).strip():
         return "a path name (it is empty or has a NUL character)"
@@ -226,8 +242,8 @@ def prepare_directory(field: str, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=directory):
             pass
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
         raise ConfigurationError([Problem(property_name(field), str(directory), f"{allowed_values(field)} ({reason})")]) from None
 
 

@@ -150,7 +150,7 @@ def to_kafka_python(properties: Mapping[str, str], load_tls: bool = False) -> tu
         return AdminClientConfig(config, None), problems
     if protocol in SASL_PROTOCOLS and "sasl_mechanism" not in config:
         config["sasl_mechanism"] = "PLAIN"  # Kafka's default
-    if load_tls and not problems:
+    if load_tls and not any(p.key.startswith("ssl.") or p.key == "security.protocol" for p in problems):
         try:
             files.context()
         except TlsMaterialError as exc:

@@ -105,8 +105,9 @@ class TlsFiles:
         try:
             context.load_cert_chain(self.keystore, self.keyfile, password=self.key_password or None)
         except (OSError, ssl.SSLError) as exc:
-            key = "ssl.key.password" if isinstance(exc, ssl.SSLError) and "bad decrypt" in str(exc).lower() else "ssl.keystore.location"
-            raise TlsMaterialError(key, _reason(exc)) from None
+            if isinstance(exc, ssl.SSLError) and _key_does_not_decrypt(self.keyfile or self.keystore, self.key_password):
+                raise TlsMaterialError("ssl.key.password", "the private key does not decrypt with it") from None
+            raise TlsMaterialError("ssl.keyfile" if self.keyfile else "ssl.keystore.location", _reason(exc)) from None
 
 
 def _reason(exc: BaseException) -> str:
@@ -121,17 +122,30 @@ def _read_pkcs12(path: str, password: str | None):  # -> PKCS12KeyAndCertificate
     return pkcs12.load_pkcs12(data, password.encode() if password else None)
 
 
-def _pkcs12_to_pem(path: str, store_password: str | None, key_password: str | None) -> tuple[bytes, bytes]:
-    """Certificate chain and unencrypted key, in PEM, from a PKCS12 key store. Java tools use
-    one password for the store and the key; a separate key password is tried second."""
-    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+def _key_does_not_decrypt(path: str, password: str | None) -> bool:
+    """Whether the PEM file holds an encrypted private key that ``password`` does not open."""
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
     try:
-        bundle = _read_pkcs12(path, store_password)
-    except ValueError:
-        if not key_password or key_password == store_password:
-            raise
-        bundle = _read_pkcs12(path, key_password)
+        text = Path(path).read_bytes()
+    except OSError:
+        return False
+    start = text.find(b"-----BEGIN ENCRYPTED PRIVATE KEY-----")
+    if start < 0:
+        return False
+    try:
+        load_pem_private_key(text[start:], password.encode() if password else None)
+    except (ValueError, TypeError):
+        return True
+    return False
+
+
+def _pkcs12_to_pem(path: str, store_password: str | None, key_password: str | None) -> tuple[bytes, bytes]:
+    """Certificate chain and unencrypted key, in PEM, from a PKCS12 key store, opened with the
+    store password (Java tools write PKCS12 stores whose key has the same password)."""
+    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+
+    bundle = _read_pkcs12(path, store_password or key_password)
     if bundle.key is None or bundle.cert is None:
         raise ValueError("the store holds no private key with its certificate")
     chain = [bundle.cert.certificate] + [c.certificate for c in bundle.additional_certs]
