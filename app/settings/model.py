@@ -79,8 +79,8 @@ class Settings(BaseSettings):
     kafka_admin: dict[str, str] = setting(
         {},
         ADMIN_PREFIX + "*",
-        "Kafka admin client properties: security.protocol, ssl.*, sasl.*, client.id, ...",
-        "Further admin client properties (TLS, SASL), passed to the admin client.",
+        "Kafka admin client properties: security.protocol, ssl.* (PEM or PKCS12 stores), sasl.*, client.id (see 'Security')",
+        "Further admin client properties (TLS, SASL) for the admin client; TLS files are re-read when they change.",
     )
     kafka_request_timeout: timedelta | None = setting(
         None,
