@@ -96,7 +96,6 @@ class KafkaVolumeSource:
         self._tls = tls
         # Digest of the TLS files the current (or last) client was built from.
         self._tls_loaded: tuple[tuple[str, str], ...] | None = None
-        self.tls_reloads = 0
         self._connected = False
         # DescribeLogDirs version used per broker in the latest round (for diagnostics/tests).
         self.log_dirs_versions: dict[int, int] = {}
@@ -132,7 +131,6 @@ class KafkaVolumeSource:
             return
         changed = [path for (path, digest), (_, before) in zip(current, self._tls_loaded) if digest != before]
         log.info("admin client TLS files changed (%s): reconnecting with the new material", ", ".join(changed) or "paths")
-        self.tls_reloads += 1
         self._tls_loaded = current
         self._reset()
 

@@ -164,3 +164,31 @@ def test_the_fingerprint_changes_with_the_content_even_when_the_mtime_does_not(t
     assert files.fingerprint() != before
     path.unlink()
     assert files.fingerprint() == ((str(path), "missing"),)
+
+
+def test_the_volume_source_logs_each_change_of_its_tls_files_once_and_reloads_them(pki, client, tmp_path, caplog):
+    """Without a cluster (nothing listens on port 1) every round fails, but the files are
+    digested each round: a change is logged once, with the path and without the password."""
+    from app.volumes.kafka_source import KafkaVolumeSource
+
+    live = tmp_path / "client.pem"
+    live.write_bytes(client.bundle.read_bytes())
+    files = TlsFiles(truststore=str(pki.ca_cert), keystore=str(live), key_password=KEY_PASSWORD)
+    source = KafkaVolumeSource("127.0.0.1:1", 0.3, {"security_protocol": "SSL"}, tls=files)
+    caplog.set_level(logging.INFO, logger="app.volumes.kafka_source")
+    try:
+        assert source.observe().failed
+        assert source.observe().failed
+        assert "TLS files changed" not in caplog.text
+        live.write_bytes(b"not a certificate")
+        broken = source.observe()
+        assert broken.failed and broken.error.startswith("admin client TLS material unusable: ssl.keystore.location")
+        source.observe()
+        assert caplog.text.count("admin client TLS files changed") == 1 and str(live) in caplog.text
+        live.write_bytes(client.bundle.read_bytes())
+        restored = source.observe()
+        assert "TLS material unusable" not in (restored.error or "")
+        assert caplog.text.count("admin client TLS files changed") == 2
+        assert KEY_PASSWORD not in caplog.text
+    finally:
+        source.close()
