@@ -60,7 +60,10 @@ def install_log_redaction(secrets: Iterable[str]) -> None:
 
     def scrubbed_record(*args, **kwargs) -> logging.LogRecord:
         record = make_record(*args, **kwargs)
-        message = record.getMessage()
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken format string: logging reports it when the handler formats
+            return record
         clean = redact(message, _installed)
         if clean != message:
             record.msg, record.args = clean, ()

@@ -192,3 +192,9 @@ def test_the_volume_source_logs_each_change_of_its_tls_files_once_and_reloads_th
         assert KEY_PASSWORD not in caplog.text
     finally:
         source.close()
+
+
+def test_a_broken_log_call_is_left_to_logging_to_report_not_raised_by_the_scrubber():
+    install_log_redaction({"scrub-me-too-1234"})
+    record = logging.getLogRecordFactory()("app.test", logging.WARNING, __file__, 1, "two placeholders %s %s", ("one",), None)
+    assert record.msg == "two placeholders %s %s"  # the handler's formatting reports it, as without the scrubber
