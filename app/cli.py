@@ -7,7 +7,9 @@ import logging
 import sys
 from pathlib import Path
 
+from app.redaction import install_log_redaction
 from app.settings import ConfigurationError, Settings, load_settings
+from app.settings.loading import prepare_directory
 
 EXIT_INVALID_CONFIG = 2
 
@@ -23,14 +25,29 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _invalid(exc: ConfigurationError) -> SystemExit:
+    print(f"throttle-service: invalid configuration ({len(exc.problems)} problem(s)):", file=sys.stderr)
+    for problem in exc.problems:
+        print(f"  {problem}", file=sys.stderr)
+    return SystemExit(EXIT_INVALID_CONFIG)
+
+
 def _load(config: Path | None) -> Settings:
     try:
         return load_settings(config)
     except ConfigurationError as exc:
-        print(f"throttle-service: invalid configuration ({len(exc.problems)} problem(s)):", file=sys.stderr)
-        for problem in exc.problems:
-            print(f"  {problem}", file=sys.stderr)
-        raise SystemExit(EXIT_INVALID_CONFIG) from None
+        raise _invalid(exc) from None
+
+
+def _prepare_directories(settings: Settings) -> None:
+    """Create the state directories now: one that cannot be written is a configuration
+    error (exit 2), not a traceback from the first write."""
+    try:
+        prepare_directory("data_dir", Path(settings.data_dir))
+        if settings.history_enabled and settings.observation_enabled:
+            prepare_directory("history_dir", settings.effective_history_dir)
+    except ConfigurationError as exc:
+        raise _invalid(exc) from None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -39,6 +56,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.check_config:
         print("configuration is valid")
         return
+    _prepare_directories(settings)
+    # Before any logging: no library may write a configured secret to the log.
+    install_log_redaction(settings.secret_values)
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if settings.log_level != "DEBUG":
         # kafka-python logs every failed attempt; failed rounds carry its latest error and

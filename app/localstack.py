@@ -1,32 +1,85 @@
-"""Run the service on a laptop: ``python -m app.localstack [--config FILE]``.
+"""Run the service on a laptop: ``python -m app.localstack [--config FILE]`` (``make run``).
 
-Without a configured cluster (no ``...kafka.admin.bootstrap.servers``) it first starts a
-local 3-broker KRaft cluster from the Apache Kafka jars (each broker's log dir on its own
-64 MiB tmpfs when run as root, plain directories otherwise), points the service at it with
-demonstration limits, and stops everything on Ctrl-C. With a cluster configured it only
-runs the service, exactly as ``throttle-service`` does."""
+Without a configured cluster (no ``...kafka.admin.bootstrap.servers``) it brings up the same
+topology as docker-compose.yml on loopback: a KRaft controller and three brokers from the
+Apache Kafka jars (each broker's log dir on its own 64 MiB tmpfs when run as root, plain
+directories with a warning otherwise), the broker shim built and installed on every broker,
+and the service with demonstration limits. It prints the URLs and how to try it, and on
+Ctrl-C (or SIGTERM) stops everything. With a cluster configured it only runs the service,
+exactly as ``throttle-service`` does."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import os
+import signal
+import socket
 import sys
 from pathlib import Path
 
 from app.settings import ConfigurationError, load_settings
+from app.settings.loading import configured_value
 from app.settings.model import env_name, property_name
 
 MiB = 1024 * 1024
 
-# Demonstration settings for the local cluster; anything the user configured wins.
+# Demonstration settings of the local stacks (this one and docker-compose.yml, which a test
+# keeps in step); anything the user configured wins.
 LOCAL_DEFAULTS = {
-    "storage_check_interval": "PT5S",
+    # Rounds every second: a 64 MiB volume filling at a few MiB/s crosses the 16 MiB ramp in
+    # seconds, and each round must see it on the way.
+    "storage_check_interval": "PT1S",
     "throttle_factor_validity_duration": "PT1M",
     "storage_per_volume_limit_min_available_bytes": str(8 * MiB),
     "storage_per_volume_soft_limit_min_available_bytes": str(24 * MiB),
-    "http_host": "127.0.0.1",
+    # A base produce quota per broker, so that the soft-limit ramp slows producers down
+    # (an unlimited quota stays unlimited until PAUSE).
+    "produce": str(4 * MiB),
 }
+
+
+class _Stop(Exception):
+    """SIGTERM before the HTTP server runs: unwind and stop the cluster."""
+
+
+def _port_in_use(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1" if host in ("0.0.0.0", "") else host, port))
+        except OSError:
+            return True
+    return False
+
+
+def _fail(message: str) -> None:
+    print(f"local stack: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _local_environ() -> dict[str, str]:
+    environ = {env_name(property_name(field)): value for field, value in LOCAL_DEFAULTS.items()}
+    environ[env_name(property_name("http_host"))] = "127.0.0.1"
+    environ.update(os.environ)
+    return environ
+
+
+def _banner(cluster, base: str, demo: str) -> str:
+    brokers = "".join(f"  broker {b}: log dir {cluster.log_dir(b)}\n" for b in cluster.broker_ids)
+    return (
+        f"\nKafka: controller and {len(cluster.broker_ids)} brokers, bootstrap servers {cluster.bootstrap_servers}\n"
+        f"{brokers}"
+        f"  broker logs (the shim logs each new table there): {cluster.base_dir}/broker-<id>/server.log\n"
+        f"\nservice: {base}  (API docs: {base}/docs)\n"
+        f"  curl -s {base}/throttle-factor\n"
+        f"  curl -s {base}/volumes\n"
+        f"  curl -s '{base}/quotas/resolve?client-id=throttle-demo&type=produce'\n"
+        f"  curl -s {base}/metrics | grep kafka_throttle\n"
+        f"\nWatch it protect the cluster (fills broker 1's volume, then frees it):\n"
+        f"  {demo}\n"
+        "\nCtrl-C stops the service, the brokers and the controller.\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -40,47 +93,65 @@ def main(argv: list[str] | None = None) -> None:
 
     from app.cli import main as service_main
 
-    probe_env = dict(os.environ)
-    try:
-        configured = load_settings(args.config, environ=probe_env, storage_check_interval="PT0S",
-                                   storage_per_volume_limit_min_available_bytes="0").kafka_admin_bootstrap_servers
-    except ConfigurationError:
-        configured = None  # the service reports the problems itself below
-    if configured:
-        service_main(["--config", str(args.config)] if args.config else [])
+    service_args = ["--config", str(args.config)] if args.config else []
+    if (configured_value(args.config, "kafka_admin_bootstrap_servers") or "").strip():
+        service_main(service_args)
         return
 
-    from app.devcluster import LocalKafkaCluster
-
-    cluster = LocalKafkaCluster(brokers=args.brokers, log_dir_size_mib=args.size_mib)
+    # The service's settings first: a bad configuration or a busy port should not cost a
+    # cluster start.
+    environ = _local_environ()
     try:
-        print(f"starting a local Kafka cluster: {args.brokers} brokers, {args.size_mib} MiB log dir each ...", flush=True)
+        settings = load_settings(args.config, environ=environ, kafka_admin_bootstrap_servers="127.0.0.1:9092")
+    except ConfigurationError as exc:
+        _fail("invalid configuration:\n" + "\n".join(f"  {problem}" for problem in exc.problems))
+    if settings.http_ssl_certfile:
+        _fail("the local stack's brokers poll the service over plain HTTP; unset throttle.service.http.ssl.* for it")
+    if _port_in_use(settings.http_host, settings.http_port):
+        _fail(f"port {settings.http_port} is in use; choose another with THROTTLE_SERVICE_HTTP_PORT=<port>")
+    if os.geteuid() != 0:
+        print(
+            "warning: not running as root, so the brokers' log dirs are plain directories on your disk, not "
+            "small tmpfs volumes: the service sees that file system's size, and the demo cannot fill it.",
+            file=sys.stderr,
+        )
+
+    from app.devcluster import LocalKafkaCluster
+    from app.devcluster.shim import build_shim, shim_broker_config
+
+    def on_sigterm(signum, frame):  # until uvicorn installs its own handler
+        raise _Stop()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    base = f"http://127.0.0.1:{settings.http_port}"
+    cluster = None
+    try:
+        print("building the broker shim (Maven) ...", flush=True)
+        jar = build_shim()
+        cluster = LocalKafkaCluster(
+            brokers=args.brokers,
+            log_dir_size_mib=args.size_mib,
+            extra_classpath=[jar],
+            broker_config=shim_broker_config(base),
+        )
+        print(f"starting Kafka: a controller and {args.brokers} brokers, {args.size_mib} MiB log dir each ...", flush=True)
         cluster.start()
-        environ = {env_name(property_name(field)): value for field, value in LOCAL_DEFAULTS.items()}
-        environ.update(os.environ)
         environ[env_name(property_name("kafka_admin_bootstrap_servers"))] = cluster.bootstrap_servers
         os.environ.update(environ)
-        settings = load_settings(args.config)
-        base = f"http://{settings.http_host}:{settings.http_port}"
-        print(
-            f"\nKafka bootstrap servers: {cluster.bootstrap_servers}\n"
-            + "".join(f"  broker {b}: log dir {cluster.log_dir(b)}\n" for b in cluster.broker_ids)
-            + f"\nservice: {base}\n"
-            f"  curl -s {base}/throttle-factor | python3 -m json.tool\n"
-            f"  curl -s {base}/volumes | python3 -m json.tool\n"
-            f"  curl -s {base}/metrics | grep kafka_throttle\n"
-            "Ctrl-C stops the service and the cluster.\n",
-            flush=True,
-        )
-        service_main(["--config", str(args.config)] if args.config else [])
-    except ConfigurationError as exc:
-        print(f"invalid configuration:\n{exc}", file=sys.stderr)
-        raise SystemExit(2) from None
-    except KeyboardInterrupt:
+        demo = f"{sys.executable} -m app.demo --bootstrap-servers {cluster.bootstrap_servers} --service {base}"
+        print(_banner(cluster, base, demo), flush=True)
+        service_main(service_args)
+    except (KeyboardInterrupt, _Stop):
         pass
+    except RuntimeError as exc:  # the shim build or a node that would not start
+        print(f"local stack: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
     finally:
-        print("stopping the local cluster ...", flush=True)
-        cluster.stop()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if cluster is not None:
+            print("stopping the brokers and the controller ...", flush=True)
+            cluster.stop()
+            print("stopped.", flush=True)
 
 
 if __name__ == "__main__":

@@ -50,8 +50,9 @@ def kafka_source_from(settings: Settings, clock: Clock) -> VolumeSource:
     return KafkaVolumeSource(
         settings.kafka_admin_bootstrap_servers,
         settings.effective_kafka_request_timeout.total_seconds(),
-        admin_config,
+        admin_config.settings,
         clock=clock,
+        tls=admin_config.tls,
     )
 
 

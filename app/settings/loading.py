@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,13 +30,14 @@ from app.settings.model import (
     env_name,
     property_name,
 )
+from app.redaction import HIDDEN, is_secret_key, redact, secret_values_of
 from app.settings.durations import format_duration
 from app.settings.properties import read_properties
 from app.volumes.admin_config import to_kafka_python
 
 # Properties under our prefixes that belong to later features or to the broker-side plugin.
 _OWN_PREFIXES = (STATIC_PREFIX, SERVICE_PREFIX)
-SECRET_FIELDS = frozenset({"admin_token"})  # never echoed in error messages
+SECRET_FIELDS = frozenset(f for f in PROPERTY_FIELDS.values() if is_secret_key(property_name(f)))  # never echoed
 _HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[^\s:,\[\]]+):(\d{1,5})$")
 
 
@@ -99,6 +101,8 @@ def _history_producer_problems(s: Settings, origin_of: dict[str, str]) -> list[P
         named = next((k for k in config if f'"{k}"' in reason or k in reason), None)
         key = HISTORY_PRODUCER_PREFIX + (named or "*")
         value = config.get(named) if named else None
+        if value is not None and is_secret_key(key):
+            value = HIDDEN
         return [Problem(key, value, f"a property librdkafka accepts ({reason})", origin_of.get(key, ""))]
     return []
 
@@ -106,7 +110,9 @@ def _history_producer_problems(s: Settings, origin_of: dict[str, str]) -> list[P
 def _unknown_key_problem(key: str, value: _Value) -> Problem:
     close = difflib.get_close_matches(key, list(PROPERTY_FIELDS), n=1, cutoff=0.8)
     allowed = f"did you mean {close[0]}?" if close else "a known setting (see the README's configuration table)"
-    return Problem(key, value.raw, allowed, value.origin)
+    # A misspelt secret key (admin.tokn) still holds the secret.
+    secret = is_secret_key(key) or (close and is_secret_key(close[0]))
+    return Problem(key, HIDDEN if secret else value.raw, allowed, value.origin)
 
 
 def _check_bootstrap(servers: str) -> bool:
@@ -176,15 +182,77 @@ def _cross_field_problems(s: Settings, origin_of: dict[str, str], raw_of: dict[s
         problem(missing, "set both the certificate and the key file for HTTPS, or neither")
     for field in ("http_ssl_certfile", "http_ssl_keyfile"):
         path = getattr(s, field)
-        if path is not None and not Path(path).is_file():
+        if path is not None and not _is_file(path):
             problem(field, "a readable file")
+    directories = [("data_dir", s.data_dir)]
+    if s.history_enabled and s.history_dir:  # unset: under the data dir
+        directories.append(("history_dir", s.history_dir))
+    for field, directory in directories:
+        reason = directory_problem(Path(directory))
+        if reason:
+            problem(field, f"{allowed_values(field)}; {reason}")
     if s.history_kafka_enabled:
         problems.extend(_history_producer_problems(s, origin_of))
-    _, admin_problems = to_kafka_python(s.kafka_admin)
+    _, admin_problems = to_kafka_python(s.kafka_admin, load_tls=s.observation_enabled)
     for admin_problem in admin_problems:
         key = ADMIN_PREFIX + admin_problem.key
         problems.append(Problem(key, admin_problem.value, admin_problem.allowed, origin_of.get(key, "")))
     return problems
+
+
+def directory_problem(directory: Path) -> str | None:
+    """Why ``directory`` could not be used (created if missing, then written), or None.
+    Checks without creating anything, so --check-config leaves no trace."""
+    try:
+        return _directory_problem(directory)
+    except (OSError, RuntimeError) as exc:  # a name too long, no home directory for "~"
+        return f"unusable ({getattr(exc, 'strerror', None) or exc})"
+
+
+def _is_file(path: str) -> bool:
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def _directory_problem(directory: Path) -> str | None:
+    path = directory.expanduser()
+    if "\x00" in str(path) or not str(path).strip():
+        return "a path name (it is empty or has a NUL character)"
+    if path.exists():
+        if not path.is_dir():
+            return f"{path} is not a directory"
+        return None if os.access(path, os.W_OK | os.X_OK) else f"{path} is not writable"
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is not a directory, so {path} cannot be created"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{parent} is not writable, so {path} cannot be created"
+    return None
+
+
+def prepare_directory(field: str, directory: Path) -> None:
+    """Create ``directory`` and write a probe file in it at start-up, or raise
+    ConfigurationError naming the setting (root passes permission checks, read-only and
+    special file systems do not)."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise ConfigurationError([Problem(property_name(field), str(directory), f"{allowed_values(field)} ({reason})")]) from None
+
+
+def _scrubbed(problems: list[Problem], secrets: set[str]) -> list[Problem]:
+    """The problems with every configured secret value replaced, wherever it appears."""
+    return [
+        Problem(p.key, None if p.value is None else redact(p.value, secrets), redact(p.allowed, secrets), p.origin)
+        for p in problems
+    ]
 
 
 def load_settings(
@@ -203,6 +271,9 @@ def load_settings(
             raise ConfigurationError([Problem("--config", str(config_file), f"a readable properties file ({exc})")]) from exc
         source = str(config_file)
     values = _collect(properties, source, environ)
+    secrets: set[str] = set()
+    for key, value in values.items():
+        secrets |= secret_values_of(key, value.raw)
 
     problems: list[Problem] = []
     kwargs: dict[str, Any] = {}
@@ -241,10 +312,23 @@ def load_settings(
         try:
             settings = Settings(**{k: v for k, v in kwargs.items() if k not in bad_fields})
         except ValidationError:
-            raise ConfigurationError(problems) from exc
+            raise ConfigurationError(_scrubbed(problems, secrets)) from exc
         problems.extend(p for p in _cross_field_problems(settings, origin_of, kwargs) if PROPERTY_FIELDS.get(p.key) not in bad_fields)
-        raise ConfigurationError(problems) from exc
+        raise ConfigurationError(_scrubbed(problems, secrets)) from exc
     problems.extend(_cross_field_problems(settings, origin_of, kwargs))
     if problems:
-        raise ConfigurationError(problems)
+        raise ConfigurationError(_scrubbed(problems, secrets))
     return settings
+
+
+def configured_value(config_file: Path | None, field: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The raw value one setting is given by the file or the environment, before any
+    validation (None when unset or the file is unreadable): for deciding what to run."""
+    properties: dict[str, str] = {}
+    if config_file is not None:
+        try:
+            properties = read_properties(config_file)
+        except (OSError, UnicodeDecodeError):
+            pass
+    value = _collect(properties, "", os.environ if environ is None else environ).get(property_name(field))
+    return value.raw if value is not None else None

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from app.redaction import HIDDEN, is_secret_key, secret_values_of
 from app.settings.durations import DURATION_HINT, parse_duration
 
 STATIC_PREFIX = "client.quota.callback.static."
@@ -78,8 +79,8 @@ class Settings(BaseSettings):
     kafka_admin: dict[str, str] = setting(
         {},
         ADMIN_PREFIX + "*",
-        "Kafka admin client properties: security.protocol, ssl.*, sasl.*, client.id, ...",
-        "Further admin client properties (TLS, SASL), passed to the admin client.",
+        "Kafka admin client properties: security.protocol, ssl.* (PEM or PKCS12 stores), sasl.*, client.id (see 'Security')",
+        "Further admin client properties (TLS, SASL) for the admin client; TLS files are re-read when they change.",
     )
     kafka_request_timeout: timedelta | None = setting(
         None,
@@ -393,6 +394,25 @@ class Settings(BaseSettings):
     @classmethod
     def _upper(cls, value: Any) -> Any:
         return value.upper() if isinstance(value, str) else value
+
+    @property
+    def secret_values(self) -> frozenset[str]:
+        """Every configured secret: the admin token and the secret client properties (SASL
+        and key store passwords, JAAS lines), so that they can be kept out of the logs."""
+        found: set[str] = set()
+        if self.admin_token is not None:
+            found.add(self.admin_token.get_secret_value())
+        for properties in (self.kafka_admin, self.history_kafka_producer):
+            for key, value in properties.items():
+                found |= secret_values_of(key, value)
+        return frozenset(found)
+
+    def __repr_args__(self):  # type: ignore[no-untyped-def]
+        # Client properties are plain strings: hide the secret ones as SecretStr hides the token.
+        for name, value in super().__repr_args__():
+            if isinstance(value, dict):
+                value = {k: HIDDEN if is_secret_key(k) else v for k, v in value.items()}
+            yield name, value
 
     @property
     def observation_enabled(self) -> bool:

@@ -27,6 +27,7 @@ from kafka.protocol.admin import DescribeClusterRequest, DescribeLogDirsRequest
 
 from app.clock import Clock, system_clock
 from app.volumes.model import ObservationRound, VolumeObservation
+from app.volumes.tls import TlsFiles, TlsMaterialError
 
 log = logging.getLogger(__name__)
 
@@ -85,12 +86,16 @@ class KafkaVolumeSource:
         admin_config: dict[str, Any] | None = None,
         clock: Clock = system_clock,
         client_id: str = "kafka-throttle-service",
+        tls: TlsFiles | None = None,
     ) -> None:
         self._bootstrap_servers = bootstrap_servers
         self._timeout_ms = max(1, int(request_timeout_seconds * 1000))
         self._admin_config = {"client_id": client_id, **(admin_config or {})}
         self._clock = clock
         self._admin: KafkaAdminClient | None = None
+        self._tls = tls
+        # Digest of the TLS files the current (or last) client was built from.
+        self._tls_loaded: tuple[tuple[str, str], ...] | None = None
         self._connected = False
         # DescribeLogDirs version used per broker in the latest round (for diagnostics/tests).
         self.log_dirs_versions: dict[int, int] = {}
@@ -103,13 +108,31 @@ class KafkaVolumeSource:
 
     def _client(self) -> KafkaAdminClient:
         if self._admin is None:
+            tls_config: dict[str, Any] = {}
+            if self._tls is not None:
+                self._tls_loaded = self._tls.fingerprint()
+                tls_config["ssl_context"] = self._tls.context()  # reads the files now
             self._admin = KafkaAdminClient(
                 bootstrap_servers=self._bootstrap_servers,
                 request_timeout_ms=self._timeout_ms,
                 bootstrap_timeout_ms=self._timeout_ms,
                 **self._admin_config,
+                **tls_config,
             )
         return self._admin
+
+    def _reload_tls_if_changed(self) -> None:
+        """Rebuild the client when a certificate, key or trust store changed on disk: open
+        connections keep the old material for as long as they live otherwise."""
+        if self._tls is None or self._tls_loaded is None:
+            return
+        current = self._tls.fingerprint()
+        if current == self._tls_loaded:
+            return
+        changed = [path for (path, digest), (_, before) in zip(current, self._tls_loaded) if digest != before]
+        log.info("admin client TLS files changed (%s): reconnecting with the new material", ", ".join(changed) or "paths")
+        self._tls_loaded = current
+        self._reset()
 
     def _reset(self) -> None:
         admin, self._admin = self._admin, None
@@ -125,9 +148,13 @@ class KafkaVolumeSource:
     def observe(self) -> ObservationRound:
         started = self._clock()
         wall_started = time.time()
+        self._reload_tls_if_changed()
         try:
             admin = self._client()
             active = admin._manager.run(self._describe_cluster, admin._manager)
+        except TlsMaterialError as exc:
+            self._connected = False
+            return ObservationRound(started, self._clock(), error=f"admin client TLS material unusable: {exc}")
         except Exception as exc:
             self._connected = False
             self._reset()  # start from a fresh bootstrap next round

@@ -17,6 +17,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from app.devcluster import LocalKafkaCluster
+from app.devcluster.shim import build_shim
 from app.settings.model import env_name, property_name
 
 MiB = 1024 * 1024
@@ -175,19 +176,6 @@ def fill(cluster: LocalKafkaCluster, topic: str, mib: int, client_config: dict |
     remaining = producer.flush(60)
     assert remaining == 0 and not errors, (remaining, errors[:3])
     return [event for event in throttles if event.throttle_time > 0]
-
-
-SHIM_DIR = ROOT / "shim"
-SHIM_JAR = SHIM_DIR / "target" / "kafka-throttle-shim.jar"
-
-
-def build_shim() -> Path:
-    """The shim jar, built with Maven when missing or older than its sources (`make test`
-    builds and unit-tests it first, so this is usually a no-op)."""
-    sources = [SHIM_DIR / "pom.xml", *(SHIM_DIR / "src" / "main").rglob("*.java")]
-    if not SHIM_JAR.exists() or SHIM_JAR.stat().st_mtime < max(p.stat().st_mtime for p in sources):
-        subprocess.run(["mvn", "-q", "-B", "-f", str(SHIM_DIR / "pom.xml"), "-DskipTests", "package"], check=True)
-    return SHIM_JAR
 
 
 @pytest.fixture(scope="session")

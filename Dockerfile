@@ -1,0 +1,26 @@
+# The throttle service: `docker build -t kafka-throttle-service .`
+# Slim Python, the service's own dependencies only (no PySpark, no test tools), a non-root
+# user, and a health check on /healthz.
+FROM python:3.11-slim-bookworm AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY app ./app
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+FROM python:3.11-slim-bookworm
+RUN groupadd --system --gid 10001 throttle \
+    && useradd --system --uid 10001 --gid throttle --home-dir /var/lib/kafka-throttle-service --no-create-home throttle \
+    && install -d -o throttle -g throttle -m 0750 /var/lib/kafka-throttle-service
+COPY --from=build /wheels /wheels
+RUN pip install --no-cache-dir --no-index --find-links /wheels kafka-throttle-service && rm -rf /wheels
+ENV THROTTLE_SERVICE_DATA_DIR=/var/lib/kafka-throttle-service \
+    THROTTLE_SERVICE_HTTP_HOST=0.0.0.0 \
+    THROTTLE_SERVICE_HTTP_PORT=8080 \
+    PYTHONUNBUFFERED=1
+USER throttle:throttle
+WORKDIR /var/lib/kafka-throttle-service
+VOLUME ["/var/lib/kafka-throttle-service"]
+EXPOSE 8080
+HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('THROTTLE_SERVICE_HTTP_PORT', '8080'), timeout=2)"]
+ENTRYPOINT ["throttle-service"]

@@ -1,0 +1,196 @@
+"""The README's run command without Docker (`make run` = `python -m app.localstack`): a KRaft
+controller, three brokers with the shim installed, and the service on loopback; the demo
+fills one broker's volume and frees it; Ctrl-C stops everything and leaves no process
+behind. With bootstrap servers configured, the same command starts only the service."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.devcluster.cluster import mounts_under
+
+from .conftest import ROOT, free_port
+
+SHIM_TABLE_LINE = "Throttle service shim: table from"
+MiB = 1024 * 1024
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLIENT_QUOTA_CALLBACK_", "THROTTLE_SERVICE_"))}
+    env.update(extra)
+    return env
+
+
+def _descendants(root: int) -> dict[int, str]:
+    """pid -> command name of every live descendant of `root`."""
+    parents: dict[int, tuple[int, str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        parents[int(entry.name)] = (int(fields[1]), name)
+    found: dict[int, str] = {}
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, name) in parents.items():
+            if ppid == parent and pid not in found:
+                found[pid] = name
+                frontier.append(pid)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _wait_for_output(log: Path, process: subprocess.Popen, marker: str, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log.read_text()
+        if marker in text:
+            return text
+        if process.poll() is not None:
+            raise AssertionError(f"the local stack exited with {process.returncode}:\n{text[-4000:]}")
+        time.sleep(0.5)
+    raise AssertionError(f"no {marker!r} within {timeout:.0f} s:\n{log.read_text()[-4000:]}")
+
+
+def _decision(base: str, predicate, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    last: dict | str = "no answer"
+    while time.monotonic() < deadline:
+        try:
+            last = httpx.get(f"{base}/throttle-factor", timeout=5).json()
+            if predicate(last):
+                return last
+        except httpx.HTTPError as exc:
+            last = repr(exc)
+        time.sleep(0.5)
+    raise AssertionError(f"decision not reached within {timeout:.0f} s; last: {last}")
+
+
+def _demo_rates(output: str, state: str) -> list[float]:
+    """Producer bytes/s of the demo's per-second lines in `state`."""
+    rates = []
+    for match in re.finditer(rf"\| {state}\s+factor .*\| producer ([\d.]+) (MiB|KiB)/s", output):
+        rates.append(float(match.group(1)) * (MiB if match.group(2) == "MiB" else 1024))
+    return rates
+
+
+def test_local_stack_protects_the_cluster_and_ctrl_c_leaves_nothing_behind(tmp_path):
+    port = free_port()
+    log = tmp_path / "localstack.out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.localstack"],
+        cwd=ROOT,
+        env=_clean_env(THROTTLE_SERVICE_HTTP_PORT=str(port), THROTTLE_SERVICE_DATA_DIR=str(tmp_path / "data")),
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    seen: dict[int, str] = {}
+    base_dir: Path | None = None
+    try:
+        banner = _wait_for_output(log, process, "Ctrl-C stops", 300)
+        base = f"http://127.0.0.1:{port}"
+        assert f"service: {base}" in banner
+        bootstrap = re.search(r"bootstrap servers (\S+)", banner).group(1)
+        base_dir = Path(re.search(r"broker logs \(.*\): (\S+)/broker-<id>/server.log", banner).group(1))
+
+        decision = _decision(base, lambda d: d["source"] == "observed" and d["active_brokers"] == 3, 60)
+        assert decision["state"] == "OPEN" and decision["active_log_dirs"] == 3
+        volumes = httpx.get(f"{base}/volumes", timeout=5).json()["volumes"]
+        assert sorted(v["broker_id"] for v in volumes) == [1, 2, 3]
+        if os.geteuid() == 0:  # each log dir is its own 64 MiB tmpfs
+            assert {v["total_bytes"] for v in volumes} == {64 * MiB}
+
+        seen.update(_descendants(process.pid))
+        assert sum(name == "java" for name in seen.values()) == 4, seen  # the controller and three brokers
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            polled = [SHIM_TABLE_LINE in (base_dir / f"broker-{b}" / "server.log").read_text() for b in (1, 2, 3)]
+            if all(polled):
+                break
+            time.sleep(0.5)
+        assert all(polled), f"every broker's shim should have fetched the service's table: {polled}"
+
+        demo = subprocess.run(
+            [sys.executable, "-m", "app.demo", "--bootstrap-servers", bootstrap, "--service", base,
+             "--hold", "3", "--recover", "3", "--timeout", "150"],
+            cwd=ROOT, capture_output=True, text=True, timeout=400,
+        )
+        assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
+        out = demo.stdout
+        assert out.index("-> PAUSE") < out.index("== freeing") < out.index("PAUSE -> OPEN"), out
+        assert min(_demo_rates(out, "OPEN")[:3]) > 2.4 * MiB, out  # healthy: the offered 3 MiB/s
+        assert max(_demo_rates(out, "PAUSE")[2:]) <= 256 * 1024, out  # paused: held to the 64 KiB/s floor
+        assert _demo_rates(out, "OPEN")[-1] > 2.4 * MiB, out  # recovered
+        seen.update(_descendants(process.pid))
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise
+    output = log.read_text()
+    assert process.returncode == 0, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    assert "stopped." in output
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in seen) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [pid for pid in seen if _alive(pid)] == [], f"processes left behind: {seen}"
+    assert base_dir is not None and not base_dir.exists(), "the cluster's directory should be removed"
+    assert mounts_under(base_dir.parent / base_dir.name) == []
+
+
+def test_with_bootstrap_servers_configured_only_the_service_starts(tmp_path, kafka_cluster):
+    port = free_port()
+    log = tmp_path / "localstack.out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.localstack"],
+        cwd=ROOT,
+        env=_clean_env(
+            THROTTLE_SERVICE_HTTP_PORT=str(port),
+            THROTTLE_SERVICE_HTTP_HOST="127.0.0.1",
+            THROTTLE_SERVICE_DATA_DIR=str(tmp_path / "data"),
+            CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_BOOTSTRAP_SERVERS=kafka_cluster.bootstrap_servers,
+            CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_LIMIT_MIN_AVAILABLE_RATIO="0.05",
+            CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_CHECK_INTERVAL="PT1S",
+        ),
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        decision = _decision(f"http://127.0.0.1:{port}", lambda d: d["source"] == "observed", 60)
+        assert decision["active_brokers"] == len(kafka_cluster.broker_ids)
+        assert decision["limits"] == {"kind": "min-available-ratio", "hard": 0.05, "soft": None, "hysteresis": 0.0}
+        children = _descendants(process.pid)
+        assert "java" not in children.values(), f"no Kafka should be started: {children}"
+        assert "starting Kafka" not in log.read_text()
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
+    assert process.returncode == 0, log.read_text()[-3000:]

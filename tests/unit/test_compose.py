@@ -1,0 +1,214 @@
+"""docker-compose.yml, the Dockerfiles and the Prometheus configuration, checked without a
+Docker engine: the compose file validates against the Compose Specification JSON schema,
+every setting it passes exists (the service's settings model, the shim's ConfigDef, the
+Kafka image's KAFKA_* naming rule) and matches the no-Docker local stack, and every one is
+documented in the README."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import subprocess
+import sys
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from app.devcluster.jars import KAFKA_VERSION
+from app.devcluster.shim import CALLBACK_CLASS, LOCAL_SHIM_PROPERTIES
+from app.localstack import LOCAL_DEFAULTS
+from app.settings import load_settings
+from app.settings.model import Settings, env_name, property_name
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+BROKERS = ("broker-1", "broker-2", "broker-3")
+
+# The Compose Specification's schema as published in compose-spec/compose-go (the reference
+# implementation Docker Compose uses), fetched from the Go module proxy and pinned by hash.
+SCHEMA_MODULE = "github.com/compose-spec/compose-go/v2"
+SCHEMA_VERSION = "v2.16.2"
+SCHEMA_SHA256 = "f266dcbb043229405d7cedd5aec918f9102c2b3d5e3850808fdd8edd564a43ff"
+
+
+def compose_schema() -> dict:
+    cached = ROOT / ".cache" / f"compose-spec-{SCHEMA_VERSION}.json"
+    if not cached.exists():
+        url = f"https://proxy.golang.org/{SCHEMA_MODULE}/@v/{SCHEMA_VERSION}.zip"
+        with urllib.request.urlopen(url, timeout=60) as response:
+            archive = zipfile.ZipFile(io.BytesIO(response.read()))
+        data = archive.read(f"{SCHEMA_MODULE}@{SCHEMA_VERSION}/schema/compose-spec.json")
+        assert hashlib.sha256(data).hexdigest() == SCHEMA_SHA256, "the compose schema changed under a pinned version"
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_bytes(data)
+    return yaml.safe_load(cached.read_text())  # JSON is YAML
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+def image_property(env: str) -> str:
+    """The apache/kafka image's rule for KAFKA_* variables (docker/resources/utility): the
+    prefix dropped, '___' -> '-', '__' -> '_', '_' -> '.', lower case."""
+    key = env[len("KAFKA_") :]
+    key = re.sub(r"(?<=[^_])_(?=[^_])", ".", key)
+    return key.replace("___", "-").replace("__", "_").lower()
+
+
+def shim_properties() -> set[str]:
+    source = (ROOT / "shim/src/main/java/io/kafkathrottle/shim/ShimConfig.java").read_text()
+    prefix = re.search(r'PREFIX = "([^"]+)"', source).group(1)
+    return {prefix + name for name in re.findall(r'= PREFIX \+ "([^"]+)"', source)}
+
+
+def broker_properties(compose: dict, service: str) -> dict[str, str]:
+    env = compose["services"][service]["environment"]
+    return {image_property(k): str(v) for k, v in env.items() if k.startswith("KAFKA_")}
+
+
+def test_compose_file_is_valid_against_the_compose_specification(compose):
+    jsonschema.validate(compose, compose_schema(), cls=jsonschema.Draft7Validator)
+
+
+def test_the_schema_check_rejects_what_compose_would_reject(compose):
+    schema = compose_schema()
+    broken = yaml.safe_load(COMPOSE.read_text())
+    broken["services"]["broker-1"]["depends_on"]["controller"]["condition"] = "service_up"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema, cls=jsonschema.Draft7Validator)
+    broken = yaml.safe_load(COMPOSE.read_text())
+    broken["services"]["broker-1"]["healthcheck"]["intervall"] = "10s"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema, cls=jsonschema.Draft7Validator)
+
+
+def test_kafka_image_is_pinned_to_the_test_clusters_version(compose):
+    kafka = {name: svc["image"] for name, svc in compose["services"].items() if "kafka" in svc.get("image", "") and "throttle" not in svc["image"]}
+    assert set(kafka) == {"controller", *BROKERS}
+    assert set(kafka.values()) == {f"apache/kafka:{KAFKA_VERSION}"}
+
+
+def test_every_service_environment_variable_is_a_setting_of_the_model_and_loads(compose, tmp_path):
+    env = {k: str(v) for k, v in compose["services"]["throttle-service"]["environment"].items()}
+    known = {env_name(field.json_schema_extra["property"]) for field in Settings.model_fields.values()}
+    unknown = [name for name in env if name not in known]
+    assert unknown == [], f"not settings of the service: {unknown}"
+    settings = load_settings(None, environ={**env, "THROTTLE_SERVICE_DATA_DIR": str(tmp_path)})
+    assert settings.kafka_admin_bootstrap_servers == ",".join(f"{b}:19092" for b in BROKERS)
+    assert settings.http_port == 8080
+
+
+def test_service_gets_the_local_stacks_demonstration_settings(compose):
+    env = compose["services"]["throttle-service"]["environment"]
+    expected = {env_name(property_name(field)): value for field, value in LOCAL_DEFAULTS.items()}
+    assert {k: str(v) for k, v in env.items() if k in expected} == expected
+
+
+def test_every_shim_property_exists_in_the_shim_and_matches_the_local_stack(compose):
+    known = shim_properties()
+    assert "client.quota.callback.service.url" in known  # the parse found the ConfigDef
+    for broker in BROKERS:
+        props = broker_properties(compose, broker)
+        shim = {k: v for k, v in props.items() if k.startswith("client.quota.callback.service.")}
+        assert set(shim) <= known, f"{broker}: unknown shim properties {set(shim) - known}"
+        assert props["client.quota.callback.class"] == CALLBACK_CLASS
+        assert shim["client.quota.callback.service.url"] == "http://throttle-service:8080"
+        assert {k: v for k, v in shim.items() if k in LOCAL_SHIM_PROPERTIES} == LOCAL_SHIM_PROPERTIES
+        env = compose["services"][broker]["environment"]
+        assert env["CLASSPATH"].endswith("/kafka-throttle-shim.jar")
+        mounts = {m["target"]: m for m in compose["services"][broker]["volumes"]}
+        assert mounts[str(Path(env["CLASSPATH"]).parent)]["source"] == "shim-jar"
+
+
+def test_brokers_have_the_local_clusters_broker_settings_and_small_tmpfs_volumes(compose, tmp_path):
+    from app.devcluster import LocalKafkaCluster
+
+    cluster = LocalKafkaCluster(base_dir=tmp_path, brokers=3, tmpfs=False)
+    local = cluster._broker_props(cluster._brokers[1])
+    per_node = {"node.id", "listeners", "advertised.listeners", "listener.security.protocol.map", "inter.broker.listener.name",
+                "controller.quorum.voters", "log.dirs", "metadata.log.dir"}
+    for broker in BROKERS:
+        props = broker_properties(compose, broker)
+        shared = {k for k in props if k in local and k not in per_node}
+        assert len(shared) >= 15
+        assert {k: props[k] for k in shared} == {k: local[k] for k in shared}
+        volumes = compose["services"][broker]["volumes"]
+        tmpfs = [v for v in volumes if v["type"] == "tmpfs"]
+        assert [v["tmpfs"]["size"] for v in tmpfs] == [64 * 1024 * 1024]
+        assert props["log.dirs"].startswith(tmpfs[0]["target"] + "/")
+        assert not props["metadata.log.dir"].startswith(tmpfs[0]["target"])
+        assert compose["services"][broker]["depends_on"] == {
+            "shim": {"condition": "service_completed_successfully"},
+            "controller": {"condition": "service_healthy"},
+        }
+
+
+def test_start_up_order_rests_on_health_checks(compose):
+    services = compose["services"]
+    for name, svc in services.items():
+        for dependency, condition in (svc.get("depends_on") or {}).items():
+            if condition["condition"] == "service_healthy":
+                assert "healthcheck" in services[dependency], f"{name} waits for {dependency}, which has no health check"
+    assert set(services["throttle-service"]["depends_on"]) == set(BROKERS)
+    assert services["prometheus"]["depends_on"] == {"throttle-service": {"condition": "service_healthy"}}
+
+
+def test_every_setting_the_compose_file_passes_is_documented_in_the_readme(compose):
+    readme = (ROOT / "README.md").read_text()
+    names = set()
+    for svc in compose["services"].values():
+        names.update((svc.get("environment") or {}).keys())
+    missing = sorted(name for name in names if f"`{name}`" not in readme)
+    assert missing == [], f"compose settings not explained in README.md: {missing}"
+
+
+def test_prometheus_scrapes_the_service():
+    config = yaml.safe_load((ROOT / "deploy/prometheus.yml").read_text())
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    job = jobs["kafka-throttle-service"]
+    assert job.get("metrics_path", "/metrics") == "/metrics"
+    assert job["static_configs"][0]["targets"] == ["throttle-service:8080"]
+
+
+def test_service_image_is_slim_non_root_and_health_checked():
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    stages = re.findall(r"^FROM (\S+)", dockerfile, re.M)
+    assert stages and all(image.startswith("python:3.11-slim") for image in stages)
+    final = dockerfile[dockerfile.rindex("\nFROM ") :]
+    user = re.search(r"^USER (\S+)", final, re.M)
+    assert user and not user.group(1).startswith(("root", "0")), "the service must not run as root"
+    assert re.search(r"^HEALTHCHECK .*\n?.*/healthz", final, re.M)
+    assert re.search(r'^ENTRYPOINT \["throttle-service"\]', final, re.M)
+
+
+def test_the_files_the_image_copies_make_a_complete_service_package(tmp_path):
+    """The Dockerfile copies pyproject.toml, README.md and app/ only (see .dockerignore):
+    that must build a wheel with the service, its console scripts and no test code."""
+    source = tmp_path / "src"
+    source.mkdir()
+    copied = re.findall(r"^COPY (?!--from)(.+) \S+$", (ROOT / "Dockerfile").read_text(), re.M)
+    for line in copied:
+        for name in line.split():
+            subprocess.run(["cp", "-r", str(ROOT / name), str(source / name)], check=True)
+    subprocess.run(["find", str(source), "-name", "__pycache__", "-prune", "-exec", "rm", "-rf", "{}", "+"], check=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(source)],
+        capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "app/main.py" in names and "app/demo.py" in names and "app/settings/model.py" in names
+    assert not any(n.startswith(("tests/", "spark/")) for n in names)
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    scripts = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "throttle-service = app.cli:main" in scripts and "throttle-demo = app.demo:main" in scripts
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert "*" in ignored and {"!pyproject.toml", "!README.md", "!app/"} <= set(ignored)
