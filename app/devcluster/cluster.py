@@ -16,6 +16,8 @@ Layout of ``base_dir``::
                               metadata/   (KRaft metadata log, plain directory)
                               data/       (tmpfs mount point)
                               data/kafka-logs   (= log.dirs)
+                              data-<n>/kafka-logs  (further log dirs, own tmpfs
+                                                    mounts, see ``extra_log_dirs``)
 
 Environment:
     KAFKA_JARS_DIR              jar cache directory (see jars.py)
@@ -304,6 +306,16 @@ class _Node:
         self.log_offset = 0  # where the current run's output starts in server.log
         self.cds_dump: Path | None = None  # AppCDS archive this run writes at exit
         self.check_port: int | None = None  # first port of its `listeners`
+        self.extra_log_dirs = 0  # log dirs beyond the first, each on its own mount
+
+    @property
+    def mount_points(self) -> list[Path]:
+        return [self.mount_point, *(self.dir / f"data-{n}" for n in range(2, self.extra_log_dirs + 2))]
+
+    @property
+    def data_dirs(self) -> list[Path]:
+        """log.dirs of a broker, the first one being ``data_dir``."""
+        return [mp / "kafka-logs" for mp in self.mount_points]
 
     @property
     def name(self) -> str:
@@ -375,6 +387,9 @@ class LocalKafkaCluster:
     port for each, see ``broker_port(id, listener)`` and
     ``bootstrap_servers_for(listener)``. Mechanism-specific settings (JAAS,
     ``sasl.enabled.mechanisms``...) go in ``broker_config``.
+    ``extra_log_dirs`` maps a broker id to a number of further log dirs (JBOD),
+    each on its own tmpfs mount: when one fills and Kafka takes it offline, the
+    broker keeps running on the others (with a single log dir it halts).
 
     Every java process gets ``PR_SET_PDEATHSIG=SIGKILL`` (``kill_with_parent``),
     so it dies if the Python process dies. Note that Linux sends that signal
@@ -395,6 +410,7 @@ class LocalKafkaCluster:
         controller_config: Mapping[str, str | None] | None = None,
         extra_listeners: Mapping[str, str] | None = None,
         extra_classpath: Iterable[Path | str] | None = None,
+        extra_log_dirs: Mapping[int, int] | None = None,
         heap: str = "384m",
         jvm_args: Iterable[str] | None = None,
         version: str = KAFKA_VERSION,
@@ -458,6 +474,7 @@ class LocalKafkaCluster:
             node = _Node(bid, "broker", self._base_dir / f"broker-{bid}")
             for name in listener_names:
                 node.ports[name] = next(ports)
+            node.extra_log_dirs = int((extra_log_dirs or {}).get(bid, 0))
             self._brokers[bid] = node
 
         self._atexit_cb = self._atexit_stop
@@ -499,12 +516,16 @@ class LocalKafkaCluster:
         except KeyError:
             raise KeyError(f"broker {broker_id} has no listener {listener!r}") from None
 
-    def log_dir(self, broker_id: int) -> Path:
-        """The broker's (single) ``log.dirs`` entry, on its own tmpfs mount."""
-        return self._broker(broker_id).data_dir
+    def log_dir(self, broker_id: int, index: int = 0) -> Path:
+        """One of the broker's ``log.dirs`` entries (the first unless it was given
+        ``extra_log_dirs``), each on its own tmpfs mount."""
+        return self._broker(broker_id).data_dirs[index]
 
-    def mount_point(self, broker_id: int) -> Path:
-        return self._broker(broker_id).mount_point
+    def log_dirs(self, broker_id: int) -> list[Path]:
+        return self._broker(broker_id).data_dirs
+
+    def mount_point(self, broker_id: int, index: int = 0) -> Path:
+        return self._broker(broker_id).mount_points[index]
 
     def server_log(self, node_id: int) -> Path:
         return self._node(node_id).log_path
@@ -582,6 +603,22 @@ class LocalKafkaCluster:
         after ``broker.session.timeout.ms``)."""
         with self._lock:
             self._terminate([self._broker(broker_id)], 0.0)
+
+    def freeze_broker(self, broker_id: int) -> None:
+        """SIGSTOP the broker: its sockets stay open but nothing answers (a hung JVM, a
+        long GC pause). ``thaw_broker`` resumes it."""
+        with self._lock:
+            node = self._broker(broker_id)
+            if not node.running():
+                raise RuntimeError(f"devcluster: {node.name} is not running")
+            _killpg(node.proc, signal.SIGSTOP)
+
+    def thaw_broker(self, broker_id: int) -> None:
+        """SIGCONT a broker frozen by ``freeze_broker``."""
+        with self._lock:
+            node = self._broker(broker_id)
+            if node.running():
+                _killpg(node.proc, signal.SIGCONT)
 
     def start_broker(self, broker_id: int, timeout: float | None = None) -> None:
         """(Re)start a stopped broker with its existing data; waits until started."""
@@ -680,21 +717,21 @@ class LocalKafkaCluster:
 
     def _mount_all(self) -> None:
         for node in self._brokers.values():
-            mp = node.mount_point
-            mp.mkdir(parents=True, exist_ok=True)
-            if self._tmpfs:
-                res = subprocess.run(
-                    ["mount", "-t", "tmpfs", "-o", f"size={self._size_mib}m,mode=0755", "tmpfs", str(mp)],
-                    capture_output=True, text=True,
-                )
-                if res.returncode != 0:
-                    raise RuntimeError(
-                        f"devcluster: mounting a {self._size_mib} MiB tmpfs on {mp} failed "
-                        f"(exit {res.returncode}): {(res.stderr or res.stdout).strip()}\n"
-                        "(pass tmpfs=False to use plain directories)"
+            for mp in node.mount_points:
+                mp.mkdir(parents=True, exist_ok=True)
+                if self._tmpfs:
+                    res = subprocess.run(
+                        ["mount", "-t", "tmpfs", "-o", f"size={self._size_mib}m,mode=0755", "tmpfs", str(mp)],
+                        capture_output=True, text=True,
                     )
-                self._mounted.append(mp)
-            node.data_dir.mkdir()
+                    if res.returncode != 0:
+                        raise RuntimeError(
+                            f"devcluster: mounting a {self._size_mib} MiB tmpfs on {mp} failed "
+                            f"(exit {res.returncode}): {(res.stderr or res.stdout).strip()}\n"
+                            "(pass tmpfs=False to use plain directories)"
+                        )
+                    self._mounted.append(mp)
+                (mp / "kafka-logs").mkdir()
 
     def _quorum_voters(self) -> str:
         return f"{CONTROLLER_ID}@127.0.0.1:{self.controller_port}"
@@ -732,7 +769,7 @@ class LocalKafkaCluster:
             "advertised.listeners": endpoints,
             "listener.security.protocol.map": proto_map,
             "inter.broker.listener.name": "PLAINTEXT",
-            "log.dirs": str(node.data_dir),
+            "log.dirs": ",".join(str(d) for d in node.data_dirs),
             # KRaft metadata log off the (small, fillable) tmpfs: a full data
             # volume must not take the metadata log down with it.
             "metadata.log.dir": str(node.metadata_dir),
@@ -947,6 +984,8 @@ class LocalKafkaCluster:
         sig = signal.SIGTERM if timeout > 0 else signal.SIGKILL
         for n in live:
             _killpg(n.proc, sig)
+            if sig == signal.SIGTERM:
+                _killpg(n.proc, signal.SIGCONT)  # a frozen node handles SIGTERM only once resumed
         deadline = time.monotonic() + timeout
         for n in live:
             if sig == signal.SIGKILL:

@@ -87,3 +87,26 @@ def test_an_unreachable_cluster_at_start_gives_the_fallback_after_the_validity()
     d.apply_round(round_(5, [], [], error="DescribeCluster failed"))
     assert d.decision(120)[0].source == "initial"
     assert (d.decision(120.5)[0].source, d.decision(120.5)[0].factor) == ("fallback", 0.0)
+
+
+def test_an_offline_log_dir_beside_a_healthy_one_pauses_and_is_listed_not_dropped():
+    # Kafka answers an offline log dir (KAFKA_STORAGE_ERROR) with -1 totals, next to the
+    # broker's healthy dirs; dropping it (strimzi/kafka-quotas-plugin) would fail open.
+    d = decider(fallback=1.0)
+    offline = VolumeObservation(1, "/data-1", -1, -1, 10, error="KAFKA_STORAGE_ERROR")
+    d.apply_round(round_(10, [1, 2], [offline, obs(1, 900, 10, "/data-2"), obs(2, 900, 10)]))
+    decision, _ = d.decision(10)
+    assert (decision.factor, decision.state, decision.source) == (0.0, "PAUSE", "observed")
+    assert [(v.broker_id, v.log_dir, v.reason) for v in decision.breaching] == [(1, "/data-1", "log dir error KAFKA_STORAGE_ERROR")]
+    assert decision.unjudged == [] and decision.active_log_dirs == 3
+
+
+def test_a_halted_broker_last_seen_breaching_keeps_the_pause_until_its_observation_expires():
+    d = decider(fallback=1.0, validity=120.0)
+    d.apply_round(round_(0, [1, 2], [obs(1, 500, 0), obs(2, 50, 0)]))
+    d.apply_round(round_(5, [1, 2], [obs(1, 500, 5)], missing={2: "connection refused"}))
+    d.apply_round(round_(10, [1], [obs(1, 500, 10)]))  # fenced
+    assert d.decision(10)[0].state == "PAUSE"
+    assert d.decision(120)[0].state == "PAUSE"
+    d.apply_round(round_(121, [1], [obs(1, 500, 121)]))
+    assert d.decision(121)[0].state == "OPEN", "forgotten once older than the validity duration"

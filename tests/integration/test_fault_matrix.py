@@ -1,0 +1,411 @@
+"""The fault matrix of RELIABILITY.md: each row breaks a real 3-broker cluster (with the shim in
+every broker) while the real service observes it, and checks the decision the service serves
+and what the shims do with it against the expected decision written down in RELIABILITY.md.
+
+One cluster serves every row; each row leaves it whole (every broker running, no filler,
+its topics deleted) so the order of the rows does not matter. Broker 1 has two log dirs
+(JBOD) so that a full one goes offline while the broker keeps running; brokers 2 and 3 have
+one, and Kafka halts a broker whose only log dir fails."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+
+from app.devcluster import LocalKafkaCluster
+
+from .conftest import MiB, VOLUME_MIB, create_topic_on, delete_topic, fill, free_port
+from .shim_harness import (
+    CHECK,
+    LOAD_RATE,
+    POLL,
+    SERVICE_SETTINGS,
+    SHIM_TABLE_LINE,
+    LoadProducer,
+    broker_log_count,
+    operator_config,
+    running_shim_cluster,
+    shim_lines,
+    wait_for_shims,
+    wait_until,
+)
+
+STORAGE_ERROR = "log dir error KAFKA_STORAGE_ERROR"
+# Both of the shim's fallback lines: "...; fallback factor F (STATE) applies until <url> answers" / "... until it answers".
+SHIM_FELL_BACK = ("applies until",)
+# The state a shim switched to: "table from <url>: factor F (STATE, source S)" or "factor F (STATE, source S), was ...".
+SHIM_STATE = re.compile(r"Throttle service shim: (?:table from \S+: )?factor [\d.]+ \((\w+), source")
+
+
+@pytest.fixture(scope="module")
+def service_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def shim_cluster(shim_jar: Path, service_port: int) -> Iterator[LocalKafkaCluster]:
+    with running_shim_cluster(shim_jar, service_port, extra_log_dirs={1: 1}) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def whole_cluster(shim_cluster: LocalKafkaCluster) -> Iterator[LocalKafkaCluster]:
+    """The shared cluster, made whole again after the row whatever happened in it."""
+    yield shim_cluster
+    for broker_id in shim_cluster.broker_ids:
+        shim_cluster.thaw_broker(broker_id)
+        for index in range(len(shim_cluster.log_dirs(broker_id))):
+            (shim_cluster.mount_point(broker_id, index) / "filler").unlink(missing_ok=True)
+        if not shim_cluster.is_running(broker_id):
+            shim_cluster.start_broker(broker_id)
+    admin = AdminClient({"bootstrap.servers": shim_cluster.bootstrap_servers})
+    leftovers = [t for t in admin.list_topics(timeout=30).topics if t.startswith("fault-")]
+    if leftovers:
+        for future in admin.delete_topics(leftovers).values():
+            future.result(timeout=30)
+
+
+@pytest.fixture
+def observed_service(whole_cluster, start_service, service_port):
+    """Start the service on the port the shims poll; returns it once it observes OPEN and
+    every shim holds a table from it."""
+
+    def start(**settings: str):
+        before = broker_log_count(whole_cluster, SHIM_TABLE_LINE)
+        service = start_service(
+            http_port=str(service_port), kafka_admin_bootstrap_servers=whole_cluster.bootstrap_servers, **{**SERVICE_SETTINGS, **settings}
+        )
+        service.wait_for(lambda d: d["source"] == "observed" and d["state"] == "OPEN" and d["round"]["complete"], 30, "observed OPEN")
+        wait_for_shims(whole_cluster, before, timeout=20)
+        return service
+
+    return start
+
+
+class DecisionRecorder:
+    """Polls /throttle-factor every 0.1 s on its own thread and keeps every decision seen."""
+
+    def __init__(self, base_url: str) -> None:
+        self.samples: list[tuple[float, dict]] = []
+        self.errors: list[str] = []
+        self._client = httpx.Client(base_url=base_url, timeout=5)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.samples.append((time.monotonic(), self._client.get("/throttle-factor").json()))
+            except httpx.HTTPError as exc:
+                self.errors.append(repr(exc))
+            time.sleep(0.1)
+
+    def seen(self, key: str, since: float = 0.0) -> set:
+        return {decision[key] for at, decision in list(self.samples) if at >= since}
+
+    def sequence(self, *keys: str) -> list[tuple]:
+        """The distinct values of ``keys`` in the order they were seen, repeats collapsed."""
+        out: list[tuple] = []
+        for _, decision in list(self.samples):
+            value = tuple(decision[k] for k in keys)
+            if not out or out[-1] != value:
+                out.append(value)
+        return out
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._client.close()
+
+
+@pytest.fixture
+def recorder():
+    recorders: list[DecisionRecorder] = []
+
+    def start(service) -> DecisionRecorder:
+        recorders.append(DecisionRecorder(service.base_url))
+        return recorders[-1]
+
+    yield start
+    for r in recorders:
+        r.stop()
+
+
+def shim_states(cluster: LocalKafkaCluster) -> dict[int, list[str]]:
+    """Every state each broker's shim switched to, in order, over the broker's whole log."""
+    return {
+        bid: [m.group(1) for m in SHIM_STATE.finditer(cluster.server_log(bid).read_text(errors="replace"))] for bid in cluster.broker_ids
+    }
+
+
+def wait_for_shim_state(cluster: LocalKafkaCluster, before: dict[int, list[str]], state: str, timeout: float, brokers=None) -> None:
+    """Until the shim of every broker in ``brokers`` (default: all) switched to ``state`` since ``before``."""
+    brokers = brokers or cluster.broker_ids
+
+    def switched() -> bool:
+        now = shim_states(cluster)
+        return all(state in now[b][len(before.get(b, [])) :] for b in brokers)
+
+    wait_until(switched, timeout, f"every shim switched to {state}", lambda: shim_lines(cluster)[-4000:])
+
+
+def fell_back(cluster: LocalKafkaCluster) -> dict[int, int]:
+    counts = [broker_log_count(cluster, text) for text in SHIM_FELL_BACK]
+    return {bid: sum(c[bid] for c in counts) for bid in cluster.broker_ids}
+
+
+def volume_keys(entries: list[dict]) -> set[tuple[int, str]]:
+    return {(e["broker_id"], e["log_dir"]) for e in entries}
+
+
+def fill_with_file(mount_point: Path, leave: int) -> None:
+    """A filler file on the volume's tmpfs that leaves ``leave`` usable bytes."""
+    stats = os.statvfs(mount_point)
+    usable = stats.f_bavail * stats.f_frsize
+    with open(mount_point / "filler", "wb") as fh:
+        fh.write(b"\0" * max(0, usable - leave))
+
+
+# -- the rows ----------------------------------------------------------------------------
+
+
+def test_a_broker_killed_and_restarted_is_observed_again_and_a_fill_on_it_pauses(whole_cluster, observed_service, recorder):
+    cluster = whole_cluster
+    service = observed_service()
+    decisions = recorder(service)
+    log_dirs = service.decision()["active_log_dirs"]
+    cluster.kill_broker(2)
+    killed = time.monotonic()
+    # Named as missing while DescribeCluster still lists it, then fenced (3 s session timeout).
+    service.wait_for(lambda d: d["active_brokers"] == 2, 20, "broker 2 fenced and no longer active")
+    time.sleep(2 * CHECK)
+    assert service.decision()["active_log_dirs"] == log_dirs, "the killed broker's log dir stays in the view within the validity"
+    cluster.start_broker(2)
+    service.wait_for(lambda d: d["active_brokers"] == 3 and d["round"]["complete"], 30, "broker 2 answering again")
+    assert decisions.seen("source", killed) == {"observed"} and decisions.seen("state", killed) == {"OPEN"}, decisions.sequence("state", "source")
+    assert any(m["broker_id"] == 2 for _, d in decisions.samples for m in d["round"]["missing_brokers"]), "broker 2 never named missing"
+
+    # strimzi/kafka-quotas-plugin#40: the restarted broker is not forgotten: a fill on it counts.
+    create_topic_on(cluster, "fault-kill", 2)
+    before = shim_states(cluster)
+    fill(cluster, "fault-kill", VOLUME_MIB - 24 + 4, operator_config(cluster))
+    decision, _ = service.wait_for(lambda d: d["state"] == "PAUSE", 10, "PAUSE from the restarted broker's volume")
+    assert {e["broker_id"] for e in decision["breaching"]} == {2}
+    wait_for_shim_state(cluster, before, "PAUSE", 10)
+    delete_topic(cluster, "fault-kill")
+    service.wait_for(lambda d: d["state"] == "OPEN", 30, "OPEN once the volume is freed")
+    wait_for_shim_state(cluster, before, "OPEN", 10)
+
+
+def test_a_broker_frozen_past_the_request_timeout_keeps_its_last_observation_and_nothing_flaps(whole_cluster, observed_service, recorder):
+    cluster = whole_cluster
+    service = observed_service()
+    decisions = recorder(service)
+    fallbacks = fell_back(cluster)
+    started = time.monotonic()
+    cluster.freeze_broker(3)
+    try:
+        # The request timeout is 0.8 s: after two rounds the frozen broker is named missing.
+        decision, _ = service.wait_for(lambda d: [m["broker_id"] for m in d["round"]["missing_brokers"]] == [3], 10, "broker 3 missing")
+        assert decision["source"] == "observed" and decision["state"] == "OPEN"
+        time.sleep(5.0)  # past the request timeout many times over, and past the 3 s session timeout
+    finally:
+        cluster.thaw_broker(3)
+    frozen_for = time.monotonic() - started
+    service.wait_for(lambda d: d["active_brokers"] == 3 and d["round"]["complete"], 30, "broker 3 answering again")
+    time.sleep(2 * CHECK)
+    assert decisions.errors == []
+    assert decisions.sequence("state", "source", "factor") == [("OPEN", "observed", 1.0)], decisions.sequence("state", "source", "factor")
+    assert fell_back(cluster) == fallbacks, "a shim fell back:\n" + shim_lines(cluster)[-3000:]
+    print(f"\nfrozen for {frozen_for:.1f} s; {len(decisions.samples)} decisions sampled, all observed OPEN")
+
+
+def test_all_brokers_down_keep_the_last_valid_factor_then_the_fallback_then_recover(whole_cluster, observed_service, recorder):
+    cluster = whole_cluster
+    validity = 8.0
+    service = observed_service(throttle_factor_validity_duration="PT8S", throttle_factor_fallback="0.0")
+    decisions = recorder(service)
+    for broker_id in cluster.broker_ids:
+        cluster.kill_broker(broker_id)
+    down = time.monotonic()
+    decision, _ = service.wait_for(lambda d: d["source"] == "last-valid", 10, "last-valid once the rounds fail")
+    assert decision["state"] == "OPEN" and decision["round"]["error"], decision
+    service.wait_for(lambda d: d["source"] == "fallback", validity + 5, "the fallback once the last valid factor expired")
+    fallback_at = time.monotonic()
+    assert fallback_at - down >= validity - 2 * CHECK - 1, "the last valid factor was dropped before it expired"
+    assert service.decision()["state"] == "PAUSE" and service.decision()["factor"] == 0.0
+    before = shim_states(cluster)
+    for broker_id in cluster.broker_ids:
+        cluster.start_broker(broker_id)
+    service.wait_for(lambda d: d["source"] == "observed" and d["round"]["complete"] and d["active_brokers"] == 3, 30, "observed again")
+    wait_for_shim_state(cluster, before, "OPEN", 20)
+    sequence = [s for s in decisions.sequence("state", "source") if s != ("OPEN", "observed")]
+    assert decisions.sequence("state", "source")[-1] == ("OPEN", "observed")
+    assert sequence in ([("OPEN", "last-valid"), ("PAUSE", "fallback")],), decisions.sequence("state", "source")
+    print(f"\nall brokers down: last-valid for {fallback_at - down:.1f} s (validity {validity:.0f} s), then fallback PAUSE")
+
+
+def test_an_offline_log_dir_pauses_until_the_broker_brings_it_back(whole_cluster, observed_service, recorder):
+    cluster = whole_cluster
+    service = observed_service()
+    decisions = recorder(service)
+    create_topic_on(cluster, "fault-offline", 1)
+
+    def holding() -> list[int]:
+        return [i for i, d in enumerate(cluster.log_dirs(1)) if (d / "fault-offline-0").exists()]
+
+    wait_until(holding, 15, "the partition created in one of broker 1's log dirs")
+    index = holding()[0]
+    assert not (cluster.log_dir(1, index) / "load-0").exists(), "Kafka put the new partition next to load-0: the load would stop"
+    offline_dir = str(cluster.log_dir(1, index))
+    load = LoadProducer({"bootstrap.servers": cluster.bootstrap_servers})
+    try:
+        time.sleep(2)
+        assert load.throttles == [], "a healthy cluster throttles nobody"
+        before = shim_states(cluster)
+        fill_with_file(cluster.mount_point(1, index), leave=MiB)
+        filled = time.monotonic()
+        # The next write fails: Kafka takes the dir offline and keeps the broker up on its other dir.
+        producer_errors = _produce_expecting_failure(cluster, "fault-offline")
+        decision, _ = service.wait_for(
+            lambda d: any(e["reason"] == STORAGE_ERROR for e in d["breaching"]), 15, "the offline log dir reported as breaching"
+        )
+        assert cluster.is_running(1), "with another live log dir the broker keeps running"
+        assert decision["state"] == "PAUSE" and decision["factor"] == 0.0
+        assert (1, offline_dir) in volume_keys(decision["breaching"])
+        wait_for_shim_state(cluster, before, "PAUSE", 10)
+        wait_until(lambda: len(load.throttled_brokers(filled)) == 3, 15, "producers throttled on every broker")
+
+        # Freeing the disk does not bring the dir back; the decision must not pretend it does.
+        (cluster.mount_point(1, index) / "filler").unlink()
+        freed = time.monotonic()
+        time.sleep(4 * CHECK)
+        assert decisions.seen("state", freed) == {"PAUSE"}
+        assert any(e["reason"] == STORAGE_ERROR for e in service.decision()["breaching"])
+        assert decisions.seen("state", filled + 3 * CHECK) == {"PAUSE"}, "a healthy factor while the dir was offline"
+
+        before = shim_states(cluster)
+        cluster.stop_broker(1)
+        cluster.start_broker(1)
+        decision, _ = service.wait_for(lambda d: d["state"] == "OPEN" and d["round"]["complete"] and d["active_brokers"] == 3, 30, "OPEN")
+        assert decision["breaching"] == []
+        wait_for_shim_state(cluster, before, "OPEN", 15)
+        print(f"\noffline log dir: producer errors while it failed: {producer_errors[:1]}; decisions {decisions.sequence('state', 'source')}")
+    finally:
+        load.stop()
+
+
+def _produce_expecting_failure(cluster: LocalKafkaCluster, topic: str) -> list[str]:
+    """Write to a full volume until the broker fails the write; returns the delivery errors."""
+    errors: list[str] = []
+    producer = Producer({**operator_config(cluster), "acks": "1", "message.timeout.ms": 8000, "compression.type": "none"})
+    for _ in range(16):
+        producer.produce(topic, b"\1" * (256 * 1024), on_delivery=lambda err, msg: errors.append(str(err)) if err else None)
+        producer.poll(0)
+    producer.flush(15)
+    return errors
+
+
+def test_a_broker_halted_by_a_full_disk_keeps_the_cluster_paused_until_it_is_back(whole_cluster, observed_service, recorder):
+    cluster = whole_cluster
+    service = observed_service()
+    decisions = recorder(service)
+    create_topic_on(cluster, "fault-halt", 2)
+    mount = cluster.mount_point(2)
+    before = shim_states(cluster)
+    fill_with_file(mount, leave=MiB)
+    decision, _ = service.wait_for(lambda d: d["state"] == "PAUSE", 10, "PAUSE from broker 2's volume past the hard limit")
+    assert {e["broker_id"] for e in decision["breaching"]} == {2}
+    wait_for_shim_state(cluster, before, "PAUSE", 10)
+    _produce_expecting_failure(cluster, "fault-halt")
+    wait_until(lambda: not cluster.is_running(2), 30, "Kafka halting broker 2 (its only log dir failed)", lambda: cluster.server_log(2).read_text()[-3000:])
+    halted = time.monotonic()
+    service.wait_for(lambda d: d["active_brokers"] == 2, 20, "broker 2 fenced")
+    time.sleep(3 * CHECK)
+    assert decisions.seen("state", halted) == {"PAUSE"}, decisions.sequence("state", "source")
+    decision = service.decision()
+    assert decision["source"] == "observed" and 2 in {e["broker_id"] for e in decision["breaching"]}, decision
+    halt_line = [line for line in cluster.server_log(2).read_text(errors="replace").splitlines() if "all log dirs" in line.lower()]
+
+    (mount / "filler").unlink()
+    before = shim_states(cluster)
+    cluster.start_broker(2)
+    service.wait_for(lambda d: d["state"] == "OPEN" and d["round"]["complete"] and d["active_brokers"] == 3, 30, "OPEN with broker 2 back")
+    wait_for_shim_state(cluster, before, "OPEN", 15)
+    print(f"\nhalted broker: {halt_line[-1:] or 'no halt line'}; decisions {decisions.sequence('state', 'source')}")
+
+
+def test_killing_the_service_keeps_the_last_table_until_it_expires_then_the_fallback_pauses(whole_cluster, observed_service):
+    cluster = whole_cluster
+    validity = 5.0
+    service = observed_service(throttle_factor_validity_duration="PT5S")
+    kept_before = broker_log_count(cluster, "keeping the last table")
+    expired_before = broker_log_count(cluster, "the last quota table expired")
+    load = LoadProducer({"bootstrap.servers": cluster.bootstrap_servers})
+    try:
+        time.sleep(2)
+        assert load.throttles == [], shim_lines(cluster)
+        service.process.send_signal(signal.SIGKILL)
+        service.process.wait(5)
+        killed = time.monotonic()
+        # The table's valid_until is at most `validity` after the kill; until then, nothing changes.
+        time.sleep(validity - CHECK - 1.0)
+        assert load.throttled_brokers(killed) == {}, "the last table must be kept while it is valid"
+        wait_until(lambda: len(load.throttled_brokers(killed)) == 3, validity + POLL + 5, "fallback 0.0 pausing every broker")
+        kept = broker_log_count(cluster, "keeping the last table")
+        expired = broker_log_count(cluster, "the last quota table expired")
+        assert all(kept[b] - kept_before[b] == 1 for b in kept), f"one log line per change of state, got {kept}"
+        assert all(expired[b] - expired_before[b] == 1 for b in expired), f"one log line per change of state, got {expired}"
+
+        observed_service(throttle_factor_validity_duration="PT5S")
+        back = time.monotonic()
+        largest = max(t for _, _, t in load.throttles)
+        wait_until(lambda: load.rate(time.monotonic() - 1, time.monotonic()) > 1.5 * LOAD_RATE, largest + 10, "throughput back")
+        time.sleep(1)
+        assert [t for t in load.throttles if t[0] > back + largest + 1] == []
+    finally:
+        load.stop()
+
+
+def test_a_rolling_restart_under_the_default_settings_neither_falls_back_nor_flaps(whole_cluster, start_service, service_port, recorder):
+    cluster = whole_cluster
+    # The service's defaults (validity PT5M, fallback 1.0, request timeout 80% of the interval)
+    # with a check interval short enough for rounds to run during every restart.
+    before = broker_log_count(cluster, SHIM_TABLE_LINE)
+    service = start_service(
+        http_port=str(service_port),
+        kafka_admin_bootstrap_servers=cluster.bootstrap_servers,
+        storage_check_interval="PT1S",
+        storage_per_volume_limit_min_available_bytes=SERVICE_SETTINGS["storage_per_volume_limit_min_available_bytes"],
+    )
+    service.wait_for(lambda d: d["source"] == "observed" and d["round"]["complete"], 30, "observed")
+    wait_for_shims(cluster, before, timeout=20)
+    decisions = recorder(service)
+    fallbacks = fell_back(cluster)
+    durations = {}
+    for broker_id in cluster.broker_ids:
+        started = time.monotonic()
+        before = shim_states(cluster)
+        cluster.stop_broker(broker_id)
+        cluster.start_broker(broker_id)
+        service.wait_for(lambda d: d["active_brokers"] == 3 and d["round"]["complete"], 30, f"broker {broker_id} answering again")
+        wait_for_shim_state(cluster, before, "OPEN", 15, brokers=[broker_id])
+        durations[broker_id] = round(time.monotonic() - started, 1)
+    time.sleep(2 * CHECK)
+    assert decisions.errors == []
+    assert decisions.sequence("state", "source", "factor") == [("OPEN", "observed", 1.0)], decisions.sequence("state", "source", "factor")
+    assert fell_back(cluster) == fallbacks, "a shim fell back:\n" + shim_lines(cluster)[-3000:]
+    missing = {m["broker_id"] for _, d in decisions.samples for m in d["round"]["missing_brokers"]}
+    print(f"\nrolling restart: seconds per broker {durations}; brokers named missing on the way {sorted(missing)};"
+          f" {len(decisions.samples)} decisions sampled, all observed OPEN")
