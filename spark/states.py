@@ -22,7 +22,6 @@ def rounds(rows: DataFrame) -> DataFrame:
     return rows.groupBy("time").agg(
         F.max("state").alias("state"),
         F.max("source").alias("source"),
-        F.max("cluster_factor").alias("cluster_factor"),
         F.max("check_interval_seconds").alias("check_interval_seconds"),
         F.max("round_complete").alias("round_complete"),
     )
