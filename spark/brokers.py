@@ -11,11 +11,11 @@ from spark.reading import epoch_seconds
 
 
 def _observed(rows: DataFrame, history_end: float, max_gap_seconds: float | None) -> DataFrame:
-    per_broker = (
+    # Per volume first (a hash aggregation over every row), then the few volumes per broker.
+    per_volume = (
         rows.transform(volume_rows)
-        .groupBy("broker_id")
+        .groupBy("broker_id", "log_dir")
         .agg(
-            F.size(F.collect_set("log_dir")).alias("log_dirs"),  # a handful per broker: cheaper than a distinct count
             F.min("time").alias("first_seen"),
             F.max("time").alias("last_seen"),
             F.count(F.lit(1)).alias("observations"),
@@ -23,6 +23,15 @@ def _observed(rows: DataFrame, history_end: float, max_gap_seconds: float | None
             F.min("available_ratio").alias("min_available_ratio"),
             F.max(gap_limit(max_gap_seconds)).alias("gap_limit"),
         )
+    )
+    per_broker = per_volume.groupBy("broker_id").agg(
+        F.count(F.lit(1)).cast("int").alias("log_dirs"),
+        F.min("first_seen").alias("first_seen"),
+        F.max("last_seen").alias("last_seen"),
+        F.sum("observations").alias("observations"),
+        F.min("min_usable_bytes").alias("min_usable_bytes"),
+        F.min("min_available_ratio").alias("min_available_ratio"),
+        F.max("gap_limit").alias("gap_limit"),
     )
     present = epoch_seconds("last_seen") >= F.lit(history_end) - F.col("gap_limit")
     return per_broker.withColumn("present_at_end", present).drop("gap_limit")

@@ -47,6 +47,9 @@ def volume_rows(rows: DataFrame) -> DataFrame:
     return rows.filter(F.col("broker_id").isNotNull() & F.col("log_dir").isNotNull())
 
 
+# The sort by volume and time is by a number given to each volume: comparing two rows then
+# compares two integers, not a broker id and a log dir's text.
+_VOLUME_ID = "volume_id"
 _CARRIED = ("time", "usable_bytes", "available_ratio", "total_bytes", "hard_limit", "soft_limit")
 
 
@@ -54,7 +57,7 @@ def _with_breach_flags(max_gap_seconds: float | None):
     def step(rows: DataFrame) -> DataFrame:
         # Only what the episodes need goes through the sort by volume and time.
         return rows.select(
-            *VOLUME,
+            _VOLUME_ID,
             *_CARRIED,
             _code("limit_kind", KNOWN_LIMIT_KINDS).alias("limit_kind"),
             epoch_seconds("time").alias("t"),
@@ -67,7 +70,7 @@ def _with_breach_flags(max_gap_seconds: float | None):
 
 
 def _with_neighbours(rows: DataFrame) -> DataFrame:
-    by_volume = Window.partitionBy(*VOLUME).orderBy("t")
+    by_volume = Window.partitionBy(_VOLUME_ID).orderBy("t")
     return rows.withColumns(
         {
             "prev_t": F.lag("t").over(by_volume),
@@ -83,7 +86,7 @@ def _with_episode_numbers(rows: DataFrame) -> DataFrame:
     """Rows in breach only, numbered by episode. The neighbours are known by now, so the rows
     outside every episode can go before the running count (it counts starts, which are rows
     in breach); the rows stay in the window's order, so nothing is sorted again."""
-    running = Window.partitionBy(*VOLUME).orderBy("t").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    running = Window.partitionBy(_VOLUME_ID).orderBy("t").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     after_gap = (F.col("t") - F.col("prev_t")) > F.col("gap_limit")
     gap_follows = (F.col("next_t") - F.col("t")) > F.col("gap_limit")
     flags, numbers = {}, {}
@@ -128,9 +131,25 @@ def _one_row_per_kind(rows: DataFrame) -> DataFrame:
     return rows.withColumn("kind", F.explode(F.filter(kinds, lambda k: k["inside"])))
 
 
+_EPISODE_COLUMNS = (
+    "limit",
+    "limit_kind",
+    "level",
+    "start",
+    "end",
+    "duration_seconds",
+    "ongoing",
+    "end_reason",
+    "worst_usable_bytes",
+    "worst_available_ratio",
+    "total_bytes",
+    "observations",
+)
+
+
 def _episodes(rows: DataFrame) -> DataFrame:
     last = F.col("kind.last")
-    grouped = rows.groupBy(*VOLUME, F.col("kind.limit").alias("limit"), F.col("kind.episode").alias("episode")).agg(
+    grouped = rows.groupBy(_VOLUME_ID, F.col("kind.limit").alias("limit"), F.col("kind.episode").alias("episode")).agg(
         F.min_by("limit_kind", "t").alias("limit_kind"),  # as at the start
         F.min_by("kind.level", "t").alias("level"),
         F.min("time").alias("start"),
@@ -142,7 +161,7 @@ def _episodes(rows: DataFrame) -> DataFrame:
         F.count(F.lit(1)).alias("observations"),
     )
     return grouped.select(
-        *VOLUME,
+        _VOLUME_ID,
         "limit",
         _text("limit_kind", KNOWN_LIMIT_KINDS).alias("limit_kind"),
         "level",
@@ -158,15 +177,27 @@ def _episodes(rows: DataFrame) -> DataFrame:
     )
 
 
+def _volume_ids(rows: DataFrame) -> DataFrame:
+    """(volume_id, broker_id, log_dir) of every volume: a few hundred rows at most."""
+    volumes = sorted(tuple(row) for row in rows.select(*VOLUME).distinct().collect())
+    return rows.sparkSession.createDataFrame(
+        [(i, *volume) for i, volume in enumerate(volumes)], f"{_VOLUME_ID} int, broker_id int, log_dir string"
+    )
+
+
 def violation_episodes(rows: DataFrame, history_end: float, max_gap_seconds: float | None = None) -> DataFrame:
     """One row per episode, ordered by volume, limit kind and start."""
+    volumes = rows.transform(volume_rows)
+    ids = F.broadcast(_volume_ids(volumes))
     return (
-        rows.transform(volume_rows)
+        volumes.join(ids, list(VOLUME))
         .transform(_with_breach_flags(max_gap_seconds))
         .transform(_with_neighbours)
         .transform(_with_episode_numbers)
         .transform(_with_end(history_end))
         .transform(_one_row_per_kind)
         .transform(_episodes)
+        .join(ids, _VOLUME_ID)
+        .select(*VOLUME, *_EPISODE_COLUMNS)
         .orderBy(*VOLUME, "limit", "start")
     )
