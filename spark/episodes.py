@@ -177,20 +177,19 @@ def _episodes(rows: DataFrame) -> DataFrame:
     )
 
 
-def _volume_ids(rows: DataFrame) -> DataFrame:
+def _volume_ids(volumes: DataFrame) -> DataFrame:
     """(volume_id, broker_id, log_dir) of every volume: a few hundred rows at most."""
-    volumes = sorted(tuple(row) for row in rows.select(*VOLUME).distinct().collect())
-    return rows.sparkSession.createDataFrame(
-        [(i, *volume) for i, volume in enumerate(volumes)], f"{_VOLUME_ID} int, broker_id int, log_dir string"
-    )
+    keys = sorted(tuple(row) for row in volumes.select(*VOLUME).collect())
+    return volumes.sparkSession.createDataFrame([(i, *key) for i, key in enumerate(keys)], f"{_VOLUME_ID} int, broker_id int, log_dir string")
 
 
-def violation_episodes(rows: DataFrame, history_end: float, max_gap_seconds: float | None = None) -> DataFrame:
-    """One row per episode, ordered by volume, limit kind and start."""
-    volumes = rows.transform(volume_rows)
+def violation_episodes(rows: DataFrame, volumes: DataFrame, history_end: float, max_gap_seconds: float | None = None) -> DataFrame:
+    """One row per episode, ordered by volume, limit kind and start. ``volumes``: one row per
+    volume (``broker_id``, ``log_dir``), e.g. ``brokers.volume_summary(rows)``."""
     ids = F.broadcast(_volume_ids(volumes))
     return (
-        volumes.join(ids, list(VOLUME))
+        rows.transform(volume_rows)
+        .join(ids, list(VOLUME))
         .transform(_with_breach_flags(max_gap_seconds))
         .transform(_with_neighbours)
         .transform(_with_episode_numbers)

@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spark.brokers import broker_summary
+from spark.brokers import broker_summary, volume_summary
 from spark.chart_data import (
     StateBucket,
     VolumeSeries,
@@ -99,14 +99,15 @@ def run_report(
         rows = history.rows
 
         round_rows = rows.transform(rounds).persist()  # one row per round: for the states and the timeline
+        volumes = volume_summary(rows, max_gap_seconds).persist()  # one row per volume
         # Small tables, each computed once: written twice and shown, and the broker summary
         # builds on the episodes and the forecast.
-        episodes = violation_episodes(rows, history.last_time, max_gap_seconds).persist()
+        episodes = violation_episodes(rows, volumes, history.last_time, max_gap_seconds).persist()
         forecast = fill_forecast(rows, forecast_window_seconds).persist()
         tables = {
             "episodes": episodes,
             "time_in_states": time_in_states(round_rows, max_gap_seconds).persist(),
-            "brokers": broker_summary(rows, episodes, forecast, history.last_time, max_gap_seconds).persist(),
+            "brokers": broker_summary(volumes, episodes, forecast, history.last_time).persist(),
             "forecast": forecast,
         }
         for name in TABLES:
@@ -122,14 +123,14 @@ def run_report(
         ).first()
         report.episode_counts = counts.asDict()
         report.volumes = tables["brokers"].agg(F.sum("log_dirs")).first()[0] or 0
-        report.series = closest_volume_series(rows, history.first_time, history.last_time)
+        report.series = closest_volume_series(rows, volumes, history.first_time, history.last_time)
         report.timeline = state_timeline(round_rows, history.first_time, history.last_time, max_gap_seconds)
         done("charts", "reduced the chart series")
 
         output.write_text("report.html", render_page(report))
         done("html", f"wrote {output.path('report.html')}")
         report.seconds["total"] = time.perf_counter() - started
-        for table in (*tables.values(), round_rows):
+        for table in (*tables.values(), round_rows, volumes):
             table.unpersist()
     finally:
         output.delete(PARSED)  # the parsed copy of the history
