@@ -29,7 +29,8 @@ from spark.states import rounds, time_in_states
 PAGE_ROWS = 200
 TABLES = ("episodes", "time_in_states", "brokers", "forecast")
 # Scratch folder in the output: the history parsed once, as Parquet; deleted at the end.
-PARSED = "_parsed_history"
+# (Not "_..." : Spark treats a folder named so as hidden and warns that it ignored it.)
+PARSED = "tmp-parsed-history"
 
 
 class EmptyHistory(Exception):
