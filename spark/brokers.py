@@ -10,19 +10,36 @@ from spark.gaps import gap_limit
 from spark.reading import epoch_seconds
 
 
-def _observed(rows: DataFrame, history_end: float, max_gap_seconds: float | None) -> DataFrame:
-    per_broker = (
+def volume_summary(rows: DataFrame, max_gap_seconds: float | None = None) -> DataFrame:
+    """One row per volume, from one pass over every row (a hash aggregation): what the broker
+    summary, the chart's choice of volumes and the episodes' volume numbers need."""
+    hard_ratio = F.when(F.col("limit_kind") == "min-available-ratio", F.col("hard_limit")).otherwise(F.col("hard_limit") / F.col("total_bytes"))
+    judged = (F.col("total_bytes") > 0) & (F.col("usable_bytes") >= 0)
+    return (
         rows.transform(volume_rows)
-        .groupBy("broker_id")
+        .groupBy("broker_id", "log_dir")
         .agg(
-            F.size(F.collect_set("log_dir")).alias("log_dirs"),  # a handful per broker: cheaper than a distinct count
             F.min("time").alias("first_seen"),
             F.max("time").alias("last_seen"),
             F.count(F.lit(1)).alias("observations"),
             F.min(F.when(F.col("usable_bytes") >= 0, F.col("usable_bytes"))).alias("min_usable_bytes"),
             F.min("available_ratio").alias("min_available_ratio"),
             F.max(gap_limit(max_gap_seconds)).alias("gap_limit"),
+            # how close it came to (or how far below) its hard limit, as a ratio
+            F.min(F.when(judged, F.col("available_ratio") - hard_ratio)).alias("headroom"),
         )
+    )
+
+
+def _observed(volumes: DataFrame, history_end: float) -> DataFrame:
+    per_broker = volumes.groupBy("broker_id").agg(
+        F.count(F.lit(1)).cast("int").alias("log_dirs"),
+        F.min("first_seen").alias("first_seen"),
+        F.max("last_seen").alias("last_seen"),
+        F.sum("observations").alias("observations"),
+        F.min("min_usable_bytes").alias("min_usable_bytes"),
+        F.min("min_available_ratio").alias("min_available_ratio"),
+        F.max("gap_limit").alias("gap_limit"),
     )
     present = epoch_seconds("last_seen") >= F.lit(history_end) - F.col("gap_limit")
     return per_broker.withColumn("present_at_end", present).drop("gap_limit")
@@ -48,13 +65,12 @@ def _nearest_forecast(forecast: DataFrame) -> DataFrame:
     )
 
 
-def broker_summary(
-    rows: DataFrame, episodes: DataFrame, forecast: DataFrame, history_end: float, max_gap_seconds: float | None = None
-) -> DataFrame:
+def broker_summary(volumes: DataFrame, episodes: DataFrame, forecast: DataFrame, history_end: float) -> DataFrame:
+    """``volumes``: ``volume_summary(rows, max_gap_seconds)``."""
     zero_counts = {name: 0 for name in ("hard_episodes", "soft_episodes", "ongoing_episodes")}
     zero_seconds = {name: 0.0 for name in ("hard_breach_seconds", "soft_breach_seconds")}
     return (
-        _observed(rows, history_end, max_gap_seconds)
+        _observed(volumes, history_end)
         .join(_episode_totals(episodes), "broker_id", "left")
         .join(_nearest_forecast(forecast), "broker_id", "left")
         .fillna({**zero_counts, **zero_seconds})

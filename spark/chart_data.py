@@ -47,17 +47,11 @@ def _bucket(first: float, last: float) -> F.Column:
     return F.least(F.floor((epoch_seconds("time") - F.lit(first)) / F.lit(width)), F.lit(CHART_BUCKETS - 1))
 
 
-def closest_volume_series(rows: DataFrame, first: float, last: float, count: int = CLOSEST_VOLUMES) -> list[VolumeSeries]:
-    """The volumes whose available ratio came closest to (or furthest below) the hard limit."""
+def closest_volume_series(rows: DataFrame, volumes: DataFrame, first: float, last: float, count: int = CLOSEST_VOLUMES) -> list[VolumeSeries]:
+    """The volumes whose available ratio came closest to (or furthest below) the hard limit
+    (``volumes``: ``volume_summary(rows)``, whose headroom says how close)."""
     judged = rows.transform(volume_rows).filter((F.col("total_bytes") > 0) & (F.col("usable_bytes") >= 0))
-    hard_ratio = F.when(F.col("limit_kind") == "min-available-ratio", F.col("hard_limit")).otherwise(F.col("hard_limit") / F.col("total_bytes"))
-    closest = (
-        judged.groupBy(*VOLUME)
-        .agg(F.min(F.col("available_ratio") - hard_ratio).alias("headroom"))
-        .orderBy("headroom", *VOLUME)
-        .limit(count)
-        .collect()
-    )
+    closest = volumes.filter(F.col("headroom").isNotNull()).orderBy("headroom", *VOLUME).limit(count).collect()
     chosen = [(row["broker_id"], row["log_dir"]) for row in closest]
     if not chosen:
         return []

@@ -22,6 +22,24 @@ from spark.reading import epoch_seconds
 
 VOLUME = ("broker_id", "log_dir")
 LIMIT_KINDS = ("hard", "soft")
+END_REASONS = ("recovered", "gap", "volume-gone", "ongoing")
+# The writer's limit kinds (app.policy's LimitKind values). Text goes through the episode
+# aggregation as its index here, so that Spark aggregates in a hash table instead of
+# sorting every row in breach; a kind not listed would come out as null.
+KNOWN_LIMIT_KINDS = ("min-available-bytes", "min-available-ratio")
+
+
+def _code(column: str, values: tuple[str, ...]) -> F.Column:
+    return _code_of(F.col(column), values)
+
+
+def _code_of(text: F.Column, values: tuple[str, ...]) -> F.Column:
+    """1-based index of the text in ``values`` (0 when not there)."""
+    return F.array_position(F.array(*[F.lit(v) for v in values]), text).cast("int")
+
+
+def _text(column: str, values: tuple[str, ...]) -> F.Column:
+    return F.element_at(F.array(*[F.lit(v) for v in values]), F.nullif(F.col(column), F.lit(0)))
 
 
 def volume_rows(rows: DataFrame) -> DataFrame:
@@ -29,15 +47,19 @@ def volume_rows(rows: DataFrame) -> DataFrame:
     return rows.filter(F.col("broker_id").isNotNull() & F.col("log_dir").isNotNull())
 
 
-_CARRIED = ("time", "usable_bytes", "available_ratio", "total_bytes", "limit_kind", "hard_limit", "soft_limit")
+# The sort by volume and time is by a number given to each volume: comparing two rows then
+# compares two integers, not a broker id and a log dir's text.
+_VOLUME_ID = "volume_id"
+_CARRIED = ("time", "usable_bytes", "available_ratio", "total_bytes", "hard_limit", "soft_limit")
 
 
 def _with_breach_flags(max_gap_seconds: float | None):
     def step(rows: DataFrame) -> DataFrame:
         # Only what the episodes need goes through the sort by volume and time.
         return rows.select(
-            *VOLUME,
+            _VOLUME_ID,
             *_CARRIED,
+            _code("limit_kind", KNOWN_LIMIT_KINDS).alias("limit_kind"),
             epoch_seconds("time").alias("t"),
             gap_limit(max_gap_seconds).alias("gap_limit"),
             F.coalesce(F.col("volume_status") == F.lit("breaching"), F.lit(False)).alias("in_hard"),
@@ -48,7 +70,7 @@ def _with_breach_flags(max_gap_seconds: float | None):
 
 
 def _with_neighbours(rows: DataFrame) -> DataFrame:
-    by_volume = Window.partitionBy(*VOLUME).orderBy("t")
+    by_volume = Window.partitionBy(_VOLUME_ID).orderBy("t")
     return rows.withColumns(
         {
             "prev_t": F.lag("t").over(by_volume),
@@ -61,16 +83,19 @@ def _with_neighbours(rows: DataFrame) -> DataFrame:
 
 
 def _with_episode_numbers(rows: DataFrame) -> DataFrame:
-    running = Window.partitionBy(*VOLUME).orderBy("t").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    """Rows in breach only, numbered by episode. The neighbours are known by now, so the rows
+    outside every episode can go before the running count (it counts starts, which are rows
+    in breach); the rows stay in the window's order, so nothing is sorted again."""
+    running = Window.partitionBy(_VOLUME_ID).orderBy("t").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     after_gap = (F.col("t") - F.col("prev_t")) > F.col("gap_limit")
     gap_follows = (F.col("next_t") - F.col("t")) > F.col("gap_limit")
-    columns = {}
+    flags, numbers = {}, {}
     for kind in LIMIT_KINDS:
         inside = F.col(f"in_{kind}")
-        starts = inside & (~F.coalesce(F.col(f"prev_{kind}"), F.lit(False)) | F.coalesce(after_gap, F.lit(False)))
-        columns[f"episode_{kind}"] = F.sum(starts.cast("int")).over(running)
-        columns[f"last_{kind}"] = inside & (F.col("next_t").isNull() | gap_follows | ~F.col(f"next_{kind}"))
-    return rows.withColumns(columns)
+        flags[f"start_{kind}"] = inside & (~F.coalesce(F.col(f"prev_{kind}"), F.lit(False)) | F.coalesce(after_gap, F.lit(False)))
+        flags[f"last_{kind}"] = inside & (F.col("next_t").isNull() | gap_follows | ~F.col(f"next_{kind}"))
+        numbers[f"episode_{kind}"] = F.sum(F.col(f"start_{kind}").cast("int")).over(running)
+    return rows.withColumns(flags).filter(F.col("in_hard") | F.col("in_soft")).withColumns(numbers)
 
 
 def _with_end(history_end: float):
@@ -83,8 +108,8 @@ def _with_end(history_end: float):
             .when((F.col("next_t") - F.col("t")) > F.col("gap_limit"), F.lit("gap"))
             .otherwise(F.lit("recovered"))
         )
-        return rows.withColumn("end_reason", reason).withColumn(
-            "end_time", F.when(F.col("end_reason") == "recovered", F.col("next_time")).otherwise(F.col("time"))
+        return rows.withColumn("end_reason", _code_of(reason, END_REASONS)).withColumn(
+            "end_time", F.when(F.col("end_reason") == END_REASONS.index("recovered") + 1, F.col("next_time")).otherwise(F.col("time"))
         )
 
     return step
@@ -103,14 +128,30 @@ def _one_row_per_kind(rows: DataFrame) -> DataFrame:
             for kind in LIMIT_KINDS
         ]
     )
-    return rows.filter(F.col("in_hard") | F.col("in_soft")).withColumn("kind", F.explode(F.filter(kinds, lambda k: k["inside"])))
+    return rows.withColumn("kind", F.explode(F.filter(kinds, lambda k: k["inside"])))
+
+
+_EPISODE_COLUMNS = (
+    "limit",
+    "limit_kind",
+    "level",
+    "start",
+    "end",
+    "duration_seconds",
+    "ongoing",
+    "end_reason",
+    "worst_usable_bytes",
+    "worst_available_ratio",
+    "total_bytes",
+    "observations",
+)
 
 
 def _episodes(rows: DataFrame) -> DataFrame:
     last = F.col("kind.last")
-    grouped = rows.groupBy(*VOLUME, F.col("kind.limit").alias("limit"), F.col("kind.episode").alias("episode")).agg(
-        F.first("limit_kind").alias("limit_kind"),
-        F.first("kind.level").alias("level"),
+    grouped = rows.groupBy(_VOLUME_ID, F.col("kind.limit").alias("limit"), F.col("kind.episode").alias("episode")).agg(
+        F.min_by("limit_kind", "t").alias("limit_kind"),  # as at the start
+        F.min_by("kind.level", "t").alias("level"),
         F.min("time").alias("start"),
         F.max(F.when(last, F.col("end_time"))).alias("end"),
         F.max(F.when(last, F.col("end_reason"))).alias("end_reason"),
@@ -120,15 +161,15 @@ def _episodes(rows: DataFrame) -> DataFrame:
         F.count(F.lit(1)).alias("observations"),
     )
     return grouped.select(
-        *VOLUME,
+        _VOLUME_ID,
         "limit",
-        "limit_kind",
+        _text("limit_kind", KNOWN_LIMIT_KINDS).alias("limit_kind"),
         "level",
         "start",
         "end",
         (epoch_seconds("end") - epoch_seconds("start")).alias("duration_seconds"),
-        (F.col("end_reason") == "ongoing").alias("ongoing"),
-        "end_reason",
+        (F.col("end_reason") == END_REASONS.index("ongoing") + 1).alias("ongoing"),
+        _text("end_reason", END_REASONS).alias("end_reason"),
         "worst_usable_bytes",
         "worst_available_ratio",
         "total_bytes",
@@ -136,15 +177,26 @@ def _episodes(rows: DataFrame) -> DataFrame:
     )
 
 
-def violation_episodes(rows: DataFrame, history_end: float, max_gap_seconds: float | None = None) -> DataFrame:
-    """One row per episode, ordered by volume, limit kind and start."""
+def _volume_ids(volumes: DataFrame) -> DataFrame:
+    """(volume_id, broker_id, log_dir) of every volume: a few hundred rows at most."""
+    keys = sorted(tuple(row) for row in volumes.select(*VOLUME).collect())
+    return volumes.sparkSession.createDataFrame([(i, *key) for i, key in enumerate(keys)], f"{_VOLUME_ID} int, broker_id int, log_dir string")
+
+
+def violation_episodes(rows: DataFrame, volumes: DataFrame, history_end: float, max_gap_seconds: float | None = None) -> DataFrame:
+    """One row per episode, ordered by volume, limit kind and start. ``volumes``: one row per
+    volume (``broker_id``, ``log_dir``), e.g. ``brokers.volume_summary(rows)``."""
+    ids = F.broadcast(_volume_ids(volumes))
     return (
         rows.transform(volume_rows)
+        .join(ids, list(VOLUME))
         .transform(_with_breach_flags(max_gap_seconds))
         .transform(_with_neighbours)
         .transform(_with_episode_numbers)
         .transform(_with_end(history_end))
         .transform(_one_row_per_kind)
         .transform(_episodes)
+        .join(ids, _VOLUME_ID)
+        .select(*VOLUME, *_EPISODE_COLUMNS)
         .orderBy(*VOLUME, "limit", "start")
     )

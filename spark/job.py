@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spark.brokers import broker_summary
+from spark.brokers import broker_summary, volume_summary
 from spark.chart_data import (
     StateBucket,
     VolumeSeries,
@@ -28,6 +28,9 @@ from spark.states import rounds, time_in_states
 # Rows of each table shown on the HTML page (the files hold them all).
 PAGE_ROWS = 200
 TABLES = ("episodes", "time_in_states", "brokers", "forecast")
+# Scratch folder in the output: the history parsed once, as Parquet; deleted at the end.
+# (Not "_..." : Spark treats a folder named so as hidden and warns that it ignored it.)
+PARSED = "tmp-parsed-history"
 
 
 class EmptyHistory(Exception):
@@ -86,47 +89,50 @@ def run_report(
         progress(f"{message} ({report.seconds[step]:.1f} s)")
 
     progress(f"reading {input_path}")
-    history = read_history(spark, input_path, since, until)
-    if history.row_count == 0:
-        raise EmptyHistory(f"no history rows in {input_path} ({history.skipped_lines} lines skipped)")
-    assert history.first_time is not None and history.last_time is not None
-    report = Report(input_path, output_path, history.row_count, history.skipped_lines, history.first_time, history.last_time, max_gap_seconds, forecast_window_seconds)
-    done("read", f"read {history.row_count:,} rows, skipped {history.skipped_lines:,} corrupt or truncated lines")
-    rows = history.rows
     output = ReportOutput(spark, output_path)
+    try:
+        history = read_history(spark, input_path, output.path(PARSED), since, until)
+        if history.row_count == 0:
+            raise EmptyHistory(f"no history rows in {input_path} ({history.skipped_lines} lines skipped)")
+        assert history.first_time is not None and history.last_time is not None
+        report = Report(input_path, output_path, history.row_count, history.skipped_lines, history.first_time, history.last_time, max_gap_seconds, forecast_window_seconds)
+        done("read", f"read {history.row_count:,} rows, skipped {history.skipped_lines:,} corrupt or truncated lines")
+        rows = history.rows
 
-    round_rows = rows.transform(rounds).persist()  # one row per round: for the states and the timeline
-    # Small tables, each computed once: written twice and shown, and the broker summary
-    # builds on the episodes and the forecast.
-    episodes = violation_episodes(rows, history.last_time, max_gap_seconds).persist()
-    forecast = fill_forecast(rows, forecast_window_seconds).persist()
-    tables = {
-        "episodes": episodes,
-        "time_in_states": time_in_states(round_rows, max_gap_seconds).persist(),
-        "brokers": broker_summary(rows, episodes, forecast, history.last_time, max_gap_seconds).persist(),
-        "forecast": forecast,
-    }
-    for name in TABLES:
-        output.write_table(name, tables[name])
-        report.table_sizes[name] = tables[name].count()
-        report.tables[name] = _rows_of(tables[name])
-        done(name, f"wrote {name}: {report.table_sizes[name]:,} rows")
+        round_rows = rows.transform(rounds).persist()  # one row per round: for the states and the timeline
+        volumes = volume_summary(rows, max_gap_seconds).persist()  # one row per volume
+        # Small tables, each computed once: written twice and shown, and the broker summary
+        # builds on the episodes and the forecast.
+        episodes = violation_episodes(rows, volumes, history.last_time, max_gap_seconds).persist()
+        forecast = fill_forecast(rows, forecast_window_seconds).persist()
+        tables = {
+            "episodes": episodes,
+            "time_in_states": time_in_states(round_rows, max_gap_seconds).persist(),
+            "brokers": broker_summary(volumes, episodes, forecast, history.last_time).persist(),
+            "forecast": forecast,
+        }
+        for name in TABLES:
+            output.write_table(name, tables[name])
+            report.table_sizes[name] = tables[name].count()
+            report.tables[name] = _rows_of(tables[name])
+            done(name, f"wrote {name}: {report.table_sizes[name]:,} rows")
 
-    counts = episodes.agg(
-        F.count(F.when(F.col("limit") == "hard", 1)).alias("hard"),
-        F.count(F.when(F.col("limit") == "soft", 1)).alias("soft"),
-        F.count(F.when(F.col("ongoing"), 1)).alias("ongoing"),
-    ).first()
-    report.episode_counts = counts.asDict()
-    report.volumes = tables["brokers"].agg(F.sum("log_dirs")).first()[0] or 0
-    report.series = closest_volume_series(rows, history.first_time, history.last_time)
-    report.timeline = state_timeline(round_rows, history.first_time, history.last_time, max_gap_seconds)
-    done("charts", "reduced the chart series")
+        counts = episodes.agg(
+            F.count(F.when(F.col("limit") == "hard", 1)).alias("hard"),
+            F.count(F.when(F.col("limit") == "soft", 1)).alias("soft"),
+            F.count(F.when(F.col("ongoing"), 1)).alias("ongoing"),
+        ).first()
+        report.episode_counts = counts.asDict()
+        report.volumes = tables["brokers"].agg(F.sum("log_dirs")).first()[0] or 0
+        report.series = closest_volume_series(rows, volumes, history.first_time, history.last_time)
+        report.timeline = state_timeline(round_rows, history.first_time, history.last_time, max_gap_seconds)
+        done("charts", "reduced the chart series")
 
-    output.write_text("report.html", render_page(report))
-    done("html", f"wrote {output.path('report.html')}")
-    report.seconds["total"] = time.perf_counter() - started
-    for table in (*tables.values(), round_rows):
-        table.unpersist()
-    history.release()
+        output.write_text("report.html", render_page(report))
+        done("html", f"wrote {output.path('report.html')}")
+        report.seconds["total"] = time.perf_counter() - started
+        for table in (*tables.values(), round_rows, volumes):
+            table.unpersist()
+    finally:
+        output.delete(PARSED)  # the parsed copy of the history
     return report

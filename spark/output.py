@@ -30,6 +30,9 @@ class ReportOutput:
         self._fs.rename(part, target)
         self._fs.delete(self._Path(staging), True)
 
+    def delete(self, name: str) -> None:
+        self._fs.delete(self._Path(self.path(name)), True)
+
     def write_text(self, name: str, text: str) -> None:
         stream = self._fs.create(self._Path(self.path(name)), True)
         try:

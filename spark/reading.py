@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from app.history.schema import FIELD_NAMES, PARTITION_PREFIX
-from spark.schema import HISTORY_SCHEMA, READ_SCHEMA, TIMESTAMP_FIELDS
+from app.history.schema import PARTITION_PREFIX
+from spark.schema import READ_SCHEMA, REPORT_SCHEMA, TIMESTAMP_FIELDS
 
 PARTITION_COLUMN = PARTITION_PREFIX.rstrip("=")
 _VALID = "_valid"
@@ -18,19 +17,20 @@ _VALID = "_valid"
 
 @dataclass(frozen=True)
 class History:
-    rows: DataFrame  # valid rows only, the declared fields, cached
+    rows: DataFrame  # valid rows only, the fields of REPORT_SCHEMA, read from the parsed copy
     row_count: int
     skipped_lines: int  # lines that did not parse (a truncated last line, corruption) or lack time/state
     first_time: float | None  # epoch seconds of the first and last valid row
     last_time: float | None
-    cached: DataFrame  # what ``rows`` is read from; release() frees it
-
-    def release(self) -> None:
-        self.cached.unpersist()
 
 
-def read_history(spark: SparkSession, path: str, since: datetime | None = None, until: datetime | None = None) -> History:
+def read_history(spark: SparkSession, path: str, parsed: str, since: datetime | None = None, until: datetime | None = None) -> History:
     """Read ``path`` (the history folder: date=YYYY-MM-DD/ partitions, or plain JSON lines).
+
+    The JSON is parsed once, into a Parquet copy at ``parsed`` (a scratch folder the caller
+    deletes when the report is done), and every table is computed from that copy: writing it
+    costs less than building Spark's in-memory cache of the same rows, and each report then
+    reads only the columns it needs.
 
     Only the rows with ``since <= time < until`` are kept; the date partitions outside that
     range are not read at all."""
@@ -44,18 +44,19 @@ def read_history(spark: SparkSession, path: str, since: datetime | None = None, 
             raw = raw.filter(F.col(PARTITION_COLUMN) >= F.lit(since.date()))
         if until is not None:
             raw = raw.filter(F.col(PARTITION_COLUMN) <= F.lit(until.date()))
-    typed = raw.select(
-        *[F.col(name).try_cast("timestamp").alias(name) if name in TIMESTAMP_FIELDS else F.col(name) for name in FIELD_NAMES]
-    )
+    names = REPORT_SCHEMA.fieldNames()
+    typed = raw.select(*[F.col(name).try_cast("timestamp").alias(name) if name in TIMESTAMP_FIELDS else F.col(name) for name in names])
     # A line that does not parse, whose time is not an instant, or that has no state is skipped.
-    marked = typed.select(*FIELD_NAMES, (F.col("time").isNotNull() & F.col("state").isNotNull()).alias(_VALID))
-    assert marked.drop(_VALID).schema == HISTORY_SCHEMA
+    marked = typed.select(*names, (F.col("time").isNotNull() & F.col("state").isNotNull()).alias(_VALID))
+    assert marked.drop(_VALID).schema == REPORT_SCHEMA
     if since is not None:
         marked = marked.filter(F.col("time").isNull() | (F.col("time") >= F.lit(since)))
     if until is not None:
         marked = marked.filter(F.col("time").isNull() | (F.col("time") < F.lit(until)))
-    # Read and parse once: every report below starts from this cache.
-    marked = marked.persist(StorageLevel.MEMORY_AND_DISK)
+    # Read and parse once: every report below starts from this copy.
+    # Without dictionary encoding: a copy read a few times costs less to write plainly.
+    marked.write.mode("overwrite").option("parquet.enable.dictionary", "false").parquet(parsed)
+    marked = spark.read.parquet(parsed)
     counts = marked.agg(
         F.count(F.when(F.col(_VALID), 1)).alias("valid"),
         F.count(F.when(~F.col(_VALID), 1)).alias("skipped"),
@@ -63,7 +64,7 @@ def read_history(spark: SparkSession, path: str, since: datetime | None = None, 
         F.max(F.when(F.col(_VALID), epoch_seconds("time"))).alias("last"),
     ).first()
     rows = marked.filter(F.col(_VALID)).drop(_VALID)
-    return History(rows, counts["valid"], counts["skipped"], counts["first"], counts["last"], marked)
+    return History(rows, counts["valid"], counts["skipped"], counts["first"], counts["last"])
 
 
 def epoch_seconds(column: str) -> Column:

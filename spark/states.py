@@ -18,11 +18,17 @@ SOURCES = ("observed", "last-valid", "fallback", "initial")
 
 
 def rounds(rows: DataFrame) -> DataFrame:
-    """One row per observation round (every row of a round carries the same time and decision)."""
-    return rows.groupBy("time").agg(
+    """One row per observation round (every row of a round carries the same time and decision).
+
+    Grouped by the text columns first: Spark aggregates a text value in a sort, not in a
+    hash table, so the rows are first reduced (in a hash table) to about one per round."""
+    decisions = rows.groupBy("time", "state", "source").agg(
+        F.max("check_interval_seconds").alias("check_interval_seconds"),
+        F.max("round_complete").alias("round_complete"),
+    )
+    return decisions.groupBy("time").agg(
         F.max("state").alias("state"),
         F.max("source").alias("source"),
-        F.max("cluster_factor").alias("cluster_factor"),
         F.max("check_interval_seconds").alias("check_interval_seconds"),
         F.max("round_complete").alias("round_complete"),
     )
