@@ -137,6 +137,10 @@ def to_kafka_python(properties: Mapping[str, str], load_tls: bool = False) -> tu
             problems.append(problem)
 
     protocol = config.get("security_protocol", "PLAINTEXT")
+    if protocol in SASL_PROTOCOLS and "sasl_mechanism" not in config:
+        # kafka-python has no default mechanism (it would ask the broker for "None"); the
+        # username and password of sasl.jaas.config serve PLAIN unless another is named.
+        config["sasl_mechanism"] = "PLAIN"
     files = TlsFiles(**tls)
     if tls.get("keyfile") and files.keystore_type != "PEM":
         problems.append(AdminConfigProblem("ssl.keyfile", tls["keyfile"], "only with a PEM key store (a PKCS12 store holds its key)"))
@@ -148,8 +152,6 @@ def to_kafka_python(properties: Mapping[str, str], load_tls: bool = False) -> tu
                 AdminConfigProblem(key, properties[key], f"only with security.protocol SSL or SASL_SSL (it is {protocol}: the connection would not use TLS)")
             )
         return AdminClientConfig(config, None), problems
-    if protocol in SASL_PROTOCOLS and "sasl_mechanism" not in config:
-        config["sasl_mechanism"] = "PLAIN"  # Kafka's default
     if load_tls and not any(p.key.startswith("ssl.") or p.key == "security.protocol" for p in problems):
         try:
             files.context()

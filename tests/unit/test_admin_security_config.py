@@ -99,6 +99,14 @@ def test_scram_credentials_come_from_the_jaas_line_and_stay_hidden():
     assert len(lines) == 1 and "sasl.jaas.config='<hidden>'" in lines[0]
 
 
+@pytest.mark.parametrize("protocol", ["SASL_PLAINTEXT", "SASL_SSL"])
+def test_sasl_without_a_named_mechanism_is_plain_over_either_protocol(protocol):
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="svc" password="plain-secret-9";'
+    config, found = to_kafka_python({"security.protocol": protocol, "sasl.jaas.config": jaas})
+    assert found == []
+    assert config.settings["sasl_mechanism"] == "PLAIN"
+
+
 def test_settings_with_secret_keys_are_secrets_in_dict_valued_settings_too():
     for key in ("sasl.password", "ssl.key.password", "ssl.keystore.password", "sasl.jaas.config", "throttle.service.admin.token", "sasl.oauthbearer.client.secret"):
         assert is_secret_key(key)
