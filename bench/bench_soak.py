@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.devcluster import LocalKafkaCluster  # noqa: E402
+from app.settings.loading import environ_without_settings  # noqa: E402
 from app.settings.model import env_name, property_name  # noqa: E402
 
 STEADY_PATHS = ("/throttle-factor", "/quotas", "/healthz")
@@ -185,7 +186,7 @@ def start_service(cluster: LocalKafkaCluster, data_dir: Path) -> tuple[subproces
         "storage_check_interval": "PT1S",
         "storage_per_volume_limit_min_available_bytes": str(8 * 1024 * 1024),
     }
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLIENT_QUOTA_CALLBACK_", "THROTTLE_SERVICE_"))}
+    env = environ_without_settings()
     env.update({env_name(property_name(name)): value for name, value in settings.items()})
     log = (data_dir / "service.log").open("w")
     process = subprocess.Popen([sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -332,3 +332,10 @@ def configured_value(config_file: Path | None, field: str, environ: Mapping[str,
             pass
     value = _collect(properties, "", os.environ if environ is None else environ).get(property_name(field))
     return value.raw if value is not None else None
+
+
+def environ_without_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment minus every variable the service would read as a setting: for starting
+    a service (or a check of one) that sees only the settings it is given."""
+    prefixes = tuple(env_name(prefix) for prefix in _OWN_PREFIXES)
+    return {k: v for k, v in (os.environ if environ is None else environ).items() if not k.startswith(prefixes)}

@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from app.devcluster import LocalKafkaCluster
 from app.devcluster.shim import build_shim
+from app.settings.loading import environ_without_settings
 from app.settings.model import env_name, property_name
 
 MiB = 1024 * 1024
@@ -111,7 +112,7 @@ def start_service(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Ca
         if "kafka_admin_bootstrap_servers" not in settings and settings.get("storage_check_interval") != "PT0S":
             settings["kafka_admin_bootstrap_servers"] = request.getfixturevalue("kafka_cluster").bootstrap_servers
         port = int(settings.get("http_port", 0)) or free_port()
-        env = {key: value for key, value in os.environ.items() if not key.startswith(("CLIENT_QUOTA_CALLBACK_", "THROTTLE_SERVICE_"))}
+        env = environ_without_settings()
         settings = {"http_host": "127.0.0.1", "http_port": str(port), "data_dir": str(tmp_path / f"data-{port}"), **settings}
         for field, value in settings.items():
             env[env_name(property_name(field))] = value

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from app.devcluster.cluster import mounts_under
+from app.settings.loading import environ_without_settings
 
 from .conftest import ROOT, free_port
 
@@ -25,7 +26,7 @@ MiB = 1024 * 1024
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLIENT_QUOTA_CALLBACK_", "THROTTLE_SERVICE_"))}
+    env = environ_without_settings()
     env.update(extra)
     return env
 

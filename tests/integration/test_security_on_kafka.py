@@ -21,6 +21,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
 from app.devcluster import LocalKafkaCluster
+from app.settings.loading import environ_without_settings
 from app.settings.model import env_name, property_name
 
 from .conftest import MiB, ROOT, free_port
@@ -272,7 +273,7 @@ def assert_no_secret(where: str, text: str) -> None:
 
 
 def check_config(env: dict[str, str], config: Path | None = None) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("CLIENT_QUOTA_CALLBACK_", "THROTTLE_SERVICE_"))}
+    clean = environ_without_settings()
     args = [sys.executable, "-m", "app", "--check-config"] + (["--config", str(config)] if config else [])
     return subprocess.run(args, cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=60)
 

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from app.cli import EXIT_INVALID_CONFIG, main
+from app.settings.loading import environ_without_settings
 from app.settings.model import ADMIN_PREFIX, HISTORY_PRODUCER_PREFIX, PROPERTY_FIELDS, SERVICE_PREFIX, STATIC_PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,7 +115,7 @@ def check_outcome(code: int | None, stdout: str, stderr: str, data: bytes, path:
 def run_check_in_process(path: Path) -> tuple[int | None, str, str]:
     out, err = io.StringIO(), io.StringIO()
     code: int | None = 0
-    clean_env = {k: v for k, v in os.environ.items() if not k.startswith(("CLIENT_QUOTA_CALLBACK_", "THROTTLE_SERVICE_"))}
+    clean_env = environ_without_settings()
     with mock.patch.dict(os.environ, clean_env, clear=True), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             main(["--check-config", "--config", str(path)])
@@ -139,7 +140,7 @@ def test_any_properties_file_is_valid_or_refused_by_key_never_a_traceback(data: 
 
 
 def run_cli(args: list[str], env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("CLIENT_QUOTA_CALLBACK_", "THROTTLE_SERVICE_"))}
+    clean = environ_without_settings()
     return subprocess.run([sys.executable, "-m", "app", *args], cwd=ROOT, env={**clean, **(env or {})}, capture_output=True, text=True, timeout=timeout)
 
 
@@ -207,7 +208,7 @@ def test_fuzzed_files_really_start_the_service_or_exit_2(data: bytes, tmp_path_f
     env = {"THROTTLE_SERVICE_HTTP_PORT": str(port), "THROTTLE_SERVICE_HTTP_HOST": "127.0.0.1"}
     if expected_code == 0:
         env["THROTTLE_SERVICE_DATA_DIR"] = str(base / "state")  # a valid file's data dir may be anywhere on the machine
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("CLIENT_QUOTA_CALLBACK_", "THROTTLE_SERVICE_"))}
+    clean = environ_without_settings()
     process = subprocess.Popen([sys.executable, "-m", "app", "--config", str(path)], cwd=base, env={**clean, **env},
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     healthy = False
