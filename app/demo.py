@@ -41,14 +41,11 @@ class Meter:
     """Acknowledged bytes and throttle times reported by the producer's callbacks."""
 
     acked: int = 0
-    failed: int = 0
     throttle_ms: list[int] = field(default_factory=list)
 
     def on_delivery(self, err, msg) -> None:
         if err is None:
             self.acked += len(msg.value())
-        else:
-            self.failed += 1
 
     def on_throttle(self, event) -> None:
         self.throttle_ms.append(int(event.throttle_time))

@@ -339,8 +339,8 @@ class _Node:
 
     @property
     def data_dir(self) -> Path:
-        """log.dirs of a broker."""
-        return self.mount_point / "kafka-logs"
+        """The first of the broker's log.dirs."""
+        return self.data_dirs[0]
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -717,7 +717,7 @@ class LocalKafkaCluster:
 
     def _mount_all(self) -> None:
         for node in self._brokers.values():
-            for mp in node.mount_points:
+            for mp, data_dir in zip(node.mount_points, node.data_dirs):
                 mp.mkdir(parents=True, exist_ok=True)
                 if self._tmpfs:
                     res = subprocess.run(
@@ -731,7 +731,7 @@ class LocalKafkaCluster:
                             "(pass tmpfs=False to use plain directories)"
                         )
                     self._mounted.append(mp)
-                (mp / "kafka-logs").mkdir()
+                data_dir.mkdir()
 
     def _quorum_voters(self) -> str:
         return f"{CONTROLLER_ID}@127.0.0.1:{self.controller_port}"
