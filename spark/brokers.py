@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from spark.episodes import volume_rows
@@ -10,11 +10,15 @@ from spark.gaps import gap_limit
 from spark.reading import epoch_seconds
 
 
+def judged() -> Column:
+    """A row whose volume reported its capacity and usable bytes, so its ratio means something."""
+    return (F.col("total_bytes") > 0) & (F.col("usable_bytes") >= 0)
+
+
 def volume_summary(rows: DataFrame, max_gap_seconds: float | None = None) -> DataFrame:
     """One row per volume, from one pass over every row (a hash aggregation): what the broker
     summary, the chart's choice of volumes and the episodes' volume numbers need."""
     hard_ratio = F.when(F.col("limit_kind") == "min-available-ratio", F.col("hard_limit")).otherwise(F.col("hard_limit") / F.col("total_bytes"))
-    judged = (F.col("total_bytes") > 0) & (F.col("usable_bytes") >= 0)
     return (
         rows.transform(volume_rows)
         .groupBy("broker_id", "log_dir")
@@ -26,7 +30,7 @@ def volume_summary(rows: DataFrame, max_gap_seconds: float | None = None) -> Dat
             F.min("available_ratio").alias("min_available_ratio"),
             F.max(gap_limit(max_gap_seconds)).alias("gap_limit"),
             # how close it came to (or how far below) its hard limit, as a ratio
-            F.min(F.when(judged, F.col("available_ratio") - hard_ratio)).alias("headroom"),
+            F.min(F.when(judged(), F.col("available_ratio") - hard_ratio)).alias("headroom"),
         )
     )
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from spark.brokers import judged
 from spark.episodes import VOLUME, volume_rows
 from spark.gaps import gap_limit
 from spark.reading import epoch_seconds
@@ -50,12 +51,12 @@ def _bucket(first: float, last: float) -> F.Column:
 def closest_volume_series(rows: DataFrame, volumes: DataFrame, first: float, last: float, count: int = CLOSEST_VOLUMES) -> list[VolumeSeries]:
     """The volumes whose available ratio came closest to (or furthest below) the hard limit
     (``volumes``: ``volume_summary(rows)``, whose headroom says how close)."""
-    judged = rows.transform(volume_rows).filter((F.col("total_bytes") > 0) & (F.col("usable_bytes") >= 0))
+    judged_rows = rows.transform(volume_rows).filter(judged())
     closest = volumes.filter(F.col("headroom").isNotNull()).orderBy("headroom", *VOLUME).limit(count).collect()
     chosen = [(row["broker_id"], row["log_dir"]) for row in closest]
     if not chosen:
         return []
-    selected = judged.join(F.broadcast(judged.sparkSession.createDataFrame(chosen, list(VOLUME))), list(VOLUME))
+    selected = judged_rows.join(F.broadcast(judged_rows.sparkSession.createDataFrame(chosen, list(VOLUME))), list(VOLUME))
     buckets = (
         selected.groupBy(*VOLUME, _bucket(first, last).alias("bucket"))
         .agg(
