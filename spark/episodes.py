@@ -198,5 +198,10 @@ def violation_episodes(rows: DataFrame, volumes: DataFrame, history_end: float, 
         .transform(_episodes)
         .join(ids, _VOLUME_ID)
         .select(*VOLUME, *_EPISODE_COLUMNS)
-        .orderBy(*VOLUME, "limit", "start")
+        # Not orderBy: its range partitioning samples its input first, and no shuffle stands
+        # between the episodes and the sort by volume and time (the aggregation reuses the
+        # window's partitioning), so the sampling would run that sort and both windows over
+        # every row a second time. The episodes are few: one partition, sorted in place.
+        .repartition(1)
+        .sortWithinPartitions(*VOLUME, "limit", "start")
     )
