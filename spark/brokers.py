@@ -6,6 +6,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from spark.episodes import volume_rows
+from spark.forecast import fitted_rows
 from spark.gaps import gap_limit
 from spark.reading import epoch_seconds
 
@@ -17,7 +18,8 @@ def judged() -> Column:
 
 def volume_summary(rows: DataFrame, max_gap_seconds: float | None = None) -> DataFrame:
     """One row per volume, from one pass over every row (a hash aggregation): what the broker
-    summary, the chart's choice of volumes and the episodes' volume numbers need."""
+    summary, the chart's choice of volumes, the episodes' volume numbers and the forecast's
+    windows need."""
     hard_ratio = F.when(F.col("limit_kind") == "min-available-ratio", F.col("hard_limit")).otherwise(F.col("hard_limit") / F.col("total_bytes"))
     return (
         rows.transform(volume_rows)
@@ -31,6 +33,7 @@ def volume_summary(rows: DataFrame, max_gap_seconds: float | None = None) -> Dat
             F.max(gap_limit(max_gap_seconds)).alias("gap_limit"),
             # how close it came to (or how far below) its hard limit, as a ratio
             F.min(F.when(judged(), F.col("available_ratio") - hard_ratio)).alias("headroom"),
+            F.max(F.when(fitted_rows(), F.col("time"))).alias("last_fitted"),  # where the forecast's window ends
         )
     )
 

@@ -86,7 +86,7 @@ def closest_volume_series(rows: DataFrame, volumes: DataFrame, first: float, las
 
 
 def state_timeline(round_rows: DataFrame, first: float, last: float, max_gap_seconds: float | None = None) -> list[StateBucket]:
-    """The worst state per time bucket of the rounds (``rounds(rows)``); a bucket's colour reaches the next bucket with rounds
+    """The worst state per time bucket of the rounds (``rounds(decisions(lines))``); a bucket's colour reaches the next bucket with rounds
     unless the rounds are further apart than the gap limit (then the gap shows as no data)."""
     rank = F.create_map(*[F.lit(x) for pair in _STATE_RANK.items() for x in pair])
     width = max((last - first) / CHART_BUCKETS, 1e-6)

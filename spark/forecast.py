@@ -10,7 +10,7 @@ total bytes."""
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from spark.episodes import VOLUME, volume_rows
@@ -19,14 +19,16 @@ from spark.reading import epoch_seconds
 FORECAST_WINDOW_SECONDS = 3600.0
 
 
-def _judged(rows: DataFrame) -> DataFrame:
-    return rows.filter((F.col("usable_bytes") >= 0) & (F.col("total_bytes") >= 0) & F.col("log_dir_error").isNull())
+def fitted_rows() -> Column:
+    """The rows the fill rate is fitted on: the volume reported its capacity and usable bytes
+    and no log dir error."""
+    return (F.col("usable_bytes") >= 0) & (F.col("total_bytes") >= 0) & F.col("log_dir_error").isNull()
 
 
-def _in_window(window_seconds: float):
+def _in_window(volumes: DataFrame, window_seconds: float):
     def step(rows: DataFrame) -> DataFrame:
+        last_seen = volumes.select(*VOLUME, epoch_seconds("last_fitted").alias("last_t")).filter(F.col("last_t").isNotNull())
         with_t = rows.withColumn("t", epoch_seconds("time"))
-        last_seen = with_t.groupBy(*VOLUME).agg(F.max("t").alias("last_t"))
         return with_t.join(F.broadcast(last_seen), list(VOLUME)).filter(F.col("t") >= F.col("last_t") - F.lit(window_seconds))
 
     return step
@@ -67,11 +69,13 @@ def _projected(rows: DataFrame) -> DataFrame:
     )
 
 
-def fill_forecast(rows: DataFrame, window_seconds: float = FORECAST_WINDOW_SECONDS) -> DataFrame:
+def fill_forecast(rows: DataFrame, volumes: DataFrame, window_seconds: float = FORECAST_WINDOW_SECONDS) -> DataFrame:
+    """``volumes``: ``brokers.volume_summary(rows)``, whose ``last_fitted`` (the last row each
+    volume's fit may use) places the windows, so that the rows are read once here."""
     return (
         rows.transform(volume_rows)
-        .transform(_judged)
-        .transform(_in_window(window_seconds))
+        .filter(fitted_rows())
+        .transform(_in_window(volumes, window_seconds))
         .transform(_fitted)
         .transform(_projected)
         .orderBy(F.col("seconds_to_hard_limit").asc_nulls_last(), *VOLUME)

@@ -22,8 +22,8 @@ from spark.episodes import violation_episodes
 from spark.forecast import FORECAST_WINDOW_SECONDS, fill_forecast
 from spark.html_report import render_page
 from spark.output import ReportOutput
-from spark.reading import read_history
-from spark.states import rounds, time_in_states
+from spark.reading import line_counts, read_history
+from spark.states import decisions, rounds, time_in_states
 
 # Rows of each table shown on the HTML page (the files hold them all).
 PAGE_ROWS = 200
@@ -92,23 +92,27 @@ def run_report(
     output = ReportOutput(spark, output_path)
     try:
         history = read_history(spark, input_path, output.path(PARSED), since, until)
-        if history.row_count == 0:
-            raise EmptyHistory(f"no history rows in {input_path} ({history.skipped_lines} lines skipped)")
-        assert history.first_time is not None and history.last_time is not None
-        report = Report(input_path, output_path, history.row_count, history.skipped_lines, history.first_time, history.last_time, max_gap_seconds, forecast_window_seconds)
-        done("read", f"read {history.row_count:,} rows, skipped {history.skipped_lines:,} corrupt or truncated lines")
+        # One row per round and decision, counting the lines read: the rounds for the states
+        # and the timeline come from it, and so do the counts of rows and skipped lines.
+        round_decisions = decisions(history.lines).persist()
+        read = line_counts(round_decisions)
+        if read.rows == 0:
+            raise EmptyHistory(f"no history rows in {input_path} ({read.skipped_lines} lines skipped)")
+        assert read.first_time is not None and read.last_time is not None
+        report = Report(input_path, output_path, read.rows, read.skipped_lines, read.first_time, read.last_time, max_gap_seconds, forecast_window_seconds)
+        done("read", f"read {read.rows:,} rows, skipped {read.skipped_lines:,} corrupt or truncated lines")
         rows = history.rows
 
-        round_rows = rows.transform(rounds).persist()  # one row per round: for the states and the timeline
+        round_rows = rounds(round_decisions).persist()  # one row per round
         volumes = volume_summary(rows, max_gap_seconds).persist()  # one row per volume
         # Small tables, each computed once: written twice and shown, and the broker summary
         # builds on the episodes and the forecast.
-        episodes = violation_episodes(rows, volumes, history.last_time, max_gap_seconds).persist()
-        forecast = fill_forecast(rows, forecast_window_seconds).persist()
+        episodes = violation_episodes(rows, volumes, read.last_time, max_gap_seconds).persist()
+        forecast = fill_forecast(rows, volumes, forecast_window_seconds).persist()
         tables = {
             "episodes": episodes,
             "time_in_states": time_in_states(round_rows, max_gap_seconds).persist(),
-            "brokers": broker_summary(volumes, episodes, forecast, history.last_time).persist(),
+            "brokers": broker_summary(volumes, episodes, forecast, read.last_time).persist(),
             "forecast": forecast,
         }
         for name in TABLES:
@@ -124,14 +128,14 @@ def run_report(
         ).first()
         report.episode_counts = counts.asDict()
         report.volumes = tables["brokers"].agg(F.sum("log_dirs")).first()[0] or 0
-        report.series = closest_volume_series(rows, volumes, history.first_time, history.last_time)
-        report.timeline = state_timeline(round_rows, history.first_time, history.last_time, max_gap_seconds)
+        report.series = closest_volume_series(rows, volumes, read.first_time, read.last_time)
+        report.timeline = state_timeline(round_rows, read.first_time, read.last_time, max_gap_seconds)
         done("charts", "reduced the chart series")
 
         output.write_text("report.html", render_page(report))
         done("html", f"wrote {output.path('report.html')}")
         report.seconds["total"] = time.perf_counter() - started
-        for table in (*tables.values(), round_rows, volumes):
+        for table in (*tables.values(), round_rows, round_decisions, volumes):
             table.unpersist()
     finally:
         output.delete(PARSED)  # the parsed copy of the history

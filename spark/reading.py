@@ -12,13 +12,18 @@ from app.history.schema import PARTITION_PREFIX
 from spark.schema import READ_SCHEMA, REPORT_SCHEMA, TIMESTAMP_FIELDS
 
 PARTITION_COLUMN = PARTITION_PREFIX.rstrip("=")
-_VALID = "_valid"
+VALID = "_valid"
 
 
 @dataclass(frozen=True)
 class History:
     rows: DataFrame  # valid rows only, the fields of REPORT_SCHEMA, read from the parsed copy
-    row_count: int
+    lines: DataFrame  # every line read, valid or not: REPORT_SCHEMA's fields and VALID
+
+
+@dataclass(frozen=True)
+class LineCounts:
+    rows: int  # valid rows
     skipped_lines: int  # lines that did not parse (a truncated last line, corruption) or lack time/state
     first_time: float | None  # epoch seconds of the first and last valid row
     last_time: float | None
@@ -35,7 +40,7 @@ def read_history(spark: SparkSession, path: str, parsed: str, since: datetime | 
     Only the rows with ``since <= time < until`` are kept; the date partitions outside that
     range are not read at all."""
     # PERMISSIVE without partial results: a line that does not parse (truncated, corrupt, a
-    # value of the wrong type) becomes a row of nulls, and is counted below. (Keeping the raw
+    # value of the wrong type) becomes a row of nulls, and is counted (``line_counts``). (Keeping the raw
     # text in a corrupt-record column would double the cost of parsing.)
     spark.conf.set("spark.sql.json.enablePartialResults", "false")
     raw = spark.read.schema(READ_SCHEMA).option("mode", "PERMISSIVE").option("basePath", path).json(path)
@@ -46,9 +51,8 @@ def read_history(spark: SparkSession, path: str, parsed: str, since: datetime | 
             raw = raw.filter(F.col(PARTITION_COLUMN) <= F.lit(until.date()))
     names = REPORT_SCHEMA.fieldNames()
     typed = raw.select(*[F.col(name).try_cast("timestamp").alias(name) if name in TIMESTAMP_FIELDS else F.col(name) for name in names])
-    # A line that does not parse, whose time is not an instant, or that has no state is skipped.
-    marked = typed.select(*names, (F.col("time").isNotNull() & F.col("state").isNotNull()).alias(_VALID))
-    assert marked.drop(_VALID).schema == REPORT_SCHEMA
+    marked = typed.select(*names, valid().alias(VALID))
+    assert marked.drop(VALID).schema == REPORT_SCHEMA
     if since is not None:
         marked = marked.filter(F.col("time").isNull() | (F.col("time") >= F.lit(since)))
     if until is not None:
@@ -56,15 +60,27 @@ def read_history(spark: SparkSession, path: str, parsed: str, since: datetime | 
     # Read and parse once: every report below starts from this copy.
     # Without dictionary encoding: a copy read a few times costs less to write plainly.
     marked.write.mode("overwrite").option("parquet.enable.dictionary", "false").parquet(parsed)
-    marked = spark.read.parquet(parsed)
-    counts = marked.agg(
-        F.count(F.when(F.col(_VALID), 1)).alias("valid"),
-        F.count(F.when(~F.col(_VALID), 1)).alias("skipped"),
-        F.min(F.when(F.col(_VALID), epoch_seconds("time"))).alias("first"),
-        F.max(F.when(F.col(_VALID), epoch_seconds("time"))).alias("last"),
+    lines = spark.read.parquet(parsed)
+    return History(lines.filter(F.col(VALID)).drop(VALID), lines)
+
+
+def valid() -> Column:
+    """Whether a line (a row of ``History.lines``, or a group of them by time and state) is valid:
+    it parsed, its time is an instant and it has a state."""
+    return F.col("time").isNotNull() & F.col("state").isNotNull()
+
+
+def line_counts(decisions: DataFrame) -> LineCounts:
+    """The lines read, valid and skipped, from ``states.decisions(history.lines)``: the pass
+    that finds the rounds counts the lines too (a line is valid when its time and state are)."""
+    ok = valid()
+    counts = decisions.agg(
+        F.sum(F.when(ok, F.col("lines"))).alias("valid"),
+        F.sum(F.when(~ok, F.col("lines"))).alias("skipped"),
+        F.min(F.when(ok, epoch_seconds("time"))).alias("first"),
+        F.max(F.when(ok, epoch_seconds("time"))).alias("last"),
     ).first()
-    rows = marked.filter(F.col(_VALID)).drop(_VALID)
-    return History(rows, counts["valid"], counts["skipped"], counts["first"], counts["last"])
+    return LineCounts(counts["valid"] or 0, counts["skipped"] or 0, counts["first"], counts["last"])
 
 
 def epoch_seconds(column: str) -> Column:

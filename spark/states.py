@@ -10,27 +10,39 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from spark.gaps import gap_limit
-from spark.reading import epoch_seconds
+from spark.reading import epoch_seconds, valid
 
 SECONDS_PER_DAY = 86400.0
 STATES = ("OPEN", "THROTTLE", "PAUSE")
 SOURCES = ("observed", "last-valid", "fallback", "initial")
 
 
-def rounds(rows: DataFrame) -> DataFrame:
-    """One row per observation round (every row of a round carries the same time and decision).
+def decisions(lines: DataFrame) -> DataFrame:
+    """Every line read (``History.lines``, valid or not) grouped by time, state and source,
+    with the number of lines: about one row per round, from which the rounds come and the
+    lines are counted (``reading.line_counts``).
 
-    Grouped by the text columns first: Spark aggregates a text value in a sort, not in a
-    hash table, so the rows are first reduced (in a hash table) to about one per round."""
-    decisions = rows.groupBy("time", "state", "source").agg(
+    Grouped by the text columns here, in a hash table (Spark aggregates a text value in a
+    sort, not in a hash table), so that ``rounds`` aggregates text over few rows."""
+    return lines.groupBy("time", "state", "source").agg(
+        F.count(F.lit(1)).alias("lines"),
         F.max("check_interval_seconds").alias("check_interval_seconds"),
         F.max("round_complete").alias("round_complete"),
     )
-    return decisions.groupBy("time").agg(
-        F.max("state").alias("state"),
-        F.max("source").alias("source"),
-        F.max("check_interval_seconds").alias("check_interval_seconds"),
-        F.max("round_complete").alias("round_complete"),
+
+
+def rounds(decisions: DataFrame) -> DataFrame:
+    """One row per observation round (every row of a round carries the same time and
+    decision), from ``decisions(history.lines)``; the groups of invalid lines are left out."""
+    return (
+        decisions.filter(valid())
+        .groupBy("time")
+        .agg(
+            F.max("state").alias("state"),
+            F.max("source").alias("source"),
+            F.max("check_interval_seconds").alias("check_interval_seconds"),
+            F.max("round_complete").alias("round_complete"),
+        )
     )
 
 
@@ -73,6 +85,6 @@ def _per_day(pieces: DataFrame) -> DataFrame:
 
 
 def time_in_states(round_rows: DataFrame, max_gap_seconds: float | None = None) -> DataFrame:
-    """Per day, from the rounds (``rounds(rows)``): rounds, seconds covered by observations,
+    """Per day, from the rounds (``rounds(decisions(lines))``): rounds, seconds covered by observations,
     seconds in OPEN / THROTTLE / PAUSE and per source."""
     return round_rows.transform(_with_held_until(max_gap_seconds)).transform(_split_at_midnight).transform(_per_day)
