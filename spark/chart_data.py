@@ -5,7 +5,9 @@ each time bucket, so a dip is never smoothed away) whatever the size of the hist
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
+from functools import reduce
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -56,7 +58,8 @@ def closest_volume_series(rows: DataFrame, volumes: DataFrame, first: float, las
     chosen = [(row["broker_id"], row["log_dir"]) for row in closest]
     if not chosen:
         return []
-    selected = judged_rows.join(F.broadcast(judged_rows.sparkSession.createDataFrame(chosen, list(VOLUME))), list(VOLUME))
+    one_of_chosen = reduce(operator.or_, [(F.col("broker_id") == broker_id) & (F.col("log_dir") == log_dir) for broker_id, log_dir in chosen])
+    selected = judged_rows.filter(one_of_chosen)
     buckets = (
         selected.groupBy(*VOLUME, _bucket(first, last).alias("bucket"))
         .agg(
