@@ -24,6 +24,9 @@ _LOCAL = {
     "spark.sql.shuffle.partitions": "8",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
+    # List the history's date folders in the driver: with one machine's cores, a Spark job
+    # to list a few hundred folders in parallel costs more than it saves.
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "10000",
 }
 
 
