@@ -171,6 +171,12 @@ def test_the_tables_are_also_written_as_parquet(report, spark):
     _, output = report
     for name in ("episodes", "time_in_states", "brokers", "forecast"):
         assert spark.read.parquet(str(output / "parquet" / name)).count() == len(read_csv(output, name))
+    # timestamps as microseconds since the epoch, not the legacy INT96
+    jvm = spark.sparkContext._jvm
+    (part,) = (output / "parquet" / "episodes").glob("part-*.parquet")
+    footer = jvm.org.apache.parquet.hadoop.ParquetFileReader.readFooter(spark.sparkContext._jsc.hadoopConfiguration(), jvm.org.apache.hadoop.fs.Path(str(part)))
+    schema = footer.getFileMetaData().getSchema().toString()
+    assert "int64 start (TIMESTAMP(MICROS,true))" in schema and "int96" not in schema
 
 
 def test_the_html_page_charts_the_closest_volumes_and_the_state_timeline(report):
