@@ -48,8 +48,8 @@ def read_history(spark: SparkSession, path: str, parsed: str, since: datetime | 
     Only the rows with ``since <= time < until`` are kept; the date partitions outside that
     range are not read at all."""
     # PERMISSIVE without partial results: a line that does not parse (truncated, corrupt, a
-    # value of the wrong type) becomes a row of nulls, and is counted (``line_counts``). (Keeping the raw
-    # text in a corrupt-record column would double the cost of parsing.)
+    # value of the wrong type) becomes a row of nulls, counted by ``line_counts``. (Keeping
+    # the raw text in a corrupt-record column would double the cost of parsing.)
     spark.conf.set("spark.sql.json.enablePartialResults", "false")
     raw = spark.read.schema(READ_SCHEMA).option("mode", "PERMISSIVE").option("basePath", path).json(path)
     if PARTITION_COLUMN in raw.columns:  # prune whole days before parsing them
