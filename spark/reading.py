@@ -12,7 +12,6 @@ from app.history.schema import PARTITION_PREFIX
 from spark.schema import READ_SCHEMA, REPORT_SCHEMA, TIMESTAMP_FIELDS
 
 PARTITION_COLUMN = PARTITION_PREFIX.rstrip("=")
-VALID = "_valid"
 # The parsed copy is written once and read a few times, whole, by this job: plain pages (no
 # dictionaries), and no min/max statistics or page checksums, which nothing here reads.
 _SCRATCH_PARQUET = {
@@ -26,7 +25,7 @@ _SCRATCH_PARQUET = {
 @dataclass(frozen=True)
 class History:
     rows: DataFrame  # valid rows only, the fields of REPORT_SCHEMA, read from the parsed copy
-    lines: DataFrame  # every line read, valid or not: REPORT_SCHEMA's fields and VALID
+    lines: DataFrame  # every line read, valid or not (``valid()`` tells): the fields of REPORT_SCHEMA
 
 
 @dataclass(frozen=True)
@@ -59,16 +58,15 @@ def read_history(spark: SparkSession, path: str, parsed: str, since: datetime | 
             raw = raw.filter(F.col(PARTITION_COLUMN) <= F.lit(until.date()))
     names = REPORT_SCHEMA.fieldNames()
     typed = raw.select(*[F.col(name).try_cast("timestamp").alias(name) if name in TIMESTAMP_FIELDS else F.col(name) for name in names])
-    marked = typed.select(*names, valid().alias(VALID))
-    assert marked.drop(VALID).schema == REPORT_SCHEMA
+    assert typed.schema == REPORT_SCHEMA
     if since is not None:
-        marked = marked.filter(F.col("time").isNull() | (F.col("time") >= F.lit(since)))
+        typed = typed.filter(F.col("time").isNull() | (F.col("time") >= F.lit(since)))
     if until is not None:
-        marked = marked.filter(F.col("time").isNull() | (F.col("time") < F.lit(until)))
+        typed = typed.filter(F.col("time").isNull() | (F.col("time") < F.lit(until)))
     # Read and parse once: every report below starts from this copy.
-    marked.write.mode("overwrite").options(**_SCRATCH_PARQUET).parquet(parsed)
+    typed.write.mode("overwrite").options(**_SCRATCH_PARQUET).parquet(parsed)
     lines = spark.read.parquet(parsed)
-    return History(lines.filter(F.col(VALID)).drop(VALID), lines)
+    return History(lines.filter(valid()), lines)
 
 
 def valid() -> Column:
