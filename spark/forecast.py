@@ -27,7 +27,7 @@ def fitted_rows() -> Column:
 
 def _in_window(volumes: DataFrame, window_seconds: float):
     def step(rows: DataFrame) -> DataFrame:
-        last_seen = volumes.select(*VOLUME, epoch_seconds("last_fitted").alias("last_t")).filter(F.col("last_t").isNotNull())
+        last_seen = volumes.select(*VOLUME, epoch_seconds("last_fitted").alias("last_t"))
         with_t = rows.withColumn("t", epoch_seconds("time"))
         return with_t.join(F.broadcast(last_seen), list(VOLUME)).filter(F.col("t") >= F.col("last_t") - F.lit(window_seconds))
 

@@ -1,5 +1,6 @@
 """The shape of the report's plans where it decides the job's cost on a large history: every
-row goes through the episodes' sort once, and the small tables are never sorted by sampling."""
+row goes through the episodes' sort once, the episodes are not sorted by sampling, and the
+forecast reads the rows once."""
 
 from __future__ import annotations
 
