@@ -21,11 +21,11 @@ from collections import deque
 from typing import Any
 
 import kafka.errors as kafka_errors
-from kafka import KafkaAdminClient
 from kafka.future import Future
 from kafka.protocol.admin import DescribeClusterRequest, DescribeLogDirsRequest
 
 from app.clock import Clock, system_clock
+from app.volumes.admin_connection import AdminConnection
 from app.volumes.model import ObservationRound, VolumeObservation
 from app.volumes.tls import TlsFiles, TlsMaterialError
 
@@ -87,90 +87,61 @@ class KafkaVolumeSource:
         clock: Clock = system_clock,
         client_id: str = "kafka-throttle-service",
         tls: TlsFiles | None = None,
+        interval_seconds: float = 1.0,
     ) -> None:
-        self._bootstrap_servers = bootstrap_servers
         self._timeout_ms = max(1, int(request_timeout_seconds * 1000))
-        self._admin_config = {"client_id": client_id, **(admin_config or {})}
         self._clock = clock
-        self._admin: KafkaAdminClient | None = None
+        self._connection = AdminConnection(
+            bootstrap_servers,
+            self._timeout_ms,
+            {"client_id": client_id, **(admin_config or {})},
+            tls=tls,
+            round_interval_ms=int(interval_seconds * 1000),
+        )
         self._tls = tls
-        # Digest of the TLS files the current (or last) client was built from.
-        self._tls_loaded: tuple[tuple[str, str], ...] | None = None
-        self._connected = False
         # DescribeLogDirs version used per broker in the latest round (for diagnostics/tests).
         self.log_dirs_versions: dict[int, int] = {}
         # Partitions listed in the latest round's answers: 0 as long as the empty topic list works.
         self.topics_listed = 0
 
     @property
-    def connected(self) -> bool:
-        return self._connected
-
-    def _client(self) -> KafkaAdminClient:
-        if self._admin is None:
-            tls_config: dict[str, Any] = {}
-            if self._tls is not None:
-                self._tls_loaded = self._tls.fingerprint()
-                tls_config["ssl_context"] = self._tls.context()  # reads the files now
-            self._admin = KafkaAdminClient(
-                bootstrap_servers=self._bootstrap_servers,
-                request_timeout_ms=self._timeout_ms,
-                bootstrap_timeout_ms=self._timeout_ms,
-                **self._admin_config,
-                **tls_config,
-            )
-        return self._admin
+    def connection(self) -> AdminConnection:
+        return self._connection
 
     def _reload_tls_if_changed(self) -> None:
-        """Rebuild the client when a certificate, key or trust store changed on disk: open
+        """Rebuild the connection when a certificate, key or trust store changed on disk: open
         connections keep the old material for as long as they live otherwise."""
-        if self._tls is None or self._tls_loaded is None:
-            return
-        current = self._tls.fingerprint()
-        if current == self._tls_loaded:
-            return
-        changed = [path for (path, digest), (_, before) in zip(current, self._tls_loaded) if digest != before]
-        log.info("admin client TLS files changed (%s): reconnecting with the new material", ", ".join(changed) or "paths")
-        self._tls_loaded = current
-        self._reset()
-
-    def _reset(self) -> None:
-        admin, self._admin = self._admin, None
-        if admin is not None:
-            try:
-                admin.close()
-            except Exception:  # closing a broken client must not break the round
-                log.debug("closing the admin client failed", exc_info=True)
+        changed = self._connection.tls_changed()
+        if changed:
+            log.info("admin client TLS files changed (%s): reconnecting with the new material", ", ".join(changed))
+            self._connection.rebuild()
 
     def close(self) -> None:
-        self._reset()
+        self._connection.close()
 
     def observe(self) -> ObservationRound:
         started = self._clock()
         wall_started = time.time()
         self._reload_tls_if_changed()
         try:
-            admin = self._client()
-            active = admin._manager.run(self._describe_cluster, admin._manager)
+            registered = self._connection.run(self._describe_cluster)
         except TlsMaterialError as exc:
-            self._connected = False
             return ObservationRound(started, self._clock(), error=f"admin client TLS material unusable: {exc}")
         except Exception as exc:
-            self._connected = False
-            self._reset()  # start from a fresh bootstrap next round
+            self._connection.rebootstrap()  # ask the bootstrap servers afresh next round
             error = f"DescribeCluster failed: {_describe(exc)}"
             cause = CLIENT_ERRORS.since(wall_started)
             if cause and cause not in error:
                 error += f"; client error: {cause}"
             return ObservationRound(started, self._clock(), error=error)
-        self._connected = True
+        active, fenced = registered
         if not active:
-            return ObservationRound(started, self._clock(), error="DescribeCluster listed no active broker")
+            return ObservationRound(started, self._clock(), fenced_brokers=fenced, error="DescribeCluster listed no active broker")
         try:
-            answers = admin._manager.run(self._describe_log_dirs, admin._manager, active)
+            answers = self._connection.run(self._describe_log_dirs, active)
         except Exception as exc:
-            self._reset()
-            return ObservationRound(started, self._clock(), active, error=f"DescribeLogDirs failed: {_describe(exc)}")
+            self._connection.rebootstrap()
+            return ObservationRound(started, self._clock(), active, fenced_brokers=fenced, error=f"DescribeLogDirs failed: {_describe(exc)}")
         finished = self._clock()
         observations: list[VolumeObservation] = []
         missing: dict[int, str] = {}
@@ -200,11 +171,12 @@ class KafkaVolumeSource:
                     )
                 )
         if len(missing) == len(active):
-            self._reset()
-        return ObservationRound(started, finished, active, tuple(observations), missing)
+            self._connection.rebootstrap()
+        return ObservationRound(started, finished, active, tuple(observations), missing, fenced_brokers=fenced)
 
-    async def _describe_cluster(self, manager: Any) -> tuple[int, ...]:
-        """The ids of the active (unfenced) brokers.
+    async def _describe_cluster(self, manager: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The ids of the active (unfenced) brokers and of the fenced ones: KRaft keeps a broker
+        that stopped or halted registered, but fenced (listed with IncludeFencedBrokers, KIP-1073).
 
         The request goes to up to three brokers at once and the first answer wins, so one
         hung broker cannot fail the round (kafka-python's describe_cluster asks a single one)."""
@@ -234,7 +206,9 @@ class KafkaVolumeSource:
         response = await manager.wait_for(first_answer, self._timeout_ms)
         if response.error_code:
             raise kafka_errors.for_code(response.error_code)(response.error_message or "")
-        return tuple(sorted(b.broker_id for b in response.brokers if not getattr(b, "is_fenced", False)))
+        fenced = tuple(sorted(b.broker_id for b in response.brokers if getattr(b, "is_fenced", False)))
+        active = tuple(sorted(b.broker_id for b in response.brokers if not getattr(b, "is_fenced", False)))
+        return active, fenced
 
     async def _describe_log_dirs(self, manager: Any, broker_ids: tuple[int, ...]) -> dict[int, Any]:
         """Send DescribeLogDirs to every broker before awaiting any answer."""

@@ -43,7 +43,9 @@ class ObservationRound:
 
     ``error`` is set when the round produced nothing (cluster unreachable, DescribeCluster
     failed). Otherwise ``missing_brokers`` maps each active broker that did not answer to the
-    reason, and the round is complete only when that map is empty."""
+    reason, and the round is complete only when that map is empty. ``fenced_brokers`` are
+    registered but fenced (stopped, or halted by a failed disk): DescribeCluster lists them,
+    nobody asks them for their log dirs."""
 
     started_at: float
     finished_at: float
@@ -51,6 +53,7 @@ class ObservationRound:
     observations: tuple[VolumeObservation, ...] = ()
     missing_brokers: dict[int, str] = field(default_factory=dict)
     error: str | None = None
+    fenced_brokers: tuple[int, ...] = ()
 
     @property
     def failed(self) -> bool:
@@ -59,6 +62,11 @@ class ObservationRound:
     @property
     def complete(self) -> bool:
         return self.error is None and not self.missing_brokers
+
+    @property
+    def cluster_answered(self) -> bool:
+        """DescribeCluster answered: the service reached the cluster this round."""
+        return bool(self.active_brokers or self.fenced_brokers)
 
     @property
     def answered_brokers(self) -> tuple[int, ...]:

@@ -12,9 +12,4 @@ class VolumeSource(Protocol):
         """Run one observation round. Blocking; never raises: failures are in the round."""
         ...
 
-    @property
-    def connected(self) -> bool:
-        """Whether the latest round reached the cluster (the admin connection status)."""
-        ...
-
     def close(self) -> None: ...
