@@ -53,6 +53,7 @@ def kafka_source_from(settings: Settings, clock: Clock) -> VolumeSource:
         admin_config.settings,
         clock=clock,
         tls=admin_config.tls,
+        interval_seconds=settings.storage_check_interval.total_seconds(),
     )
 
 
@@ -71,6 +72,7 @@ def build_observer(settings: Settings, clock: Clock, source: VolumeSource | None
         settings.throttle_factor_fallback,
         started_at=clock(),
         enabled=settings.observation_enabled,
+        keep_fenced=settings.fenced_broker_observations == "keep",
     )
     return Observer(decider, ServiceMetrics(registry), clock, source, settings.storage_check_interval.total_seconds())
 

@@ -46,6 +46,11 @@ class ServiceMetrics:
         self.active_brokers = Gauge(  # [ActiveBrokers]
             "kafka_throttle_active_brokers", "Active brokers in the latest successful round", registry=registry
         )
+        self.fenced_brokers = Gauge(
+            "kafka_throttle_fenced_brokers",
+            "Brokers DescribeCluster lists as registered but fenced (stopped, or halted by a failed disk)",
+            registry=registry,
+        )
         self.active_log_dirs = Gauge(  # [ActiveLogDirs]
             "kafka_throttle_active_log_dirs", "Log dirs in the cached cluster view", registry=registry
         )
@@ -97,8 +102,9 @@ class ServiceMetrics:
     def bind_volumes(self, volumes: Callable[[], Iterable[VolumeObservation]]) -> None:
         self.registry.register(VolumeCollector(volumes))
 
-    def record_evaluation(self, evaluation: Evaluation, active_brokers: int) -> None:
+    def record_evaluation(self, evaluation: Evaluation, active_brokers: int, fenced_brokers: int = 0) -> None:
         self.active_brokers.set(active_brokers)
+        self.fenced_brokers.set(fenced_brokers)
         self.active_log_dirs.set(evaluation.volume_count)
         self.unjudged_log_dirs.set(len(evaluation.unjudged))
         if evaluation.breaching:

@@ -19,6 +19,10 @@ router = APIRouter(tags=["volumes"])
 class CachedVolume(VolumeEntry):
     age_seconds: float = Field(description="Seconds since this observation was made")
     broker_active: bool = Field(description="The broker was listed by DescribeCluster in the latest round")
+    expires_at: str = Field(
+        description="When this observation leaves the view unless a round renews it (a fenced broker's is renewed by "
+        "every round that lists it, with the keep policy)"
+    )
     error: str | None = Field(description="Kafka error reported for this log dir (e.g. KAFKA_STORAGE_ERROR)")
     status: VolumeStatus
 
@@ -44,6 +48,8 @@ class VolumesView(BaseModel):
                             "reason": "hard limit",
                             "age_seconds": 3.2,
                             "broker_active": True,
+                            "broker_fenced": False,
+                            "expires_at": "2026-11-21T16:45:00.000Z",
                             "error": None,
                             "status": "breaching",
                         }
@@ -66,14 +72,17 @@ async def volumes(observer: Annotated[Observer, Depends(get_observer)]) -> Volum
     now = observer.clock()
     breaching = {(v.broker_id, v.log_dir) for v in observer.board.current().model.breaching}
     active = set(decider.active_brokers)
+    step = decider.view_at(now)
     entries = []
-    for volume in sorted(decider.cache.volumes(), key=lambda v: v.key):
+    for cached in sorted(step.volumes if step is not None else (), key=lambda e: e.key):
+        volume = cached.observation
         verdict = judge_volume(decider.policy, volume, volume.key in breaching)
         entries.append(
             CachedVolume(
-                **volume_entry(verdict).model_dump(),
+                **volume_entry(verdict, {volume.broker_id} if cached.broker_fenced else ()).model_dump(),
                 age_seconds=round(max(0.0, now - volume.observed_at), 3),
                 broker_active=volume.broker_id in active,
+                expires_at=iso_instant(decider.cache.expires_at(cached)) or "",
                 error=volume.error,
                 status=verdict.status,
             )

@@ -16,7 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from app.redaction import HIDDEN, is_secret_key, secret_values_of
@@ -99,6 +99,14 @@ class Settings(BaseSettings):
         STATIC_PREFIX + "throttle.factor.validity.duration",
         DURATION_HINT + ", greater than zero",
         "How long a computed factor, and each volume observation, stays valid.",
+    )
+    fenced_broker_observations: Literal["keep", "expire"] = setting(
+        "keep",
+        SERVICE_PREFIX + "fenced.broker.observations",
+        "keep or expire",
+        "A broker that DescribeCluster lists as fenced (stopped, or halted by a failed disk): keep its last "
+        "observation for as long as it stays registered, or let it expire after the validity duration like "
+        "an unregistered broker's.",
     )
     storage_per_volume_limit_min_available_bytes: int | None = setting(
         None,
@@ -390,10 +398,12 @@ class Settings(BaseSettings):
             raise ValueError("out of range")
         return value
 
-    @field_validator("log_level", mode="before")
+    @field_validator("log_level", "fenced_broker_observations", mode="before")
     @classmethod
-    def _upper(cls, value: Any) -> Any:
-        return value.upper() if isinstance(value, str) else value
+    def _case(cls, value: Any, info: ValidationInfo) -> Any:
+        if not isinstance(value, str):
+            return value
+        return value.upper() if info.field_name == "log_level" else value.lower()
 
     @property
     def secret_values(self) -> frozenset[str]:

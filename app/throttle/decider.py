@@ -4,9 +4,12 @@ No I/O and no clock of its own: rounds carry their time and reads pass ``now``."
 
 from __future__ import annotations
 
-from app.policy.limits import Evaluation, StoragePolicy, evaluate
+from dataclasses import replace
+
+from app.policy.limits import Evaluation, StoragePolicy
 from app.throttle.decision import ThrottleDecision, assemble
 from app.throttle.factor import FactorReading, ThrottleFactorHolder
+from app.throttle.timeline import Step, Timeline, ViewTimeline
 from app.volumes.cache import VolumeCache
 from app.volumes.model import ObservationRound, VolumeKey, VolumeObservation
 
@@ -19,53 +22,68 @@ class ThrottleDecider:
         fallback: float,
         started_at: float,
         enabled: bool = True,
+        keep_fenced: bool = True,
     ) -> None:
         self.policy = policy
         self.fallback = fallback
         self.validity_seconds = validity_seconds
-        self.cache = VolumeCache(validity_seconds)
+        self.cache = VolumeCache(validity_seconds, keep_fenced)
         self.holder = ThrottleFactorHolder(validity_seconds, fallback, started_at, enabled)
         self.evaluation: Evaluation | None = None
         self.latest_round: ObservationRound | None = None
         self.active_brokers: tuple[int, ...] = ()
+        self.fenced_brokers: tuple[int, ...] = ()
         self.evicted: list[VolumeObservation] = []
         self._breaching: frozenset[VolumeKey] = frozenset()
+        self._view: Timeline | None = None  # the latest round's view of the cache over time
 
     def apply_round(self, round_: ObservationRound) -> Evaluation:
         now = round_.finished_at
         self.latest_round = round_
-        if not round_.failed:
+        if round_.cluster_answered:
             self.active_brokers = round_.active_brokers
-            self.cache.record_round(round_.answered_brokers, round_.observations)
+            self.fenced_brokers = round_.fenced_brokers
+        self.cache.record_round(round_)
         self.evicted = self.cache.evict_expired(now)
-        volumes = self.cache.volumes()
-        evaluation = evaluate(self.policy, volumes, self._breaching)
+        entries = self.cache.entries()
+        view = ViewTimeline(
+            self.policy, entries, [self.cache.expires_at(e) for e in entries], self._breaching, now, self.validity_seconds
+        )
+        step = view.at(now)
+        assert step is not None  # nothing in the cache has expired at now
+        evaluation = step.evaluation
         self.evaluation = evaluation
         self._breaching = evaluation.breaching_keys
-
-        # The decision is only as fresh as the oldest observation it rests on.
-        data_valid_until = min((v.observed_at for v in volumes), default=now) + self.validity_seconds
+        self._view = view
         covered = self.cache.brokers()
-        if round_.failed:
-            self.holder.record_failure()
-        elif all(broker in covered for broker in round_.active_brokers):
-            self.holder.record_success(evaluation.factor, now, data_valid_until)
+        if not round_.failed and all(broker in covered for broker in round_.active_brokers):
+            self.holder.record_success(view)
         else:
-            self.holder.record_failure(evaluation.factor, data_valid_until)
+            self.holder.record_failure(view)
         return evaluation
 
     def reading(self, now: float) -> FactorReading:
         return self.holder.read(now)
 
+    def view_at(self, now: float) -> Step | None:
+        """The cached observations valid at ``now`` and their evaluation (None before the
+        first round and once everything has expired)."""
+        return self._view.at(now) if self._view is not None else None
+
     def decision(self, now: float) -> tuple[ThrottleDecision, FactorReading]:
         reading = self.holder.read(now)
+        step = self.view_at(now)
+        view_change = self._view.next_change_after(now) if self._view is not None else None
+        if view_change is not None and (reading.next_change_at is None or view_change < reading.next_change_at):
+            reading = replace(reading, next_change_at=view_change)
         decision = assemble(
             reading,
             self.policy,
             self.fallback,
-            self.evaluation,
+            step.evaluation if step is not None else None,
             self.latest_round,
             active_brokers=len(self.active_brokers),
-            active_log_dirs=len(self.cache),
+            active_log_dirs=len(step.volumes) if step is not None else 0,
+            fenced=[entry for entry in step.volumes if entry.broker_fenced] if step is not None else (),
         )
         return decision, reading

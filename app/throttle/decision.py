@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -9,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.policy.limits import Evaluation, LimitKind, State, StoragePolicy, VolumeVerdict
 from app.throttle.factor import FactorReading, FactorSource
 from app.timefmt import iso_instant
+from app.volumes.cache import CachedVolume
 from app.volumes.model import ObservationRound
 
 
@@ -23,6 +25,9 @@ class VolumeEntry(BaseModel):
     observed_at: str
     factor: float = Field(description="The factor this volume asks for")
     reason: str = Field(description="Why the volume is listed: hard limit, soft limit, log dir error, ...")
+    broker_fenced: bool = Field(
+        False, description="The broker is registered but fenced (stopped or halted): this is its last observation, kept"
+    )
 
 
 class Limits(BaseModel):
@@ -35,6 +40,12 @@ class Limits(BaseModel):
 class MissingBroker(BaseModel):
     broker_id: int
     reason: str
+
+
+class FencedBroker(BaseModel):
+    broker_id: int
+    last_observed_at: str = Field(description="When the kept observation of this broker was made")
+    log_dirs: int = Field(description="Log dirs of this broker kept in the view")
 
 
 class RoundSummary(BaseModel):
@@ -57,6 +68,9 @@ class ThrottleDecision(BaseModel):
     unjudged: list[VolumeEntry] = Field(description="Log dirs without TotalBytes/UsableBytes (-1), counted but not judged")
     active_brokers: int = Field(description="Brokers listed by DescribeCluster in the latest successful round")
     active_log_dirs: int = Field(description="Log dirs in the cached cluster view")
+    fenced_brokers: list[FencedBroker] = Field(
+        description="Registered but fenced brokers (stopped, or halted by a failed disk) whose last observation is in the view"
+    )
     round: RoundSummary
 
     model_config = ConfigDict(
@@ -86,6 +100,7 @@ class ThrottleDecision(BaseModel):
                     "unjudged": [],
                     "active_brokers": 3,
                     "active_log_dirs": 3,
+                    "fenced_brokers": [],
                     "round": {"observed_at": "2026-11-21T16:40:00.000Z", "complete": True, "missing_brokers": [], "error": None},
                 }
             ]
@@ -93,7 +108,7 @@ class ThrottleDecision(BaseModel):
     )
 
 
-def volume_entry(verdict: VolumeVerdict) -> VolumeEntry:
+def volume_entry(verdict: VolumeVerdict, fenced: Collection[int] = ()) -> VolumeEntry:
     volume = verdict.volume
     return VolumeEntry(
         broker_id=volume.broker_id,
@@ -104,7 +119,22 @@ def volume_entry(verdict: VolumeVerdict) -> VolumeEntry:
         observed_at=iso_instant(volume.observed_at) or "",
         factor=verdict.factor,
         reason=verdict.reason,
+        broker_fenced=volume.broker_id in fenced,
     )
+
+
+def fenced_brokers(fenced: Collection[CachedVolume]) -> list[FencedBroker]:
+    by_broker: dict[int, list[CachedVolume]] = {}
+    for entry in fenced:
+        by_broker.setdefault(entry.observation.broker_id, []).append(entry)
+    return [
+        FencedBroker(
+            broker_id=broker_id,
+            last_observed_at=iso_instant(min(e.observation.observed_at for e in entries)) or "",
+            log_dirs=len(entries),
+        )
+        for broker_id, entries in sorted(by_broker.items())
+    ]
 
 
 def limits_of(policy: StoragePolicy) -> Limits:
@@ -124,6 +154,7 @@ def assemble(
     latest_round: ObservationRound | None,
     active_brokers: int,
     active_log_dirs: int,
+    fenced: Collection[CachedVolume] = (),
 ) -> ThrottleDecision:
     show_volumes = evaluation is not None and reading.source is not FactorSource.DISABLED
     round_summary = RoundSummary(
@@ -134,6 +165,7 @@ def assemble(
         ],
         error=latest_round.error if latest_round else None,
     )
+    fenced_ids = {entry.observation.broker_id for entry in fenced}
     return ThrottleDecision(
         factor=reading.factor,
         state=State.of(reading.factor).value,
@@ -142,10 +174,11 @@ def assemble(
         valid_until=iso_instant(reading.valid_until),
         fallback_factor=fallback,
         limits=limits_of(policy),
-        breaching=[volume_entry(v) for v in evaluation.breaching] if show_volumes else [],
-        ramping=[volume_entry(v) for v in evaluation.ramping] if show_volumes else [],
-        unjudged=[volume_entry(v) for v in evaluation.unjudged] if show_volumes else [],
+        breaching=[volume_entry(v, fenced_ids) for v in evaluation.breaching] if show_volumes else [],
+        ramping=[volume_entry(v, fenced_ids) for v in evaluation.ramping] if show_volumes else [],
+        unjudged=[volume_entry(v, fenced_ids) for v in evaluation.unjudged] if show_volumes else [],
         active_brokers=active_brokers,
         active_log_dirs=active_log_dirs,
+        fenced_brokers=fenced_brokers(fenced) if show_volumes else [],
         round=round_summary,
     )

@@ -1,7 +1,8 @@
 """The throttle factor lifecycle of Strimzi proposal 047: validity and fallback.
 
-A successful evaluation yields a factor valid until its ``valid_until``. Failed or incomplete
-rounds keep the last valid factor until it expires; then the fallback factor applies until
+A successful round yields a timeline of factors (one per set of observations still valid, see
+app/throttle/timeline.py), valid until its last observation expires. Failed or incomplete
+rounds keep the last valid timeline until it ends; then the fallback factor applies until
 the next success. Expiry is judged when the factor is read, against an injectable clock,
 never by a timer. At start-up the service behaves as if a factor of 1.0 had been computed at
 that moment (as the Strimzi plugin does), so a restart never pauses a healthy cluster.
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+
+from app.throttle.timeline import SteadyTimeline, Timeline
 
 
 class FactorSource(str, enum.Enum):
@@ -34,14 +37,6 @@ class FactorReading:
     next_change_at: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class _Valid:
-    factor: float
-    computed_at: float
-    valid_until: float
-    initial: bool = False
-
-
 class ThrottleFactorHolder:
     def __init__(self, validity_seconds: float, fallback: float, started_at: float, enabled: bool = True) -> None:
         if validity_seconds <= 0:
@@ -49,45 +44,51 @@ class ThrottleFactorHolder:
         self._validity = validity_seconds
         self._fallback = fallback
         self._enabled = enabled
-        self._last_valid = _Valid(1.0, started_at, started_at + validity_seconds, initial=True)
+        self._last_valid: Timeline = SteadyTimeline(1.0, started_at, started_at + validity_seconds)
+        self._initial = True
         self._latest_succeeded = True
-        self._cap: tuple[float, float] | None = None  # (known factor, valid until)
+        self._known: Timeline | None = None  # what an incomplete or failed round still knew
 
     @property
     def validity_seconds(self) -> float:
         return self._validity
 
-    def record_success(self, factor: float, computed_at: float, valid_until: float | None = None) -> None:
-        until = computed_at + self._validity if valid_until is None else valid_until
-        self._last_valid = _Valid(factor, computed_at, until)
+    def record_success(self, timeline: Timeline) -> None:
+        self._last_valid = timeline
+        self._initial = False
         self._latest_succeeded = True
-        self._cap = None
+        self._known = None
 
-    def record_failure(self, known_factor: float | None = None, known_until: float | None = None) -> None:
+    def record_failure(self, known: Timeline | None = None) -> None:
+        """A round that failed or left an active broker without data. ``known`` is what the
+        cached observations still say: it caps the reading while it lasts, so missing data
+        never makes the cluster look healthier than what was seen."""
         self._latest_succeeded = False
-        if known_factor is not None and known_until is not None and known_factor < 1.0:
-            self._cap = (known_factor, known_until)
+        if known is not None:
+            self._known = known
 
     def read(self, now: float) -> FactorReading:
         if not self._enabled:
             return FactorReading(1.0, FactorSource.DISABLED, None, None, None)
-        valid = self._last_valid
-        if now <= valid.valid_until:
-            if valid.initial:
+        timeline = self._last_valid
+        step = timeline.at(now)
+        if step is not None:
+            if self._initial:
                 source = FactorSource.INITIAL
             else:
                 source = FactorSource.OBSERVED if self._latest_succeeded else FactorSource.LAST_VALID
-            reading = FactorReading(valid.factor, source, valid.computed_at, valid.valid_until, valid.valid_until)
+            reading = FactorReading(step.factor, source, step.start, step.valid_until, timeline.next_change_after(now))
         else:
             # The fallback has no expiry of its own; it started when the last factor expired.
-            reading = FactorReading(self._fallback, FactorSource.FALLBACK, valid.valid_until, None, None)
-        if self._cap is not None:
-            cap_factor, cap_until = self._cap
-            if now <= cap_until:
-                next_change = cap_until if reading.next_change_at is None else min(cap_until, reading.next_change_at)
-                if cap_factor < reading.factor:
-                    valid_until = cap_until if reading.valid_until is None else min(cap_until, reading.valid_until)
-                    reading = FactorReading(cap_factor, reading.source, reading.computed_at, valid_until, next_change)
-                else:
-                    reading = FactorReading(reading.factor, reading.source, reading.computed_at, reading.valid_until, next_change)
+            reading = FactorReading(self._fallback, FactorSource.FALLBACK, timeline.end, None, None)
+        known = self._known.at(now) if self._known is not None else None
+        if known is not None:
+            assert self._known is not None
+            change = self._known.next_change_after(now)
+            next_change = change if reading.next_change_at is None or change is None else min(change, reading.next_change_at)
+            if known.factor < reading.factor:
+                valid_until = known.valid_until if reading.valid_until is None else min(known.valid_until, reading.valid_until)
+                reading = FactorReading(known.factor, reading.source, reading.computed_at, valid_until, next_change)
+            else:
+                reading = FactorReading(reading.factor, reading.source, reading.computed_at, reading.valid_until, next_change)
         return reading

@@ -126,22 +126,34 @@ def test_a_frozen_broker_marks_the_round_incomplete_without_voiding_the_others(k
     assert round_.finished_at - round_.started_at < 2 * 2
 
 
-def test_a_stopped_broker_keeps_its_last_observation_until_the_validity_expires(kafka_cluster, start_service):
+def test_a_stopped_broker_is_kept_while_registered_or_with_expire_forgotten_after_the_validity(kafka_cluster, start_service):
     validity = 8.0
-    service = start_service(**FAST, throttle_factor_validity_duration="PT8S", storage_per_volume_limit_min_available_bytes=str(8 * MiB))
-    service.wait_for(lambda d: d["source"] == "observed" and d["active_log_dirs"] == 3, 10, "observed")
+    settings = {**FAST, "throttle_factor_validity_duration": "PT8S", "storage_per_volume_limit_min_available_bytes": str(8 * MiB)}
+    keeping = start_service(**settings)
+    expiring = start_service(**settings, fenced_broker_observations="expire")
+    for service in (keeping, expiring):
+        service.wait_for(lambda d: d["source"] == "observed" and d["active_log_dirs"] == 3, 10, "observed")
     kafka_cluster.stop_broker(2)
     stopped_at = time.monotonic()
     try:
-        decision, _ = service.wait_for(lambda d: d["active_brokers"] == 2, 15, "broker 2 leaving DescribeCluster")
-        assert decision["active_log_dirs"] == 3  # still remembered
-        assert any(v["broker_id"] == 2 and not v["broker_active"] for v in service.client.get("/volumes").json()["volumes"])
-        decision, _ = service.wait_for(lambda d: d["active_log_dirs"] == 2, validity + 5, "broker 2 forgotten")
+        for service in (keeping, expiring):
+            decision, _ = service.wait_for(lambda d: d["active_brokers"] == 2, 15, "broker 2 leaving DescribeCluster")
+            assert decision["active_log_dirs"] == 3  # still remembered
+            assert any(v["broker_id"] == 2 and not v["broker_active"] and v["broker_fenced"] for v in service.client.get("/volumes").json()["volumes"])
+        decision, _ = expiring.wait_for(lambda d: d["active_log_dirs"] == 2, validity + 5, "broker 2 forgotten")
         assert time.monotonic() - stopped_at >= validity - 1
+        assert decision["source"] == "observed" and decision["factor"] == 1.0
+        # A gracefully stopped broker stays registered, fenced: with "keep" its observation stays.
+        time.sleep(2)
+        decision = keeping.decision()
+        assert decision["active_log_dirs"] == 3 and [f["broker_id"] for f in decision["fenced_brokers"]] == [2], decision
+        kept = [v for v in keeping.client.get("/volumes").json()["volumes"] if v["broker_id"] == 2]
+        assert kept and all(v["broker_fenced"] and v["age_seconds"] > validity for v in kept), kept
         assert decision["source"] == "observed" and decision["factor"] == 1.0
     finally:
         kafka_cluster.start_broker(2)
-    service.wait_for(lambda d: d["active_brokers"] == 3 and d["active_log_dirs"] == 3, 30, "broker 2 back")
+    for service in (keeping, expiring):
+        service.wait_for(lambda d: d["active_brokers"] == 3 and d["active_log_dirs"] == 3 and d["fenced_brokers"] == [], 30, "broker 2 back")
 
 
 def test_all_brokers_stopped_gives_last_valid_then_fallback(kafka_cluster, start_service):

@@ -1,16 +1,20 @@
-"""The cache of last observations per (broker, log dir)."""
+"""The cache of last observations per (broker, log dir), and how long each stays in the view."""
 
 from app.volumes.cache import VolumeCache
-from app.volumes.model import VolumeObservation
+from app.volumes.model import ObservationRound, VolumeObservation
 
 
 def obs(broker: int, log_dir: str, at: float, usable: int = 100) -> VolumeObservation:
     return VolumeObservation(broker, log_dir, 1000, usable, observed_at=at)
 
 
+def round_at(at: float, active: list[int], observations: list[VolumeObservation], fenced: tuple[int, ...] = ()) -> ObservationRound:
+    return ObservationRound(at, at, tuple(active), tuple(observations), fenced_brokers=fenced)
+
+
 def test_eviction_happens_only_past_the_validity_boundary():
     cache = VolumeCache(validity_seconds=300)
-    cache.record_round([1], [obs(1, "/a", at=0.0)])
+    cache.record_round(round_at(0.0, [1], [obs(1, "/a", at=0.0)]))
     assert cache.evict_expired(300.0) == []  # exactly validity old: kept
     assert len(cache) == 1
     evicted = cache.evict_expired(300.001)
@@ -20,8 +24,8 @@ def test_eviction_happens_only_past_the_validity_boundary():
 
 def test_a_broker_missing_from_a_round_keeps_its_last_observation():
     cache = VolumeCache(300)
-    cache.record_round([1, 2], [obs(1, "/a", 0.0), obs(2, "/b", 0.0)])
-    cache.record_round([1], [obs(1, "/a", 60.0, usable=50)])
+    cache.record_round(round_at(0.0, [1, 2], [obs(1, "/a", 0.0), obs(2, "/b", 0.0)]))
+    cache.record_round(round_at(60.0, [1], [obs(1, "/a", 60.0, usable=50)]))
     cache.evict_expired(60.0)
     by_key = {v.key: v for v in cache.volumes()}
     assert by_key[(2, "/b")].observed_at == 0.0
@@ -30,7 +34,52 @@ def test_a_broker_missing_from_a_round_keeps_its_last_observation():
 
 def test_an_answering_broker_replaces_all_its_log_dirs():
     cache = VolumeCache(300)
-    cache.record_round([1], [obs(1, "/a", 0.0), obs(1, "/b", 0.0)])
-    cache.record_round([1], [obs(1, "/a", 10.0)])
+    cache.record_round(round_at(0.0, [1], [obs(1, "/a", 0.0), obs(1, "/b", 0.0)]))
+    cache.record_round(round_at(10.0, [1], [obs(1, "/a", 10.0)]))
     assert [v.key for v in cache.volumes()] == [(1, "/a")]
     assert cache.brokers() == {1}
+
+
+def test_a_fenced_broker_keeps_its_observation_for_as_long_as_it_stays_registered():
+    cache = VolumeCache(validity_seconds=10, keep_fenced=True)
+    cache.record_round(round_at(0.0, [1, 2], [obs(1, "/a", 0.0), obs(2, "/b", 0.0, usable=0)]))
+    for at in range(1, 100):  # broker 2 halted: every round lists it as fenced
+        cache.record_round(round_at(float(at), [1], [obs(1, "/a", float(at))], fenced=(2,)))
+        assert cache.evict_expired(float(at)) == []
+    kept = {e.key: e for e in cache.entries()}[(2, "/b")]
+    assert (kept.observation.observed_at, kept.confirmed_at, kept.broker_fenced) == (0.0, 99.0, True)
+
+
+def test_an_unregistered_broker_is_forgotten_a_validity_after_it_was_last_confirmed():
+    cache = VolumeCache(validity_seconds=10, keep_fenced=True)
+    cache.record_round(round_at(0.0, [1, 2], [obs(1, "/a", 0.0), obs(2, "/b", 0.0)]))
+    cache.record_round(round_at(50.0, [1], [obs(1, "/a", 50.0)], fenced=(2,)))
+    cache.record_round(round_at(51.0, [1], [obs(1, "/a", 51.0)]))  # unregistered: no longer listed
+    entry = {e.key: e for e in cache.entries()}[(2, "/b")]
+    assert (entry.confirmed_at, entry.broker_fenced) == (50.0, False)
+    assert cache.evict_expired(60.0) == []
+    assert [v.key for v in cache.evict_expired(60.001)] == [(2, "/b")]
+
+
+def test_with_expire_a_fenced_broker_is_forgotten_like_an_unregistered_one():
+    cache = VolumeCache(validity_seconds=10, keep_fenced=False)
+    cache.record_round(round_at(0.0, [1, 2], [obs(1, "/a", 0.0), obs(2, "/b", 0.0)]))
+    cache.record_round(round_at(5.0, [1], [obs(1, "/a", 5.0)], fenced=(2,)))
+    entry = {e.key: e for e in cache.entries()}[(2, "/b")]
+    assert (entry.confirmed_at, entry.broker_fenced) == (0.0, True)
+    assert [v.key for v in cache.evict_expired(10.001)] == [(2, "/b")]
+
+
+def test_a_failed_round_confirms_nothing_and_changes_nothing():
+    cache = VolumeCache(validity_seconds=10, keep_fenced=True)
+    cache.record_round(round_at(0.0, [1], [obs(1, "/a", 0.0)], fenced=(2,)))
+    cache.record_round(ObservationRound(5.0, 5.0, error="DescribeCluster failed"))
+    assert [(e.key, e.confirmed_at) for e in cache.entries()] == [((1, "/a"), 0.0)]
+
+
+def test_a_round_that_lists_only_fenced_brokers_still_confirms_them():
+    # Every broker halted: DescribeCluster answers, but there is no active broker to ask.
+    cache = VolumeCache(validity_seconds=10, keep_fenced=True)
+    cache.record_round(round_at(0.0, [1], [obs(1, "/a", 0.0, usable=0)]))
+    cache.record_round(ObservationRound(30.0, 30.0, fenced_brokers=(1,), error="DescribeCluster listed no active broker"))
+    assert [(e.key, e.confirmed_at, e.broker_fenced) for e in cache.entries()] == [((1, "/a"), 30.0, True)]

@@ -110,3 +110,67 @@ def test_a_halted_broker_last_seen_breaching_keeps_the_pause_until_its_observati
     assert d.decision(120)[0].state == "PAUSE"
     d.apply_round(round_(121, [1], [obs(1, 500, 121)]))
     assert d.decision(121)[0].state == "OPEN", "forgotten once older than the validity duration"
+
+
+def fenced_round(at, brokers, observations, fenced, missing=None, error=None):
+    return ObservationRound(at, at, tuple(brokers), tuple(observations), missing or {}, error, fenced_brokers=tuple(fenced))
+
+
+def test_a_stale_observation_leaves_the_view_at_the_instant_it_expires_never_a_fallback():
+    # Broker 2 stopped at 0.5 s and is no longer listed; broker 1 answers every second. At
+    # 20.000 s broker 2's observation is exactly validity old (still valid); one millisecond
+    # later the view holds broker 1 alone, the factor is re-judged from it and stays observed.
+    d = ThrottleDecider(POLICY, 20.0, 0.0, started_at=0.0, keep_fenced=False)
+    d.apply_round(round_(0, [1, 2], [obs(1, 500, 0), obs(2, 150, 0)]))
+    for second in range(1, 21):
+        d.apply_round(round_(second, [1], [obs(1, 500, second)]))
+    decision, reading = d.decision(20.0)
+    assert (decision.source, decision.active_log_dirs, reading.next_change_at) == ("observed", 2, 20.0)
+    assert reading.valid_until == 20.0
+    for now in (20.001, 20.5, 20.999):
+        decision, reading = d.decision(now)
+        assert (decision.source, decision.factor, decision.active_log_dirs) == ("observed", 1.0, 1), now
+        assert reading.valid_until == 40.0 and reading.computed_at == 20.0
+
+
+def test_an_expiring_breach_re_judges_the_factor_from_the_volumes_left():
+    d = ThrottleDecider(POLICY, 20.0, 1.0, started_at=0.0, keep_fenced=False)
+    d.apply_round(round_(0, [1, 2], [obs(1, 500, 0), obs(2, 50, 0)]))
+    d.apply_round(round_(10, [1], [obs(1, 150, 10)]))  # broker 2 no longer listed
+    assert d.decision(20.0)[0].state == "PAUSE"
+    decision, _ = d.decision(20.001)
+    assert (decision.state, decision.source, decision.breaching) == ("OPEN", "observed", [])
+
+
+def test_with_keep_a_fenced_broker_holds_its_breach_for_as_long_as_it_is_registered():
+    d = ThrottleDecider(POLICY, 5.0, 1.0, started_at=0.0, keep_fenced=True)
+    d.apply_round(round_(0, [1, 2], [obs(1, 500, 0), obs(2, 50, 0)]))
+    for second in range(1, 1000):  # broker 2 halted by its full disk: registered, fenced
+        d.apply_round(fenced_round(second, [1], [obs(1, 500, second)], fenced=[2]))
+    decision, _ = d.decision(999.5)
+    assert (decision.state, decision.source) == ("PAUSE", "observed")
+    assert [(v.broker_id, v.broker_fenced, v.observed_at) for v in decision.breaching] == [(2, True, "1970-01-01T00:00:00.000Z")]
+    assert [(f.broker_id, f.log_dirs) for f in decision.fenced_brokers] == [(2, 1)]
+    # Unregistered at 1000 s: forgotten a validity after the last round that listed it (999 s).
+    d.apply_round(round_(1000, [1], [obs(1, 500, 1000)]))
+    assert d.decision(1004.0)[0].state == "PAUSE"
+    decision, _ = d.decision(1004.001)
+    assert (decision.state, decision.fenced_brokers, decision.active_log_dirs) == ("OPEN", [], 1)
+
+
+def test_with_expire_a_fenced_broker_is_forgotten_after_the_validity_duration():
+    d = ThrottleDecider(POLICY, 5.0, 1.0, started_at=0.0, keep_fenced=False)
+    d.apply_round(round_(0, [1, 2], [obs(1, 500, 0), obs(2, 50, 0)]))
+    for second in range(1, 10):
+        d.apply_round(fenced_round(second, [1], [obs(1, 500, second)], fenced=[2]))
+        assert d.decision(second)[0].state == ("PAUSE" if second <= 5 else "OPEN"), second
+
+
+def test_every_broker_fenced_keeps_the_pause_past_the_validity_even_with_an_open_fallback():
+    d = ThrottleDecider(POLICY, 5.0, 1.0, started_at=0.0, keep_fenced=True)
+    d.apply_round(round_(0, [1], [obs(1, 50, 0)]))
+    for second in range(1, 60):
+        d.apply_round(fenced_round(second, [], [], fenced=[1], error="DescribeCluster listed no active broker"))
+    decision, _ = d.decision(59.5)
+    assert (decision.factor, decision.state) == (0.0, "PAUSE")
+    assert decision.source in ("last-valid", "fallback")

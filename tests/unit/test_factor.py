@@ -4,8 +4,14 @@ import pytest
 
 from app.clock import ManualClock
 from app.throttle.factor import FactorSource, ThrottleFactorHolder
+from app.throttle.timeline import SteadyTimeline
 
 MINUTE = 60.0
+
+
+def succeed(holder: ThrottleFactorHolder, factor: float, at: float) -> None:
+    """A successful round at ``at`` whose observations all expire a validity later."""
+    holder.record_success(SteadyTimeline(factor, at, at + holder.validity_seconds))
 
 
 def test_proposal_047_example_timeline():
@@ -13,21 +19,21 @@ def test_proposal_047_example_timeline():
     clock = ManualClock(0.0)
     holder = ThrottleFactorHolder(validity_seconds=2 * MINUTE, fallback=0.0, started_at=clock())
     factors = []
-    holder.record_success(1.0, computed_at=clock())
+    succeed(holder, 1.0, clock())
     factors.append(holder.read(clock()).factor)
     for _ in range(3):
         clock.advance(MINUTE)
         holder.record_failure()
         factors.append(holder.read(clock()).factor)
     clock.advance(MINUTE)
-    holder.record_success(1.0, computed_at=clock())
+    succeed(holder, 1.0, clock())
     factors.append(holder.read(clock()).factor)
     assert factors == [1.0, 1.0, 1.0, 0.0, 1.0]
 
 
 def test_sources_follow_the_timeline():
     holder = ThrottleFactorHolder(120, 0.0, started_at=0.0)
-    holder.record_success(0.4, computed_at=0.0)
+    succeed(holder, 0.4, 0.0)
     assert holder.read(0.0).source is FactorSource.OBSERVED
     holder.record_failure()
     assert holder.read(60.0).source is FactorSource.LAST_VALID
@@ -39,7 +45,7 @@ def test_sources_follow_the_timeline():
 
 def test_expiry_is_exact_to_the_boundary():
     holder = ThrottleFactorHolder(120, 0.5, started_at=0.0)
-    holder.record_success(1.0, computed_at=10.0)
+    succeed(holder, 1.0, 10.0)
     assert holder.read(130.0).source is FactorSource.OBSERVED  # exactly validity old: still valid
     assert holder.read(130.000001).source is FactorSource.FALLBACK
     assert holder.read(130.000001).factor == 0.5
@@ -47,7 +53,7 @@ def test_expiry_is_exact_to_the_boundary():
 
 def test_reads_judge_expiry_without_any_new_round():
     holder = ThrottleFactorHolder(60, 0.0, started_at=0.0)
-    holder.record_success(1.0, computed_at=0.0)
+    succeed(holder, 1.0, 0.0)
     assert holder.read(59.0).factor == 1.0
     assert holder.read(61.0).factor == 0.0
 
@@ -66,14 +72,14 @@ def test_success_after_fallback_restores_the_observed_factor():
     holder = ThrottleFactorHolder(60, 0.0, started_at=0.0)
     holder.record_failure()
     assert holder.read(100.0).source is FactorSource.FALLBACK
-    holder.record_success(0.7, computed_at=100.0)
+    succeed(holder, 0.7, 100.0)
     assert (holder.read(100.0).factor, holder.read(100.0).source) == (0.7, FactorSource.OBSERVED)
 
 
 def test_a_known_breach_from_an_incomplete_round_caps_the_last_valid_factor():
     holder = ThrottleFactorHolder(120, 1.0, started_at=0.0)
-    holder.record_success(1.0, computed_at=0.0)
-    holder.record_failure(known_factor=0.0, known_until=150.0)
+    succeed(holder, 1.0, 0.0)
+    holder.record_failure(known=SteadyTimeline(0.0, 0.0, 150.0))
     reading = holder.read(60.0)
     assert (reading.factor, reading.source, reading.next_change_at) == (0.0, FactorSource.LAST_VALID, 120.0)
     # After the last valid factor expires the cap still beats an optimistic fallback ...
@@ -84,8 +90,8 @@ def test_a_known_breach_from_an_incomplete_round_caps_the_last_valid_factor():
 
 def test_a_success_clears_the_cap():
     holder = ThrottleFactorHolder(120, 1.0, started_at=0.0)
-    holder.record_failure(known_factor=0.0, known_until=100.0)
-    holder.record_success(1.0, computed_at=10.0)
+    holder.record_failure(known=SteadyTimeline(0.0, 0.0, 100.0))
+    succeed(holder, 1.0, 10.0)
     assert holder.read(20.0).factor == 1.0
 
 

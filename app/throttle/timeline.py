@@ -1,0 +1,123 @@
+"""What a set of cached observations says over time, as each of them expires in turn.
+
+Between two rounds nothing is observed, yet the view changes: an observation leaves it at the
+instant it becomes older than the validity duration. A round's timeline is the list of those
+instants, each with the evaluation of the observations still valid: the factor in force at
+any moment is read from it, so a stale observation leaves the decision exactly when it
+expires, and never makes the whole factor read as expired while newer observations are valid.
+
+Pure: no clock, no I/O. Later steps are evaluated the first time they are read."""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from app.policy.limits import Evaluation, StoragePolicy, evaluate
+from app.volumes.cache import CachedVolume
+from app.volumes.model import VolumeKey
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One stretch of a timeline: ``evaluation`` holds from ``start`` until ``valid_until``
+    (inclusive)."""
+
+    start: float
+    valid_until: float
+    evaluation: Evaluation
+    volumes: tuple[CachedVolume, ...]
+
+    @property
+    def factor(self) -> float:
+        return self.evaluation.factor
+
+
+class Timeline:
+    """Steps from ``start``; ``at(now)`` is None once everything has expired."""
+
+    def at(self, now: float) -> Step | None:
+        raise NotImplementedError
+
+    @property
+    def start(self) -> float:
+        raise NotImplementedError
+
+    @property
+    def end(self) -> float:
+        """The instant after which nothing is valid."""
+        raise NotImplementedError
+
+    def next_change_after(self, now: float) -> float | None:
+        """The first instant after ``now`` at which the step in force changes."""
+        raise NotImplementedError
+
+
+class SteadyTimeline(Timeline):
+    """One factor from ``start`` until ``until``: the start-up grace, or a test's factor."""
+
+    def __init__(self, factor: float, start: float, until: float) -> None:
+        self._step = Step(start, until, Evaluation(factor, (), (), (), 0), ())
+
+    def at(self, now: float) -> Step | None:
+        return self._step if now <= self._step.valid_until else None
+
+    @property
+    def start(self) -> float:
+        return self._step.start
+
+    @property
+    def end(self) -> float:
+        return self._step.valid_until
+
+    def next_change_after(self, now: float) -> float | None:
+        return self._step.valid_until if now <= self._step.valid_until else None
+
+
+class ViewTimeline(Timeline):
+    """The evaluations of the cached observations of one round, from the round on."""
+
+    def __init__(
+        self,
+        policy: StoragePolicy,
+        entries: list[CachedVolume],
+        expires_at: list[float],
+        previously_breaching: frozenset[VolumeKey],
+        start: float,
+        validity_seconds: float,
+    ) -> None:
+        order = sorted(range(len(entries)), key=expires_at.__getitem__)
+        self._entries = tuple(entries[i] for i in order)
+        self._expiries = [expires_at[i] for i in order]
+        # Distinct instants at which the view changes; an empty view is valid for the validity
+        # duration (a cluster that has no log dirs to judge is judged healthy, as a round).
+        self._bounds = sorted(set(self._expiries)) or [start + validity_seconds]
+        self._policy = policy
+        self._breaching = previously_breaching
+        self._start = start
+        self._steps: dict[int, Step] = {}
+
+    @property
+    def start(self) -> float:
+        return self._start
+
+    @property
+    def end(self) -> float:
+        return self._bounds[-1]
+
+    def at(self, now: float) -> Step | None:
+        index = bisect.bisect_left(self._bounds, now)  # the first bound at or after now
+        if index == len(self._bounds):
+            return None
+        step = self._steps.get(index)
+        if step is None:
+            first_valid = bisect.bisect_left(self._expiries, self._bounds[index])
+            volumes = self._entries[first_valid:]
+            evaluation = evaluate(self._policy, (entry.observation for entry in volumes), self._breaching)
+            start = self._start if index == 0 else self._bounds[index - 1]
+            step = self._steps[index] = Step(start, self._bounds[index], evaluation, volumes)
+        return step
+
+    def next_change_after(self, now: float) -> float | None:
+        index = bisect.bisect_left(self._bounds, now)
+        return self._bounds[index] if index < len(self._bounds) else None
