@@ -18,6 +18,7 @@ from app.throttle.decider import ThrottleDecider
 from app.throttle.decision import ThrottleDecision
 from app.throttle.factor import FactorSource
 from app.policy.limits import State
+from app.volumes.changes import ClusterChanges
 from app.volumes.model import ObservationRound
 from app.volumes.source import VolumeSource
 
@@ -48,8 +49,7 @@ class Observer:
         self.board: Board[ThrottleDecision] = Board(self._render, clock)
         self.board.on_change(self._on_decision_change)
         self.rounds = 0
-        self._missing: frozenset[int] = frozenset()
-        self._round_failed = False
+        self._changes = ClusterChanges(decider.validity_seconds, decider.cache.keeps_fenced)
         self._executor: ThreadPoolExecutor | None = None
         self.history: HistoryWriter | None = None  # set while the app runs with history on
         metrics.bind_reading(self._reading_for_metrics)
@@ -76,36 +76,20 @@ class Observer:
         self.rounds += 1
         evaluation = self.decider.apply_round(round_)
         self.metrics.round_duration.observe(max(0.0, round_.finished_at - round_.started_at))
-        self.metrics.admin_connected.set(0 if round_.failed else 1)
+        self.metrics.admin_connected.set(1 if round_.cluster_answered else 0)
         if round_.failed:
             self.metrics.observation_errors.labels("round").inc()
         if round_.missing_brokers:
             self.metrics.observation_errors.labels("broker").inc(len(round_.missing_brokers))
-        self.metrics.record_evaluation(evaluation, len(self.decider.active_brokers))
-        self._log_round_changes(round_)
+        self.metrics.record_evaluation(evaluation, len(self.decider.active_brokers), len(self.decider.fenced_brokers))
+        for change in self._changes.after_round(round_, self.decider.evicted, self.decider.cache.brokers()):
+            log.log(change.level, change.message)
         published = self.board.refresh()
         if self.history is not None:
             self.history.submit(round_, evaluation, published.model)
         return published
 
     # -- logging: one line per change --------------------------------------------------
-    def _log_round_changes(self, round_: ObservationRound) -> None:
-        if round_.failed != self._round_failed:
-            if round_.failed:
-                log.warning("observation failing: %s", round_.error)
-            else:
-                log.info("observation restored: %d active brokers", len(round_.active_brokers))
-            self._round_failed = round_.failed
-        missing = frozenset(round_.missing_brokers)
-        if not round_.failed and missing != self._missing:
-            for broker in sorted(missing - self._missing):
-                log.warning("broker %d missing from the round: %s", broker, round_.missing_brokers[broker])
-            for broker in sorted(self._missing - missing):
-                log.info("broker %d answering again", broker)
-            self._missing = missing
-        for volume in self.decider.evicted:
-            log.info("forgot broker %d log dir %s: last observed more than the validity duration ago", volume.broker_id, volume.log_dir)
-
     def _on_decision_change(self, new: Published[ThrottleDecision], old: Published[ThrottleDecision] | None) -> None:
         """Count a fallback taking over and log each change of source or state once."""
         decision = new.model
