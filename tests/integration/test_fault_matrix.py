@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from app.devcluster import LocalKafkaCluster
+from app.devcluster import LocalKafkaCluster, ensure_kafka_jars
 
 from .conftest import MiB, VOLUME_MIB, create_topic_on, delete_topic, fill, free_port
 from .shim_harness import (
@@ -93,9 +94,10 @@ def observed_service(whole_cluster, start_service, service_port):
 
 
 class DecisionRecorder:
-    """Polls /throttle-factor every 0.1 s on its own thread and keeps every decision seen."""
+    """Polls /throttle-factor every ``interval`` seconds on its own thread and keeps every decision seen."""
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, interval: float = 0.1) -> None:
+        self.interval = interval
         self.samples: list[tuple[float, dict]] = []
         self.errors: list[str] = []
         self._client = httpx.Client(base_url=base_url, timeout=5)
@@ -109,7 +111,7 @@ class DecisionRecorder:
                 self.samples.append((time.monotonic(), self._client.get("/throttle-factor").json()))
             except httpx.HTTPError as exc:
                 self.errors.append(repr(exc))
-            time.sleep(0.1)
+            time.sleep(self.interval)
 
     def seen(self, key: str, since: float = 0.0) -> set:
         return {decision[key] for at, decision in list(self.samples) if at >= since}
@@ -133,8 +135,8 @@ class DecisionRecorder:
 def recorder():
     recorders: list[DecisionRecorder] = []
 
-    def start(service) -> DecisionRecorder:
-        recorders.append(DecisionRecorder(service.base_url))
+    def start(service, interval: float = 0.1) -> DecisionRecorder:
+        recorders.append(DecisionRecorder(service.base_url, interval))
         return recorders[-1]
 
     yield start
@@ -301,9 +303,21 @@ def test_an_offline_log_dir_pauses_until_the_broker_brings_it_back(whole_cluster
         decision, _ = service.wait_for(lambda d: d["state"] == "OPEN" and d["round"]["complete"] and d["active_brokers"] == 3, 30, "OPEN")
         assert decision["breaching"] == []
         wait_for_shim_state(cluster, before, "OPEN", 15)
+        # Many rounds with the dir offline, one line when it went and one when it came back.
+        log = service.log()
+        assert log.count(f"log dir {offline_dir} offline: KAFKA_STORAGE_ERROR") == 1, log
+        assert log.count(f"log dir {offline_dir} back online") == 1, log
+        assert_no_line_repeated(log)
         print(f"\noffline log dir: producer errors while it failed: {producer_errors[:1]}; decisions {decisions.sequence('state', 'source')}")
     finally:
         load.stop()
+
+
+def assert_no_line_repeated(log: str) -> None:
+    """No message of the service's own loggers appears twice (timestamps aside)."""
+    messages = [line.split(" ", 2)[2] for line in log.splitlines() if " app." in line and line[:4].isdigit()]
+    repeated = {m for m in messages if messages.count(m) > 1}
+    assert not repeated, f"logged more than once: {sorted(repeated)}\n{log}"
 
 
 def _produce_expecting_failure(cluster: LocalKafkaCluster, topic: str) -> list[str]:
@@ -317,33 +331,106 @@ def _produce_expecting_failure(cluster: LocalKafkaCluster, topic: str) -> list[s
     return errors
 
 
+def halt_broker_with_a_full_disk(cluster: LocalKafkaCluster, service, broker_id: int, topic: str) -> float:
+    """Fill the broker's only log dir until Kafka halts the broker; returns when it was fenced."""
+    create_topic_on(cluster, topic, broker_id)
+    before = shim_states(cluster)
+    fill_with_file(cluster.mount_point(broker_id), leave=MiB)
+    decision, _ = service.wait_for(lambda d: d["state"] == "PAUSE", 10, f"PAUSE from broker {broker_id}'s volume past the hard limit")
+    assert {e["broker_id"] for e in decision["breaching"]} == {broker_id}
+    wait_for_shim_state(cluster, before, "PAUSE", 10)
+    _produce_expecting_failure(cluster, topic)
+    wait_until(
+        lambda: not cluster.is_running(broker_id),
+        30,
+        f"Kafka halting broker {broker_id} (its only log dir failed)",
+        lambda: cluster.server_log(broker_id).read_text()[-3000:],
+    )
+    service.wait_for(lambda d: [f["broker_id"] for f in d["fenced_brokers"]] == [broker_id], 20, f"broker {broker_id} fenced")
+    return time.monotonic()
+
+
 def test_a_broker_halted_by_a_full_disk_keeps_the_cluster_paused_until_it_is_back(whole_cluster, observed_service, recorder):
     cluster = whole_cluster
-    service = observed_service()
+    validity = 4.0
+    service = observed_service(throttle_factor_validity_duration="PT4S")
     decisions = recorder(service)
-    create_topic_on(cluster, "fault-halt", 2)
-    mount = cluster.mount_point(2)
-    before = shim_states(cluster)
-    fill_with_file(mount, leave=MiB)
-    decision, _ = service.wait_for(lambda d: d["state"] == "PAUSE", 10, "PAUSE from broker 2's volume past the hard limit")
-    assert {e["broker_id"] for e in decision["breaching"]} == {2}
-    wait_for_shim_state(cluster, before, "PAUSE", 10)
-    _produce_expecting_failure(cluster, "fault-halt")
-    wait_until(lambda: not cluster.is_running(2), 30, "Kafka halting broker 2 (its only log dir failed)", lambda: cluster.server_log(2).read_text()[-3000:])
-    halted = time.monotonic()
-    service.wait_for(lambda d: d["active_brokers"] == 2, 20, "broker 2 fenced")
-    time.sleep(3 * CHECK)
-    assert decisions.seen("state", halted) == {"PAUSE"}, decisions.sequence("state", "source")
+    fenced = halt_broker_with_a_full_disk(cluster, service, 2, "fault-halt")
+    time.sleep(3 * validity)  # far past the validity duration: the fenced broker's observation is kept
+    assert decisions.seen("state", fenced) == {"PAUSE"}, decisions.sequence("state", "source")
     decision = service.decision()
-    assert decision["source"] == "observed" and 2 in {e["broker_id"] for e in decision["breaching"]}, decision
+    assert decision["source"] == "observed" and decision["active_brokers"] == 2, decision
+    assert [(e["broker_id"], e["broker_fenced"]) for e in decision["breaching"]] == [(2, True)], decision
+    kept = [v for v in service.client.get("/volumes").json()["volumes"] if v["broker_id"] == 2]
+    assert kept and all(v["broker_fenced"] and v["age_seconds"] > 3 * validity for v in kept), kept
+    assert "kafka_throttle_fenced_brokers 1.0" in service.client.get("/metrics").text
     halt_line = [line for line in cluster.server_log(2).read_text(errors="replace").splitlines() if "all log dirs" in line.lower()]
 
-    (mount / "filler").unlink()
+    (cluster.mount_point(2) / "filler").unlink()
     before = shim_states(cluster)
     cluster.start_broker(2)
     service.wait_for(lambda d: d["state"] == "OPEN" and d["round"]["complete"] and d["active_brokers"] == 3, 30, "OPEN with broker 2 back")
     wait_for_shim_state(cluster, before, "OPEN", 15)
+    log = service.log()
+    assert log.count("broker 2 fenced") == 1 and log.count("broker 2 unfenced") == 1, log
+    assert "broker 2 answering again" not in log, log
     print(f"\nhalted broker: {halt_line[-1:] or 'no halt line'}; decisions {decisions.sequence('state', 'source')}")
+
+
+def test_a_halted_broker_unregistered_with_the_admin_api_is_forgotten_after_the_validity(whole_cluster, observed_service, recorder):
+    cluster = whole_cluster
+    validity = 4.0
+    service = observed_service(throttle_factor_validity_duration="PT4S")
+    decisions = recorder(service)
+    fenced = halt_broker_with_a_full_disk(cluster, service, 3, "fault-unregister")
+    time.sleep(2 * validity)
+    assert decisions.seen("state", fenced) == {"PAUSE"}, decisions.sequence("state", "source")
+    unregister_broker(cluster, 3)
+    unregistered = time.monotonic()
+    decision, waited = service.wait_for(lambda d: d["state"] == "OPEN", validity + 5, "OPEN once broker 3 is forgotten")
+    assert waited >= validity - 1.5, f"forgotten {waited:.1f} s after it was unregistered, before the validity duration"
+    assert decision["source"] == "observed" and decision["fenced_brokers"] == [] and decision["active_brokers"] == 2
+    assert decisions.seen("source", unregistered) == {"observed"}
+    log = service.log()
+    assert log.count("broker 3 no longer registered") == 1 and log.count("forgot broker 3 log dir") == 1, log
+    print(f"\nunregistered halted broker: OPEN {waited:.1f} s after unregistering (validity {validity:.0f} s)")
+
+
+def unregister_broker(cluster: LocalKafkaCluster, broker_id: int) -> None:
+    """The Java Admin API's unregisterBroker, as kafka-cluster.sh does it."""
+    source = Path(__file__).parent / "java" / "UnregisterBroker.java"
+    classpath = f"{ensure_kafka_jars()}/*"
+    result = subprocess.run(
+        ["java", "-cp", classpath, str(source), cluster.bootstrap_servers, str(broker_id)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+
+
+def test_a_gracefully_stopped_broker_never_flaps_the_decision_when_its_observation_expires(
+    whole_cluster, observed_service, start_service, recorder
+):
+    cluster = whole_cluster
+    validity = 4.0
+    settings = {"throttle_factor_validity_duration": "PT4S", "throttle_factor_fallback": "0.0"}
+    expiring = observed_service(**settings, fenced_broker_observations="expire")
+    keeping = start_service(kafka_admin_bootstrap_servers=cluster.bootstrap_servers, **{**SERVICE_SETTINGS, **settings})
+    keeping.wait_for(lambda d: d["source"] == "observed" and d["round"]["complete"], 30, "observed")
+    log_dirs = keeping.decision()["active_log_dirs"]
+    samples = {"expire": recorder(expiring, interval=0.05), "keep": recorder(keeping, interval=0.05)}
+    cluster.stop_broker(2)
+    stopped = time.monotonic()
+    expiring.wait_for(lambda d: d["active_log_dirs"] == log_dirs and d["active_brokers"] == 2, 10, "broker 2 fenced")
+    time.sleep(validity + 4.0)
+    for policy, decisions in samples.items():
+        assert decisions.errors == []
+        assert decisions.sequence("state", "source") == [("OPEN", "observed")], (policy, decisions.sequence("state", "source", "valid_until"))
+        assert len([1 for at, _ in decisions.samples if at >= stopped]) > 100, policy
+    assert expiring.decision()["active_log_dirs"] == log_dirs - 1, "with expire, broker 2's log dir is forgotten after the validity"
+    assert [f["broker_id"] for f in keeping.decision()["fenced_brokers"]] == [2], "with keep, it stays while registered"
+    cluster.start_broker(2)
+    for service in (expiring, keeping):
+        service.wait_for(lambda d: d["round"]["complete"] and d["active_brokers"] == 3 and d["active_log_dirs"] == log_dirs, 30, "broker 2 back")
+    print(f"\ngraceful stop: {[len(d.samples) for d in samples.values()]} decisions sampled every 50 ms, all observed OPEN")
 
 
 def test_killing_the_service_keeps_the_last_table_until_it_expires_then_the_fallback_pauses(whole_cluster, observed_service):
