@@ -73,16 +73,16 @@ async def volumes(observer: Annotated[Observer, Depends(get_observer)]) -> Volum
     breaching = {(v.broker_id, v.log_dir) for v in observer.board.current().model.breaching}
     active = set(decider.active_brokers)
     step = decider.view_at(now)
+    fenced = decider.cache.fenced
     entries = []
-    for cached in sorted(step.volumes if step is not None else (), key=lambda e: e.key):
-        volume = cached.observation
+    for volume in sorted(step.volumes if step is not None else (), key=lambda v: v.key):
         verdict = judge_volume(decider.policy, volume, volume.key in breaching)
         entries.append(
             CachedVolume(
-                **volume_entry(verdict, {volume.broker_id} if cached.broker_fenced else ()).model_dump(),
+                **volume_entry(verdict, fenced).model_dump(),
                 age_seconds=round(max(0.0, now - volume.observed_at), 3),
                 broker_active=volume.broker_id in active,
-                expires_at=iso_instant(decider.cache.expires_at(cached)) or "",
+                expires_at=iso_instant(decider.cache.expires_at(volume)) or "",
                 error=volume.error,
                 status=verdict.status,
             )

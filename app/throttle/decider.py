@@ -45,10 +45,7 @@ class ThrottleDecider:
             self.fenced_brokers = round_.fenced_brokers
         self.cache.record_round(round_)
         self.evicted = self.cache.evict_expired(now)
-        entries = self.cache.entries()
-        view = ViewTimeline(
-            self.policy, entries, [self.cache.expires_at(e) for e in entries], self._breaching, now, self.validity_seconds
-        )
+        view = ViewTimeline(self.policy, self.cache.by_expiry(), self._breaching, now, self.validity_seconds)
         step = view.at(now)
         assert step is not None  # nothing in the cache has expired at now
         evaluation = step.evaluation
@@ -84,6 +81,6 @@ class ThrottleDecider:
             self.latest_round,
             active_brokers=len(self.active_brokers),
             active_log_dirs=len(step.volumes) if step is not None else 0,
-            fenced=[entry for entry in step.volumes if entry.broker_fenced] if step is not None else (),
+            fenced=self.cache.fenced_volumes(step.volumes) if step is not None else (),
         )
         return decision, reading

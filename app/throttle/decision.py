@@ -10,8 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.policy.limits import Evaluation, LimitKind, State, StoragePolicy, VolumeVerdict
 from app.throttle.factor import FactorReading, FactorSource
 from app.timefmt import iso_instant
-from app.volumes.cache import CachedVolume
-from app.volumes.model import ObservationRound
+from app.volumes.model import ObservationRound, VolumeObservation
 
 
 class VolumeEntry(BaseModel):
@@ -123,17 +122,17 @@ def volume_entry(verdict: VolumeVerdict, fenced: Collection[int] = ()) -> Volume
     )
 
 
-def fenced_brokers(fenced: Collection[CachedVolume]) -> list[FencedBroker]:
-    by_broker: dict[int, list[CachedVolume]] = {}
-    for entry in fenced:
-        by_broker.setdefault(entry.observation.broker_id, []).append(entry)
+def fenced_brokers(fenced: Collection[VolumeObservation]) -> list[FencedBroker]:
+    by_broker: dict[int, list[VolumeObservation]] = {}
+    for volume in fenced:
+        by_broker.setdefault(volume.broker_id, []).append(volume)
     return [
         FencedBroker(
             broker_id=broker_id,
-            last_observed_at=iso_instant(min(e.observation.observed_at for e in entries)) or "",
-            log_dirs=len(entries),
+            last_observed_at=iso_instant(min(v.observed_at for v in volumes)) or "",
+            log_dirs=len(volumes),
         )
-        for broker_id, entries in sorted(by_broker.items())
+        for broker_id, volumes in sorted(by_broker.items())
     ]
 
 
@@ -154,7 +153,7 @@ def assemble(
     latest_round: ObservationRound | None,
     active_brokers: int,
     active_log_dirs: int,
-    fenced: Collection[CachedVolume] = (),
+    fenced: Collection[VolumeObservation] = (),
 ) -> ThrottleDecision:
     show_volumes = evaluation is not None and reading.source is not FactorSource.DISABLED
     round_summary = RoundSummary(
@@ -165,7 +164,7 @@ def assemble(
         ],
         error=latest_round.error if latest_round else None,
     )
-    fenced_ids = {entry.observation.broker_id for entry in fenced}
+    fenced_ids = {volume.broker_id for volume in fenced}
     return ThrottleDecision(
         factor=reading.factor,
         state=State.of(reading.factor).value,

@@ -11,22 +11,22 @@ Pure: no clock, no I/O. Later steps are evaluated the first time they are read."
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.policy.limits import Evaluation, StoragePolicy, evaluate
-from app.volumes.cache import CachedVolume
-from app.volumes.model import VolumeKey
+from app.volumes.model import VolumeKey, VolumeObservation
 
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One stretch of a timeline: ``evaluation`` holds from ``start`` until ``valid_until``
-    (inclusive)."""
+    """One stretch of a timeline: ``evaluation`` of ``volumes`` holds from ``start`` until
+    ``valid_until`` (inclusive)."""
 
     start: float
     valid_until: float
     evaluation: Evaluation
-    volumes: tuple[CachedVolume, ...]
+    volumes: Sequence[VolumeObservation]
 
     @property
     def factor(self) -> float:
@@ -37,10 +37,6 @@ class Timeline:
     """Steps from ``start``; ``at(now)`` is None once everything has expired."""
 
     def at(self, now: float) -> Step | None:
-        raise NotImplementedError
-
-    @property
-    def start(self) -> float:
         raise NotImplementedError
 
     @property
@@ -63,10 +59,6 @@ class SteadyTimeline(Timeline):
         return self._step if now <= self._step.valid_until else None
 
     @property
-    def start(self) -> float:
-        return self._step.start
-
-    @property
     def end(self) -> float:
         return self._step.valid_until
 
@@ -75,31 +67,27 @@ class SteadyTimeline(Timeline):
 
 
 class ViewTimeline(Timeline):
-    """The evaluations of the cached observations of one round, from the round on."""
+    """The evaluations of the cached observations of one round, from the round on.
+
+    ``by_expiry`` groups the observations by the instant each leaves the view (a round's
+    observations share one), so the steps are few and each is a union of groups."""
 
     def __init__(
         self,
         policy: StoragePolicy,
-        entries: list[CachedVolume],
-        expires_at: list[float],
+        by_expiry: dict[float, list[VolumeObservation]],
         previously_breaching: frozenset[VolumeKey],
         start: float,
         validity_seconds: float,
     ) -> None:
-        order = sorted(range(len(entries)), key=expires_at.__getitem__)
-        self._entries = tuple(entries[i] for i in order)
-        self._expiries = [expires_at[i] for i in order]
-        # Distinct instants at which the view changes; an empty view is valid for the validity
-        # duration (a cluster that has no log dirs to judge is judged healthy, as a round).
-        self._bounds = sorted(set(self._expiries)) or [start + validity_seconds]
+        # An empty view is valid for the validity duration: a cluster without log dirs to
+        # judge is judged healthy, as a round.
+        self._bounds = sorted(by_expiry) or [start + validity_seconds]
+        self._groups = by_expiry
         self._policy = policy
         self._breaching = previously_breaching
         self._start = start
         self._steps: dict[int, Step] = {}
-
-    @property
-    def start(self) -> float:
-        return self._start
 
     @property
     def end(self) -> float:
@@ -111,9 +99,10 @@ class ViewTimeline(Timeline):
             return None
         step = self._steps.get(index)
         if step is None:
-            first_valid = bisect.bisect_left(self._expiries, self._bounds[index])
-            volumes = self._entries[first_valid:]
-            evaluation = evaluate(self._policy, (entry.observation for entry in volumes), self._breaching)
+            volumes: list[VolumeObservation] = []
+            for bound in self._bounds[index:]:
+                volumes += self._groups.get(bound, ())
+            evaluation = evaluate(self._policy, volumes, self._breaching)
             start = self._start if index == 0 else self._bounds[index - 1]
             step = self._steps[index] = Step(start, self._bounds[index], evaluation, volumes)
         return step

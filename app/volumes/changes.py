@@ -33,7 +33,7 @@ class ClusterChanges:
         self._round_failed = False
         self._registered: dict[int, Registration] | None = None  # None until DescribeCluster first answers
         self._missing: frozenset[int] = frozenset()
-        self._log_dir_errors: dict[VolumeKey, str | None] = {}
+        self._log_dir_errors: dict[VolumeKey, str] = {}  # the offline log dirs, with their error
 
     def after_round(
         self, round_: ObservationRound, evicted: list[VolumeObservation], cached_brokers: Collection[int] = ()
@@ -122,21 +122,24 @@ class ClusterChanges:
         return changes
 
     def _log_dirs(self, round_: ObservationRound) -> list[Change]:
-        changes = []
-        for volume in round_.observations:
-            before = self._log_dir_errors.get(volume.key)
-            known = volume.key in self._log_dir_errors
-            self._log_dir_errors[volume.key] = volume.error
-            if volume.error == before and (known or volume.error is None):
-                continue
-            if volume.error is not None:
-                changes.append(
-                    Change(
-                        logging.WARNING,
-                        f"broker {volume.broker_id} log dir {volume.log_dir} offline: {volume.error} "
-                        "(counts as breaching the hard limit until the broker reports it back)",
-                    )
-                )
-            elif before is not None:
-                changes.append(Change(logging.INFO, f"broker {volume.broker_id} log dir {volume.log_dir} back online"))
+        # Only offline dirs are tracked: at 12,000 healthy log dirs a round compares nothing.
+        errors = {(v.broker_id, v.log_dir): v.error for v in round_.observations if v.error is not None}
+        changes = [
+            Change(
+                logging.WARNING,
+                f"broker {key[0]} log dir {key[1]} offline: {error} (counts as breaching the hard limit until the broker reports it back)",
+            )
+            for key, error in sorted(errors.items())
+            if self._log_dir_errors.get(key) != error
+        ]
+        answered = set(round_.answered_brokers)
+        back = {key for key in self._log_dir_errors if key not in errors and key[0] in answered}
+        back_brokers = {key[0] for key in back}
+        reported = {(v.broker_id, v.log_dir) for v in round_.observations if v.broker_id in back_brokers} if back else set()
+        changes += [
+            Change(logging.INFO, f"broker {key[0]} log dir {key[1]} back online") for key in sorted(back) if key in reported
+        ]
+        # A dir still offline at a broker that did not answer stays tracked; one its broker no
+        # longer reports is dropped without a word (it left with the broker's answer).
+        self._log_dir_errors = {**{k: e for k, e in self._log_dir_errors.items() if k[0] not in answered}, **errors}
         return changes

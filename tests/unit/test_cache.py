@@ -46,8 +46,8 @@ def test_a_fenced_broker_keeps_its_observation_for_as_long_as_it_stays_registere
     for at in range(1, 100):  # broker 2 halted: every round lists it as fenced
         cache.record_round(round_at(float(at), [1], [obs(1, "/a", float(at))], fenced=(2,)))
         assert cache.evict_expired(float(at)) == []
-    kept = {e.key: e for e in cache.entries()}[(2, "/b")]
-    assert (kept.observation.observed_at, kept.confirmed_at, kept.broker_fenced) == (0.0, 99.0, True)
+    kept = {v.key: v for v in cache.volumes()}[(2, "/b")]
+    assert (kept.observed_at, cache.expires_at(kept), cache.fenced) == (0.0, 99.0 + 10, {2})
 
 
 def test_an_unregistered_broker_is_forgotten_a_validity_after_it_was_last_confirmed():
@@ -55,8 +55,8 @@ def test_an_unregistered_broker_is_forgotten_a_validity_after_it_was_last_confir
     cache.record_round(round_at(0.0, [1, 2], [obs(1, "/a", 0.0), obs(2, "/b", 0.0)]))
     cache.record_round(round_at(50.0, [1], [obs(1, "/a", 50.0)], fenced=(2,)))
     cache.record_round(round_at(51.0, [1], [obs(1, "/a", 51.0)]))  # unregistered: no longer listed
-    entry = {e.key: e for e in cache.entries()}[(2, "/b")]
-    assert (entry.confirmed_at, entry.broker_fenced) == (50.0, False)
+    entry = {v.key: v for v in cache.volumes()}[(2, "/b")]
+    assert (cache.expires_at(entry), cache.fenced) == (50.0 + 10, set())
     assert cache.evict_expired(60.0) == []
     assert [v.key for v in cache.evict_expired(60.001)] == [(2, "/b")]
 
@@ -65,8 +65,8 @@ def test_with_expire_a_fenced_broker_is_forgotten_like_an_unregistered_one():
     cache = VolumeCache(validity_seconds=10, keep_fenced=False)
     cache.record_round(round_at(0.0, [1, 2], [obs(1, "/a", 0.0), obs(2, "/b", 0.0)]))
     cache.record_round(round_at(5.0, [1], [obs(1, "/a", 5.0)], fenced=(2,)))
-    entry = {e.key: e for e in cache.entries()}[(2, "/b")]
-    assert (entry.confirmed_at, entry.broker_fenced) == (0.0, True)
+    entry = {v.key: v for v in cache.volumes()}[(2, "/b")]
+    assert (cache.expires_at(entry), cache.fenced) == (0.0 + 10, {2})
     assert [v.key for v in cache.evict_expired(10.001)] == [(2, "/b")]
 
 
@@ -74,7 +74,8 @@ def test_a_failed_round_confirms_nothing_and_changes_nothing():
     cache = VolumeCache(validity_seconds=10, keep_fenced=True)
     cache.record_round(round_at(0.0, [1], [obs(1, "/a", 0.0)], fenced=(2,)))
     cache.record_round(ObservationRound(5.0, 5.0, error="DescribeCluster failed"))
-    assert [(e.key, e.confirmed_at) for e in cache.entries()] == [((1, "/a"), 0.0)]
+    assert [(v.key, cache.expires_at(v)) for v in cache.volumes()] == [((1, "/a"), 0.0 + 10)]
+    assert cache.fenced == {2}, "the latest DescribeCluster answer still stands"
 
 
 def test_a_round_that_lists_only_fenced_brokers_still_confirms_them():
@@ -82,4 +83,5 @@ def test_a_round_that_lists_only_fenced_brokers_still_confirms_them():
     cache = VolumeCache(validity_seconds=10, keep_fenced=True)
     cache.record_round(round_at(0.0, [1], [obs(1, "/a", 0.0, usable=0)]))
     cache.record_round(ObservationRound(30.0, 30.0, fenced_brokers=(1,), error="DescribeCluster listed no active broker"))
-    assert [(e.key, e.confirmed_at, e.broker_fenced) for e in cache.entries()] == [((1, "/a"), 30.0, True)]
+    assert [(v.key, cache.expires_at(v)) for v in cache.volumes()] == [((1, "/a"), 30.0 + 10)]
+    assert cache.fenced == {1}
