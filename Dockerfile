@@ -1,13 +1,14 @@
 # The throttle service: `docker build -t kafka-throttle-service .`
-# Slim Python, the service's own dependencies only (no PySpark, no test tools), a non-root
-# user, and a health check on /healthz.
+# Slim Python, the service's own dependencies only (no PySpark, no test or development tools),
+# a non-root user, and a health check on /healthz. The `demo` stage adds the development
+# tools for `docker compose run --rm demo`; the default (last) stage is the service alone.
 FROM python:3.11-slim-bookworm AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY app ./app
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
-FROM python:3.11-slim-bookworm
+FROM python:3.11-slim-bookworm AS service
 RUN groupadd --system --gid 10001 throttle \
     && useradd --system --uid 10001 --gid throttle --home-dir /var/lib/kafka-throttle-service --no-create-home throttle \
     && install -d -o throttle -g throttle -m 0750 /var/lib/kafka-throttle-service
@@ -24,3 +25,13 @@ EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('THROTTLE_SERVICE_HTTP_PORT', '8080'), timeout=2)"]
 ENTRYPOINT ["throttle-service"]
+
+# The demo of the local stack: the service's packages plus devtools/ (throttle-demo).
+FROM service AS demo
+USER root
+COPY devtools /src/devtools
+RUN pip install --no-cache-dir /src/devtools && rm -rf /src
+USER throttle:throttle
+ENTRYPOINT ["throttle-demo"]
+
+FROM service

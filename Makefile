@@ -11,17 +11,17 @@ PY := $(VENV)/bin/python
 shim:
 	mvn -q -B -f shim/pom.xml package
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml devtools/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test]' -e ./devtools
 	touch $@
 
 install: $(VENV)/.installed
 
 # Runs the service; without a configured cluster, on a local 3-broker Kafka cluster.
 run: install
-	$(PY) -m app.localstack $(if $(CONFIG),--config $(CONFIG))
+	$(PY) -m devtools.localstack $(if $(CONFIG),--config $(CONFIG))
 
 # The shim's JUnit tests and jar, then the unit, API and integration tests (the latter start
 # real 3-broker KRaft clusters, one of them with the shim on every broker).

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from app.devcluster.resources import ProcessResources, process_resources
+from devtools.devcluster.resources import ProcessResources, process_resources
 from app.settings.loading import environ_without_settings
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -30,7 +30,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.devcluster import LocalKafkaCluster  # noqa: E402
+from devtools.devcluster import LocalKafkaCluster  # noqa: E402
 from app.settings.loading import environ_without_settings  # noqa: E402
 from app.settings.model import env_name, property_name  # noqa: E402
 

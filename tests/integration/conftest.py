@@ -16,8 +16,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from app.devcluster import LocalKafkaCluster
-from app.devcluster.shim import build_shim
+from devtools.devcluster import LocalKafkaCluster
+from devtools.devcluster.shim import build_shim
 from app.settings.loading import environ_without_settings
 from app.settings.model import env_name, property_name
 

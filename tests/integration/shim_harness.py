@@ -18,7 +18,7 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from app.devcluster import LocalKafkaCluster
+from devtools.devcluster import LocalKafkaCluster
 
 from .conftest import MiB, VOLUME_MIB
 

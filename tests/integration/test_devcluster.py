@@ -1,4 +1,4 @@
-"""The local Kafka KRaft cluster harness (app.devcluster) against a real cluster.
+"""The local Kafka KRaft cluster harness (devtools.devcluster) against a real cluster.
 
 Needs java, Maven (first run fetches the Kafka jars) and root (tmpfs mounts).
 """
@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Producer
 from kafka import KafkaAdminClient
 
-from app.devcluster import KAFKA_VERSION, LocalKafkaCluster, ensure_kafka_jars
+from devtools.devcluster import KAFKA_VERSION, LocalKafkaCluster, ensure_kafka_jars
 
 MiB = 1024 * 1024
 SIZE_MIB = 64
@@ -182,8 +182,8 @@ def test_cleanup_of_a_crashed_run():
     import subprocess
     import tempfile
 
-    from app.devcluster import cleanup_stale_clusters
-    from app.devcluster.cluster import OWNER_FILE, TEMP_PREFIX
+    from devtools.devcluster import cleanup_stale_clusters
+    from devtools.devcluster.cluster import OWNER_FILE, TEMP_PREFIX
 
     stale = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
     mnt = stale / "broker-1" / "data"

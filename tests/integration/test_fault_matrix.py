@@ -23,7 +23,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from app.devcluster import LocalKafkaCluster, ensure_kafka_jars
+from devtools.devcluster import LocalKafkaCluster, ensure_kafka_jars
 
 from .conftest import MiB, VOLUME_MIB, create_topic_on, delete_topic, fill, free_port
 from .shim_harness import (

@@ -1,4 +1,4 @@
-"""The README's run command without Docker (`make run` = `python -m app.localstack`): a KRaft
+"""The README's run command without Docker (`make run` = `python -m devtools.localstack`): a KRaft
 controller, three brokers with the shim installed, and the service on loopback; the demo
 fills one broker's volume and frees it; Ctrl-C stops everything and leaves no process
 behind. With bootstrap servers configured, the same command starts only the service."""
@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.devcluster.cluster import mounts_under
+from devtools.devcluster.cluster import mounts_under
 from app.settings.loading import environ_without_settings
 
 from .conftest import ROOT, free_port
@@ -101,7 +101,7 @@ def test_local_stack_protects_the_cluster_and_ctrl_c_leaves_nothing_behind(tmp_p
     port = free_port()
     log = tmp_path / "localstack.out"
     process = subprocess.Popen(
-        [sys.executable, "-m", "app.localstack"],
+        [sys.executable, "-m", "devtools.localstack"],
         cwd=ROOT,
         env=_clean_env(THROTTLE_SERVICE_HTTP_PORT=str(port), THROTTLE_SERVICE_DATA_DIR=str(tmp_path / "data")),
         stdout=log.open("w"),
@@ -135,7 +135,7 @@ def test_local_stack_protects_the_cluster_and_ctrl_c_leaves_nothing_behind(tmp_p
         assert all(polled), f"every broker's shim should have fetched the service's table: {polled}"
 
         demo = subprocess.run(
-            [sys.executable, "-m", "app.demo", "--bootstrap-servers", bootstrap, "--service", base,
+            [sys.executable, "-m", "devtools.demo", "--bootstrap-servers", bootstrap, "--service", base,
              "--hold", "3", "--recover", "3", "--timeout", "150"],
             cwd=ROOT, capture_output=True, text=True, timeout=400,
         )
@@ -170,7 +170,7 @@ def test_with_bootstrap_servers_configured_only_the_service_starts(tmp_path, kaf
     port = free_port()
     log = tmp_path / "localstack.out"
     process = subprocess.Popen(
-        [sys.executable, "-m", "app.localstack"],
+        [sys.executable, "-m", "devtools.localstack"],
         cwd=ROOT,
         env=_clean_env(
             THROTTLE_SERVICE_HTTP_PORT=str(port),

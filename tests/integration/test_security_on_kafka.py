@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
-from app.devcluster import LocalKafkaCluster
+from devtools.devcluster import LocalKafkaCluster
 from app.settings.loading import environ_without_settings
 from app.settings.model import env_name, property_name
 

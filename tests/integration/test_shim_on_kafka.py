@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from app.devcluster import LocalKafkaCluster
-from app.devcluster.jars import KAFKA_VERSION, ensure_kafka_jars
+from devtools.devcluster import LocalKafkaCluster
+from devtools.devcluster.jars import KAFKA_VERSION, ensure_kafka_jars
 
 from .conftest import MiB, VOLUME_MIB, fill, free_port
 from .shim_harness import (

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from app.devcluster import LocalKafkaCluster
-from app.devcluster.resources import ProcessResources, process_resources
+from devtools.devcluster import LocalKafkaCluster
+from devtools.devcluster.resources import ProcessResources, process_resources
 
 from .conftest import VOLUME_MIB, RunningService, free_port
 

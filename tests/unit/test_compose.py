@@ -19,9 +19,9 @@ import jsonschema
 import pytest
 import yaml
 
-from app.devcluster.jars import KAFKA_VERSION
-from app.devcluster.shim import CALLBACK_CLASS, LOCAL_SHIM_PROPERTIES
-from app.localstack import LOCAL_DEFAULTS
+from devtools.devcluster.jars import KAFKA_VERSION
+from devtools.devcluster.shim import CALLBACK_CLASS, LOCAL_SHIM_PROPERTIES
+from devtools.localstack import LOCAL_DEFAULTS
 from app.settings import load_settings
 from app.settings.model import Settings, env_name, property_name
 
@@ -128,7 +128,7 @@ def test_every_shim_property_exists_in_the_shim_and_matches_the_local_stack(comp
 
 
 def test_brokers_have_the_local_clusters_broker_settings_and_small_tmpfs_volumes(compose, tmp_path):
-    from app.devcluster import LocalKafkaCluster
+    from devtools.devcluster import LocalKafkaCluster
 
     cluster = LocalKafkaCluster(base_dir=tmp_path, brokers=3, tmpfs=False)
     local = cluster._broker_props(cluster._brokers[1])
@@ -177,11 +177,23 @@ def test_prometheus_scrapes_the_service():
     assert job["static_configs"][0]["targets"] == ["throttle-service:8080"]
 
 
+def dockerfile_stages() -> dict[str, str]:
+    """Stage name ("default" for the unnamed last stage) -> its instructions."""
+    text = (ROOT / "Dockerfile").read_text()
+    parts = re.split(r"^(FROM .+)$", text, flags=re.M)[1:]
+    stages = {}
+    for header, body in zip(parts[::2], parts[1::2]):
+        words = header.split()
+        stages[words[3] if len(words) > 3 else "default"] = header + body
+    return stages
+
+
 def test_service_image_is_slim_non_root_and_health_checked():
     dockerfile = (ROOT / "Dockerfile").read_text()
     stages = re.findall(r"^FROM (\S+)", dockerfile, re.M)
-    assert stages and all(image.startswith("python:3.11-slim") for image in stages)
-    final = dockerfile[dockerfile.rindex("\nFROM ") :]
+    assert stages and all(image.startswith("python:3.11-slim") or image in ("service",) for image in stages)
+    assert stages[-1] == "service", "the default (last) stage is the service image"
+    final = dockerfile_stages()["service"]
     user = re.search(r"^USER (\S+)", final, re.M)
     assert user and not user.group(1).startswith(("root", "0")), "the service must not run as root"
     assert re.search(r"^HEALTHCHECK .*\n?.*/healthz", final, re.M)
@@ -189,11 +201,12 @@ def test_service_image_is_slim_non_root_and_health_checked():
 
 
 def test_the_files_the_image_copies_make_a_complete_service_package(tmp_path):
-    """The Dockerfile copies pyproject.toml, README.md and app/ only (see .dockerignore):
-    that must build a wheel with the service, its console scripts and no test code."""
+    """The service image's wheel is built from pyproject.toml, README.md and app/ only (see
+    .dockerignore): that must build a wheel with the service, its console scripts and no test,
+    report or development code."""
     source = tmp_path / "src"
     source.mkdir()
-    copied = re.findall(r"^COPY (?!--from)(.+) \S+$", (ROOT / "Dockerfile").read_text(), re.M)
+    copied = re.findall(r"^COPY (?!--from)(.+) \S+$", dockerfile_stages()["build"], re.M)
     for line in copied:
         for name in line.split():
             subprocess.run(["cp", "-r", str(ROOT / name), str(source / name)], check=True)
@@ -205,10 +218,17 @@ def test_the_files_the_image_copies_make_a_complete_service_package(tmp_path):
     assert result.returncode == 0, result.stderr
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "app/main.py" in names and "app/demo.py" in names and "app/settings/model.py" in names
-    assert not any(n.startswith(("tests/", "spark/")) for n in names)
+    assert "app/cli.py" in names and "app/settings/model.py" in names
+    assert not any(n.startswith(("tests/", "spark/", "devtools/", "app/devcluster/")) for n in names), names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     scripts = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "throttle-service = app.cli:main" in scripts and "throttle-demo = app.demo:main" in scripts
+    assert "throttle-service = app.cli:main" in scripts and "throttle-demo" not in scripts
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert "*" in ignored and {"!pyproject.toml", "!README.md", "!app/"} <= set(ignored)
+
+
+def test_the_demo_image_adds_the_development_tools_to_the_service_image():
+    demo = dockerfile_stages()["demo"]
+    assert demo.startswith("FROM service AS demo")
+    assert re.search(r"^COPY devtools \S+$", demo, re.M) and re.search(r'^ENTRYPOINT \["throttle-demo"\]', demo, re.M)
+    assert re.search(r"^USER throttle", demo, re.M), "the demo, too, runs unprivileged"

@@ -1,10 +1,10 @@
 """The committed OpenAPI document is the one the app generates."""
 
-from app.openapi import DEFAULT_PATH, render
+from devtools.openapi import DEFAULT_PATH, render
 
 
 def test_committed_openapi_document_matches_the_app():
-    assert DEFAULT_PATH.read_text() == render(), "openapi/openapi.json is stale: run python -m app.openapi"
+    assert DEFAULT_PATH.read_text() == render(), "openapi/openapi.json is stale: run python -m devtools.openapi"
 
 
 def test_openapi_documents_the_decision_endpoints():

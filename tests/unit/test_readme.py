@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from app.settings.reference import END_MARKER, START_MARKER, configuration_table
+from devtools.config_table import END_MARKER, START_MARKER, configuration_table
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -68,7 +68,7 @@ ENV_KEEP = "KAFKA_DEVCLUSTER_KEEP"  # "1": keep a harness-created base_dir (logs
 
 
 _LOG4J2_PROPERTIES = """\
-# Written by app.devcluster. Everything goes to stdout, which the harness
+# Written by devtools.devcluster. Everything goes to stdout, which the harness
 # redirects to <node>/server.log.
 status = warn
 name = devcluster
@@ -164,7 +164,7 @@ def _escape_prop(value: str) -> str:
 
 
 def _write_properties(path: Path, props: Mapping[str, str]) -> None:
-    lines = ["# Written by app.devcluster"]
+    lines = ["# Written by devtools.devcluster"]
     lines += [f"{k}={_escape_prop(str(v))}" for k, v in props.items()]
     path.write_text("\n".join(lines) + "\n")
 

@@ -1,4 +1,4 @@
-"""Write the committed OpenAPI document: ``python -m app.openapi [PATH]``.
+"""Write the committed OpenAPI document: ``python -m devtools.openapi [PATH]``.
 
 The app generates the document; ``openapi/openapi.json`` is its committed copy, and a test
 fails when the two differ."""

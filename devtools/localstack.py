@@ -1,4 +1,4 @@
-"""Run the service on a laptop: ``python -m app.localstack [--config FILE]`` (``make run``).
+"""Run the service on a laptop: ``python -m devtools.localstack [--config FILE]`` (``make run``).
 
 Without a configured cluster (no ``...kafka.admin.bootstrap.servers``) it brings up the same
 topology as docker-compose.yml on loopback: a KRaft controller and three brokers from the
@@ -83,7 +83,7 @@ def _banner(cluster, base: str, demo: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m app.localstack", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m devtools.localstack", description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, metavar="FILE")
     parser.add_argument("--brokers", type=int, default=3)
     parser.add_argument("--size-mib", type=int, default=64, help="capacity of each broker's log dir volume")
@@ -116,8 +116,8 @@ def main(argv: list[str] | None = None) -> None:
             file=sys.stderr,
         )
 
-    from app.devcluster import LocalKafkaCluster
-    from app.devcluster.shim import build_shim, shim_broker_config
+    from devtools.devcluster import LocalKafkaCluster
+    from devtools.devcluster.shim import build_shim, shim_broker_config
 
     def on_sigterm(signum, frame):  # until uvicorn installs its own handler
         raise _Stop()
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
         cluster.start()
         environ[env_name(property_name("kafka_admin_bootstrap_servers"))] = cluster.bootstrap_servers
         os.environ.update(environ)
-        demo = f"{sys.executable} -m app.demo --bootstrap-servers {cluster.bootstrap_servers} --service {base}"
+        demo = f"{sys.executable} -m devtools.demo --bootstrap-servers {cluster.bootstrap_servers} --service {base}"
         print(_banner(cluster, base, demo), flush=True)
         service_main(service_args)
     except (KeyboardInterrupt, _Stop):

@@ -10,7 +10,7 @@ log4j2 SLF4J binding (the kafka_2.13 POM brings ``slf4j-api`` 1.7.x and
 nothing). A marker file is written only after Maven succeeded, so an
 interrupted download is redone on the next call; when the marker is present
 no Maven process is started at all. Concurrent callers (several pytest
-workers, a test and a ``python -m app.devcluster``) are serialised with an
+workers, a test and a ``python -m devtools.devcluster``) are serialised with an
 ``fcntl`` lock.
 
 Stdlib only.

@@ -1,6 +1,6 @@
 """The README's configuration table, generated from the settings model.
 
-``python -m app.settings.reference`` prints it, ``... --update README.md`` rewrites the
+``python -m devtools.config_table`` prints it, ``... --update README.md`` rewrites the
 README's copy; a test fails when that copy differs."""
 
 from __future__ import annotations

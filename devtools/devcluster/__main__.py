@@ -1,4 +1,4 @@
-"""``python -m app.devcluster [--brokers N] [--size-mib M]``
+"""``python -m devtools.devcluster [--brokers N] [--size-mib M]``
 
 Starts a local KRaft cluster (one controller + N brokers, each broker's log dir
 on its own M MiB tmpfs), prints the bootstrap servers and log dirs, and blocks
@@ -19,7 +19,7 @@ from .jars import KAFKA_VERSION
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m app.devcluster", description=__doc__.split("\n\n")[1])
+    ap = argparse.ArgumentParser(prog="python -m devtools.devcluster", description=__doc__.split("\n\n")[1])
     ap.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
     ap.add_argument("--size-mib", type=int, default=64, help="tmpfs size of each broker's log dir (default 64)")
     ap.add_argument("--base-dir", type=Path, default=None, help="working directory (default: a new temp dir, removed at exit)")
