@@ -17,10 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from app.main import create_app
-from app.policy.limits import LimitKind, StoragePolicy, evaluate
+from app.server.app import create_app
+from app.decision.policy import LimitKind, StoragePolicy, evaluate
 from app.settings import load_settings
-from app.volumes.model import ObservationRound, VolumeObservation
+from app.observation.model import ObservationRound, VolumeObservation
 
 GiB = 1024**3
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,7 +60,7 @@ def cpu_ms(fn, repeat: int) -> float:
 
 def rss_child(brokers: int, dirs: int) -> None:
     app = service(brokers, dirs)
-    observer = app.state.observer
+    observer = app.state.service.loop
     for i in range(5):
         now = time.time() + i
         observer.apply_round(cluster_round(brokers, dirs, now))
@@ -84,7 +84,7 @@ def main() -> None:
     policy = StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, 2 * GiB, 8 * GiB)
     round_ = cluster_round(args.brokers, args.dirs, time.time())
     volumes = list(round_.observations)
-    observer = service(args.brokers, args.dirs).state.observer
+    observer = service(args.brokers, args.dirs).state.service.loop
     observer.apply_round(round_)  # warm: series and cache exist, as in steady state
 
     baseline = cpu_ms(lambda: min(v.usable_bytes for v in volumes), args.repeat)

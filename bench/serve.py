@@ -14,11 +14,11 @@ import time
 import uvicorn
 from fastapi import FastAPI, Response
 
-from app.main import QUOTA_STORE_FILE, create_app
+from app.server.app import QUOTA_STORE_FILE, create_app
 from app.quotas.model import DEFAULT, QuotaEntity, QuotaType
 from app.quotas.store import QuotaStore
 from app.settings import load_settings
-from app.volumes.model import ObservationRound, VolumeObservation
+from app.observation.model import ObservationRound, VolumeObservation
 
 MiB = 1024 * 1024
 
@@ -48,7 +48,7 @@ def service_app() -> FastAPI:
     app = create_app(settings, observe=False)
     now = time.time()
     volumes = tuple(VolumeObservation(b, f"/var/lib/kafka/data-{b}", 64 * MiB, (12 + 20 * b) * MiB, now) for b in (1, 2, 3))
-    app.state.observer.apply_round(ObservationRound(now, now, (1, 2, 3), volumes))
+    app.state.service.loop.apply_round(ObservationRound(now, now, (1, 2, 3), volumes))
     return app
 
 
@@ -65,7 +65,7 @@ def bare_app(body: bytes) -> FastAPI:
 def main() -> None:
     kind, port = sys.argv[1], int(sys.argv[2])
     service = service_app()
-    app = service if kind == "service" else bare_app(service.state.observer.board.current().body)
+    app = service if kind == "service" else bare_app(service.state.service.decisions.current().body)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 

@@ -14,7 +14,7 @@ DEFAULT_PATH = Path(__file__).resolve().parent.parent / "openapi" / "openapi.jso
 
 
 def openapi_document() -> dict[str, Any]:
-    from app.main import create_app
+    from app.server.app import create_app
     from app.settings import load_settings
 
     settings = load_settings(environ={}, storage_check_interval="PT0S", storage_per_volume_limit_min_available_ratio="0.05")

@@ -23,7 +23,7 @@ from spark.reading import epoch_seconds
 VOLUME = ("broker_id", "log_dir")
 LIMIT_KINDS = ("hard", "soft")
 END_REASONS = ("recovered", "gap", "volume-gone", "ongoing")
-# The writer's limit kinds (app.policy's LimitKind values). Text goes through the episode
+# The writer's limit kinds (app.decision.policy's LimitKind values). Text goes through the episode
 # aggregation as its index here, so that Spark aggregates in a hash table instead of
 # sorting every row in breach; a kind not listed would come out as null.
 KNOWN_LIMIT_KINDS = ("min-available-bytes", "min-available-ratio")

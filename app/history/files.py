@@ -56,7 +56,6 @@ class HistoryFiles:
         self._wall_clock = wall_clock
         self._path: Path | None = None
         self._fd: int | None = None
-        self.deleted_files = 0
         directory.mkdir(parents=True, exist_ok=True)
         self.apply_retention()
 
@@ -103,7 +102,6 @@ class HistoryFiles:
             too_old = began is not None and began + 3600 <= oldest_kept
             if too_old or total > self.retention.max_total_bytes:
                 path.unlink(missing_ok=True)
-                self.deleted_files += 1
                 total -= size
                 if not any(path.parent.iterdir()):
                     path.parent.rmdir()

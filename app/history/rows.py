@@ -5,31 +5,29 @@ from __future__ import annotations
 from typing import Any
 
 from app.history.schema import FIELD_NAMES
-from app.policy.limits import Evaluation, StoragePolicy, VolumeStatus
-from app.throttle.decision import ThrottleDecision
+from app.decision.decision import Decision
+from app.decision.policy import VolumeStatus
 from app.timefmt import iso_instant
-from app.volumes.model import ObservationRound
+from app.observation.model import ObservationRound
 
 HistoryRow = dict[str, Any]
 
 
-def round_rows(
-    round_: ObservationRound,
-    evaluation: Evaluation,
-    decision: ThrottleDecision,
-    policy: StoragePolicy,
-    check_interval_seconds: float,
-) -> list[HistoryRow]:
-    """One row per volume the round observed, or one row without a volume when it observed none."""
-    listed = {v.volume.key: v for v in (*evaluation.breaching, *evaluation.ramping, *evaluation.unjudged)}
+def round_rows(round_: ObservationRound, decision: Decision, check_interval_seconds: float) -> list[HistoryRow]:
+    """One row per volume the round observed, or one row without a volume when it observed
+    none; ``decision`` is the one the round led to."""
+    evaluation = decision.evaluation
+    verdicts = (*evaluation.breaching, *evaluation.ramping, *evaluation.unjudged) if evaluation else ()
+    listed = {v.volume.key: v for v in verdicts}
+    policy = decision.policy
     common = {
         "time": iso_instant(round_.finished_at),
         "limit_kind": policy.kind.value,
         "hard_limit": policy.hard_level,
         "soft_limit": policy.soft_level,
         "cluster_factor": decision.factor,
-        "state": decision.state,
-        "source": decision.source,
+        "state": decision.state.value,
+        "source": decision.source.value,
         "round_complete": round_.complete,
         "check_interval_seconds": check_interval_seconds,
     }

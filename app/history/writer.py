@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from app.history.files import HistoryFiles
 from app.history.kafka_topic import HistoryTopic
 from app.history.rows import round_rows
-from app.policy.limits import Evaluation, StoragePolicy
-from app.throttle.decision import ThrottleDecision
-from app.volumes.model import ObservationRound
+from app.decision.decision import Decision
+from app.observation.model import ObservationRound
 
 log = logging.getLogger("app.history")
 
@@ -29,8 +28,7 @@ QUEUE_ROUNDS = 64  # rounds waiting to be written before new ones are dropped
 @dataclass(frozen=True)
 class _RoundResult:
     round_: ObservationRound
-    evaluation: Evaluation
-    decision: ThrottleDecision
+    decision: Decision
 
 
 @dataclass(frozen=True)
@@ -50,7 +48,6 @@ class HistoryWriter:
     def __init__(
         self,
         files: HistoryFiles,
-        policy: StoragePolicy,
         check_interval_seconds: float,
         counters: HistoryCounters,
         topic: HistoryTopic | None = None,
@@ -58,7 +55,6 @@ class HistoryWriter:
     ) -> None:
         self.files = files
         self.topic = topic
-        self._policy = policy
         self._interval = check_interval_seconds
         self._counters = counters
         self._queue: queue.Queue[_RoundResult | None] = queue.Queue(maxsize=queue_rounds)
@@ -68,10 +64,10 @@ class HistoryWriter:
     def start(self) -> None:
         self._thread.start()
 
-    def submit(self, round_: ObservationRound, evaluation: Evaluation, decision: ThrottleDecision) -> None:
-        """Called on the event loop after each round; returns at once."""
+    def submit(self, round_: ObservationRound, decision: Decision) -> None:
+        """Called on the event loop after each round with the decision it led to; returns at once."""
         try:
-            self._queue.put_nowait(_RoundResult(round_, evaluation, decision))
+            self._queue.put_nowait(_RoundResult(round_, decision))
         except queue.Full:
             self._counters.dropped("queue_full", _row_count(round_))
 
@@ -93,7 +89,7 @@ class HistoryWriter:
                 self._counters.dropped("write_error", _row_count(item.round_))
 
     def _write(self, item: _RoundResult) -> None:
-        rows = round_rows(item.round_, item.evaluation, item.decision, self._policy, self._interval)
+        rows = round_rows(item.round_, item.decision, self._interval)
         lines = "".join(json.dumps(row, separators=(",", ":")) + "\n" for row in rows).encode()
         try:
             self.files.append(lines, item.round_.finished_at)

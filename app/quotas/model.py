@@ -46,7 +46,6 @@ class Level(str, enum.Enum):
     DEFAULT_CLIENT = "default client-id"
 
 
-LEVEL_ORDER: tuple[Level, ...] = tuple(Level)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +74,7 @@ class QuotaEntity:
         return Level.CLIENT if isinstance(client, str) else Level.DEFAULT_CLIENT
 
 
-Limits = dict[QuotaType, float]  # a missing type means: no quota of that type here
+QuotaValues = dict[QuotaType, float]  # a missing type means: no quota of that type here
 
 
 @dataclass(frozen=True)
@@ -85,15 +84,15 @@ class QuotaGroup:
     name: str
     users: frozenset[str] = frozenset()
     client_ids: frozenset[str] = frozenset()
-    limits: Limits = field(default_factory=dict)
+    limits: QuotaValues = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class QuotaTable:
     """Everything needed to resolve any (user, client id, type), on the service or in a shim."""
 
-    defaults: Limits
-    overrides: dict[QuotaEntity, Limits]
+    defaults: QuotaValues
+    overrides: dict[QuotaEntity, QuotaValues]
     groups: dict[str, QuotaGroup]
     excluded_principals: frozenset[str]  # user names, without the "User:" prefix
     factor_types: frozenset[QuotaType]
@@ -103,7 +102,7 @@ class QuotaTable:
     client_groups: dict[str, str] = field(init=False, repr=False, compare=False)
     # (user, client id) -> (entity, limits): resolution looks up plain tuples, which is
     # several times cheaper than building an entity per candidate level
-    override_index: dict[tuple[EntityName, EntityName], tuple[QuotaEntity, Limits]] = field(init=False, repr=False, compare=False)
+    override_index: dict[tuple[EntityName, EntityName], tuple[QuotaEntity, QuotaValues]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "override_index", {(e.user, e.client_id): (e, l) for e, l in self.overrides.items()})

@@ -10,18 +10,18 @@ import dataclasses
 from collections.abc import Callable
 
 from app.clock import Clock
-from app.quotas.model import Limits, QuotaEntity, QuotaGroup, QuotaTable, QuotaType
+from app.quotas.model import QuotaValues, QuotaEntity, QuotaGroup, QuotaTable, QuotaType
 from app.quotas.resolution import Resolution, resolve
 from app.quotas.store import QuotaStore
 from app.settings import Settings
-from app.throttle.factor import FactorReading
+from app.decision.factor import FactorReading
 
 
 class MembershipConflict(ValueError):
     pass
 
 
-def table_from_settings(settings: Settings, overrides: dict[QuotaEntity, Limits], groups: dict[str, QuotaGroup]) -> QuotaTable:
+def table_from_settings(settings: Settings, overrides: dict[QuotaEntity, QuotaValues], groups: dict[str, QuotaGroup]) -> QuotaTable:
     defaults = {
         quota_type: value
         for quota_type, value in (
@@ -70,7 +70,7 @@ class QuotaService:
     def resolve(self, user: str, client_id: str, quota_type: QuotaType) -> Resolution:
         return resolve(self.table, user, client_id, quota_type, self.factor_reading().factor)
 
-    async def put_override(self, entity: QuotaEntity, limits: Limits) -> None:
+    async def put_override(self, entity: QuotaEntity, limits: QuotaValues) -> None:
         async with self._writes:
             await asyncio.to_thread(self.store.put_override, entity, limits, self.clock())
             self._replace(overrides={**self.table.overrides, entity: dict(limits)})

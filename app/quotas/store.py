@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from app.quotas.model import DEFAULT, EntityName, Limits, QuotaEntity, QuotaGroup, QuotaType
+from app.quotas.model import DEFAULT, EntityName, QuotaValues, QuotaEntity, QuotaGroup, QuotaType
 
 SCHEMA_VERSION = 1
 _SCHEMA = """
@@ -50,11 +50,11 @@ def _decode_name(kind: str, name: str) -> EntityName:
     return DEFAULT if kind == "default" else None
 
 
-def _encode_limits(limits: Limits) -> str:
+def _encode_limits(limits: QuotaValues) -> str:
     return json.dumps({t.value: v for t, v in sorted(limits.items(), key=lambda item: item[0].value)})
 
 
-def _decode_limits(text: str) -> Limits:
+def _decode_limits(text: str) -> QuotaValues:
     return {QuotaType(t): float(v) for t, v in json.loads(text).items()}
 
 
@@ -97,7 +97,7 @@ class QuotaStore:
             return self._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
     # -- reads (start-up only) -----------------------------------------------------------
-    def load_overrides(self) -> dict[QuotaEntity, Limits]:
+    def load_overrides(self) -> dict[QuotaEntity, QuotaValues]:
         with self._lock:
             rows = self._db.execute("SELECT user_kind, user_name, client_kind, client_name, limits FROM overrides").fetchall()
         return {QuotaEntity(_decode_name(uk, un), _decode_name(ck, cn)): _decode_limits(limits) for uk, un, ck, cn, limits in rows}
@@ -111,7 +111,7 @@ class QuotaStore:
         }
 
     # -- writes ------------------------------------------------------------------------------
-    def put_override(self, entity: QuotaEntity, limits: Limits, at: float) -> None:
+    def put_override(self, entity: QuotaEntity, limits: QuotaValues, at: float) -> None:
         with self._transaction():
             self._db.execute(
                 "INSERT OR REPLACE INTO overrides VALUES (?, ?, ?, ?, ?, ?)",

@@ -33,7 +33,7 @@ from app.settings.model import (
 from app.redaction import HIDDEN, is_secret_key, redact, secret_values_of
 from app.settings.durations import format_duration
 from app.settings.properties import read_properties
-from app.volumes.admin_config import to_kafka_python
+from app.kafka.admin_config import to_kafka_python
 
 # Properties under our prefixes that belong to later features or to the broker-side plugin.
 _OWN_PREFIXES = (STATIC_PREFIX, SERVICE_PREFIX)

@@ -11,7 +11,7 @@ import time
 import pytest
 from kafka import KafkaAdminClient
 
-from app.volumes.kafka_source import KafkaVolumeSource
+from app.kafka.volume_source import KafkaVolumeSource
 
 from .conftest import SASL_USERS, MiB, VOLUME_MIB, create_topic_on, delete_topic, fill
 

@@ -19,6 +19,6 @@ def run_scenario(app: FastAPI, clock: ManualClock, scenario: Callable[..., Await
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://service") as client:
-                return await scenario(client, app.state.observer, clock)
+                return await scenario(client, app.state.service.loop, clock)
 
     return asyncio.run(main())

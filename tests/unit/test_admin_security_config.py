@@ -10,8 +10,8 @@ import pytest
 
 from app.redaction import install_log_redaction, is_secret_key, redact
 from app.settings import ConfigurationError, load_settings
-from app.volumes.admin_config import to_kafka_python
-from app.volumes.tls import TlsFiles
+from app.kafka.admin_config import to_kafka_python
+from app.kafka.tls import TlsFiles
 from tests.integration.pki import STORE_PASSWORD, Pki
 
 ADMIN = "CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_"
@@ -177,13 +177,13 @@ def test_the_fingerprint_changes_with_the_content_even_when_the_mtime_does_not(t
 def test_the_volume_source_logs_each_change_of_its_tls_files_once_and_reloads_them(pki, client, tmp_path, caplog):
     """Without a cluster (nothing listens on port 1) every round fails, but the files are
     digested each round: a change is logged once, with the path and without the password."""
-    from app.volumes.kafka_source import KafkaVolumeSource
+    from app.kafka.volume_source import KafkaVolumeSource
 
     live = tmp_path / "client.pem"
     live.write_bytes(client.bundle.read_bytes())
     files = TlsFiles(truststore=str(pki.ca_cert), keystore=str(live), key_password=KEY_PASSWORD)
     source = KafkaVolumeSource("127.0.0.1:1", 0.3, {"security_protocol": "SSL"}, tls=files)
-    caplog.set_level(logging.INFO, logger="app.volumes.kafka_source")
+    caplog.set_level(logging.INFO, logger="app.kafka.volume_source")
     try:
         assert source.observe().failed
         assert source.observe().failed

@@ -9,9 +9,9 @@ import httpx
 import pytest
 
 from app.clock import ManualClock
-from app.main import create_app
+from app.server.app import create_app
 from app.settings import load_settings
-from app.volumes.model import ObservationRound, VolumeObservation
+from app.observation.model import ObservationRound, VolumeObservation
 
 from .asgi import run_scenario
 
@@ -176,10 +176,26 @@ def test_fallback_is_counted_once_per_takeover_and_shown_as_lack_of_data():
         observer.apply_round(healthy(clock))
         clock.advance(121)
         for _ in range(3):
-            await client.get("/throttle-factor")
+            # The loop wakes at the expiry and publishes; reads judge the expiry too.
+            observer.publish()
+            assert (await client.get("/throttle-factor")).json()["source"] == "fallback"
         text = (await client.get("/metrics")).text
         assert "kafka_throttle_fallback_applied_total 1.0" in text
         assert "kafka_throttle_fallback_in_force 1.0" in text
+
+    run(scenario)
+
+
+def test_a_read_judges_an_expiry_without_logging_or_counting_it(caplog):
+    async def scenario(client, observer, clock):
+        observer.apply_round(healthy(clock))
+        clock.advance(121)
+        caplog.clear()
+        for _ in range(3):
+            assert (await client.get("/throttle-factor")).json()["source"] == "fallback"
+        text = (await client.get("/metrics")).text
+        assert "kafka_throttle_fallback_applied_total 0.0" in text and "kafka_throttle_fallback_in_force 1.0" in text
+        assert caplog.records == [], "a GET has no side effects"
 
     run(scenario)
 

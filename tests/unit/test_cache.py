@@ -1,7 +1,7 @@
 """The cache of last observations per (broker, log dir), and how long each stays in the view."""
 
-from app.volumes.cache import VolumeCache
-from app.volumes.model import ObservationRound, VolumeObservation
+from app.observation.cache import VolumeCache
+from app.observation.model import ObservationRound, VolumeObservation
 
 
 def obs(broker: int, log_dir: str, at: float, usable: int = 100) -> VolumeObservation:

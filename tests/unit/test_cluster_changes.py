@@ -2,8 +2,8 @@
 
 import logging
 
-from app.volumes.changes import ClusterChanges
-from app.volumes.model import ObservationRound, VolumeObservation
+from app.observation.changes import ClusterChanges
+from app.observation.model import ObservationRound, VolumeObservation
 
 
 def obs(broker, at, log_dir="/data", error=None):

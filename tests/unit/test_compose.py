@@ -218,11 +218,11 @@ def test_the_files_the_image_copies_make_a_complete_service_package(tmp_path):
     assert result.returncode == 0, result.stderr
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "app/cli.py" in names and "app/settings/model.py" in names
+    assert "app/server/cli.py" in names and "app/settings/model.py" in names
     assert not any(n.startswith(("tests/", "spark/", "devtools/", "app/devcluster/")) for n in names), names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     scripts = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "throttle-service = app.cli:main" in scripts and "throttle-demo" not in scripts
+    assert "throttle-service = app.server.cli:main" in scripts and "throttle-demo" not in scripts
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert "*" in ignored and {"!pyproject.toml", "!README.md", "!app/"} <= set(ignored)
 

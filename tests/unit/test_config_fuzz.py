@@ -22,7 +22,7 @@ import httpx
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from app.cli import EXIT_INVALID_CONFIG, main
+from app.server.cli import EXIT_INVALID_CONFIG, main
 from app.settings.loading import environ_without_settings
 from app.settings.model import ADMIN_PREFIX, HISTORY_PRODUCER_PREFIX, PROPERTY_FIELDS, SERVICE_PREFIX, STATIC_PREFIX
 

@@ -3,8 +3,8 @@
 import pytest
 
 from app.clock import ManualClock
-from app.throttle.factor import FactorSource, ThrottleFactorHolder
-from app.throttle.timeline import SteadyTimeline
+from app.decision.factor import FactorSource, ThrottleFactorHolder
+from app.decision.timeline import SteadyTimeline
 
 MINUTE = 60.0
 

@@ -15,10 +15,10 @@ from app.history.kafka_topic import record_key, record_value
 from app.history.rows import round_rows
 from app.history.schema import FIELD_NAMES
 from app.history.writer import HistoryCounters, HistoryWriter
-from app.policy.limits import LimitKind, StoragePolicy, evaluate
+from app.decision.policy import LimitKind, StoragePolicy
 from app.settings import ConfigurationError, load_settings
-from app.throttle.decider import ThrottleDecider
-from app.volumes.model import ObservationRound, VolumeObservation
+from app.decision.decider import ThrottleDecider
+from app.observation.model import ObservationRound, VolumeObservation
 
 MiB = 1024 * 1024
 POLICY = StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, 8 * MiB, 24 * MiB)
@@ -34,15 +34,14 @@ def observed_round(at: float, usable: dict[tuple[int, str], int], missing: dict[
 
 def decided(round_: ObservationRound):
     decider = ThrottleDecider(POLICY, 300.0, 0.0, started_at=round_.started_at)
-    evaluation = decider.apply_round(round_)
-    decision, _ = decider.decision(round_.finished_at)
-    return evaluation, decision
+    decider.apply_round(round_)
+    return decider.decision(round_.finished_at)
 
 
 def test_a_round_gives_one_row_per_observed_volume_with_its_verdict_and_the_cluster_decision():
     round_ = observed_round(T0, {(1, "/a"): 40 * MiB, (2, "/b"): 16 * MiB, (3, "/c"): 4 * MiB}, missing={4: "timed out"})
-    evaluation, decision = decided(round_)
-    rows = round_rows(round_, evaluation, decision, POLICY, 60.0)
+    decision = decided(round_)
+    rows = round_rows(round_, decision, 60.0)
     assert [tuple(row) for row in rows] == [FIELD_NAMES] * 3
     by_volume = {(r["broker_id"], r["log_dir"]): r for r in rows}
     assert by_volume[(1, "/a")]["volume_status"] == "ok" and by_volume[(1, "/a")]["volume_factor"] == 1.0
@@ -59,11 +58,10 @@ def test_a_round_gives_one_row_per_observed_volume_with_its_verdict_and_the_clus
 
 def test_a_round_that_observed_nothing_writes_one_row_without_a_volume():
     round_ = ObservationRound(T0 - 1, T0, error="DescribeCluster failed")
-    evaluation = evaluate(POLICY, ())
     decider = ThrottleDecider(POLICY, 300.0, 0.0, started_at=T0 - 1000)
     decider.apply_round(round_)
-    decision, _ = decider.decision(T0)
-    (row,) = round_rows(round_, evaluation, decision, POLICY, 60.0)
+    decision = decider.decision(T0)
+    (row,) = round_rows(round_, decision, 60.0)
     assert row["broker_id"] is None and row["log_dir"] is None and row["usable_bytes"] is None
     assert (row["source"], row["state"], row["cluster_factor"], row["round_complete"]) == ("fallback", "PAUSE", 0.0, False)
 
@@ -133,13 +131,13 @@ def counting() -> tuple[HistoryCounters, dict[str, int]]:
 def test_submitting_never_blocks_and_drops_and_counts_rounds_when_the_queue_is_full():
     counters, counts = counting()
     files = SlowFiles(delay=0.2)
-    writer = HistoryWriter(files, POLICY, 1.0, counters, queue_rounds=2)  # type: ignore[arg-type]
+    writer = HistoryWriter(files, 1.0, counters, queue_rounds=2)  # type: ignore[arg-type]
     writer.start()
     round_ = observed_round(T0, {(1, "/a"): 40 * MiB, (2, "/b"): 40 * MiB})
-    evaluation, decision = decided(round_)
+    decision = decided(round_)
     started = time.perf_counter()
     for _ in range(10):
-        writer.submit(round_, evaluation, decision)
+        writer.submit(round_, decision)
     assert time.perf_counter() - started < 0.05
     writer.close()
     written_rounds = len(files.batches)
@@ -163,12 +161,12 @@ def test_a_failing_disk_drops_and_counts_the_round_and_the_writer_goes_on(caplog
     caplog.set_level(logging.INFO, "app.history")
     counters, counts = counting()
     files = FullDisk(delay=0)
-    writer = HistoryWriter(files, POLICY, 1.0, counters)  # type: ignore[arg-type]
+    writer = HistoryWriter(files, 1.0, counters)  # type: ignore[arg-type]
     writer.start()
     round_ = observed_round(T0, {(1, "/a"): 40 * MiB, (2, "/b"): 40 * MiB})
-    evaluation, decision = decided(round_)
-    writer.submit(round_, evaluation, decision)
-    writer.submit(round_, evaluation, decision)
+    decision = decided(round_)
+    writer.submit(round_, decision)
+    writer.submit(round_, decision)
     writer.close()
     assert (counts["write_error"], counts["written"], len(files.batches)) == (2, 2, 1)
     assert "history files not writable" in caplog.text and "writable again" in caplog.text
@@ -176,8 +174,8 @@ def test_a_failing_disk_drops_and_counts_the_round_and_the_writer_goes_on(caplog
 
 def test_the_topic_record_carries_the_metrics_snapshot_fields_of_the_proposal():
     round_ = observed_round(T0, {(2, "/var/lib/kafka"): 4 * MiB})
-    evaluation, decision = decided(round_)
-    (row,) = round_rows(round_, evaluation, decision, POLICY, 60.0)
+    decision = decided(round_)
+    (row,) = round_rows(round_, decision, 60.0)
     assert record_key(row) == "2:/var/lib/kafka"
     value = record_value(row)
     assert value["brokerId"] == "2" and value["snapshotAt"] == row["time"]

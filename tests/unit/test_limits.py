@@ -2,8 +2,8 @@
 
 import pytest
 
-from app.policy.limits import LimitKind, State, StoragePolicy, VolumeStatus, evaluate, judge_volume, policy_from_levels
-from app.volumes.model import VolumeObservation
+from app.decision.policy import LimitKind, State, StoragePolicy, VolumeStatus, evaluate, judge_volume, policy_from_levels
+from app.observation.model import VolumeObservation
 
 MiB = 1024 * 1024
 
@@ -55,7 +55,7 @@ def test_offline_log_dir_counts_as_breaching_even_with_space_left():
     offline = volume(60 * MiB, error="KAFKA_STORAGE_ERROR")
     evaluation = evaluate(BYTES, [offline])
     assert evaluation.factor == 0.0
-    assert evaluation.state is State.PAUSE
+    assert State.of(evaluation.factor) is State.PAUSE
     assert evaluation.breaching[0].reason == "log dir error KAFKA_STORAGE_ERROR"
 
 
@@ -91,7 +91,7 @@ def test_soft_ramp_with_ratio_limits():
 def test_cluster_factor_is_the_minimum_over_volumes_and_names_them():
     evaluation = evaluate(SOFT, [volume(20 * MiB, broker=1), volume(12 * MiB, broker=2), volume(60 * MiB, broker=3)])
     assert evaluation.factor == pytest.approx(0.25)
-    assert evaluation.state is State.THROTTLE
+    assert State.of(evaluation.factor) is State.THROTTLE
     assert [v.volume.broker_id for v in evaluation.ramping] == [1, 2]
     assert evaluation.breaching == ()
 
@@ -99,7 +99,7 @@ def test_cluster_factor_is_the_minimum_over_volumes_and_names_them():
 def test_one_breaching_volume_pauses_the_whole_cluster():
     evaluation = evaluate(SOFT, [volume(60 * MiB, broker=1), volume(8 * MiB, broker=2, log_dir="/d2")])
     assert evaluation.factor == 0.0
-    assert evaluation.state is State.PAUSE
+    assert State.of(evaluation.factor) is State.PAUSE
     assert [(v.volume.broker_id, v.volume.log_dir) for v in evaluation.breaching] == [(2, "/d2")]
 
 

@@ -6,9 +6,9 @@ import time
 
 import httpx
 
-from app.main import create_app
+from app.server.app import create_app
 from app.settings import load_settings
-from app.volumes.model import ObservationRound, VolumeObservation
+from app.observation.model import ObservationRound, VolumeObservation
 
 
 class ScriptedSource:
@@ -50,7 +50,7 @@ def test_the_loop_observes_every_interval_off_the_event_loop_and_survives_a_rais
             await asyncio.sleep(0.5)
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-                return (await client.get("/throttle-factor")).json(), app.state.observer.rounds
+                return (await client.get("/throttle-factor")).json(), app.state.service.loop.rounds
 
     decision, rounds = asyncio.run(main())
     assert 5 <= rounds <= 12

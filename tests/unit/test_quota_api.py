@@ -6,10 +6,10 @@ import httpx
 import pytest
 
 from app.clock import ManualClock
-from app.main import create_app
+from app.server.app import create_app
 from app.quotas.store import QuotaStore
 from app.settings import load_settings
-from app.volumes.model import ObservationRound, VolumeObservation
+from app.observation.model import ObservationRound, VolumeObservation
 
 from .asgi import run_scenario
 

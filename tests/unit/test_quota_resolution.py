@@ -8,7 +8,7 @@ import pytest
 
 from app.quotas.model import DEFAULT, Level, QuotaEntity, QuotaType
 from app.quotas.resolution import resolve
-from app.quotas.wire import table_from_json
+from app.server.schemas.quotas import table_from_json
 
 VECTORS = json.loads((Path(__file__).resolve().parents[1] / "quota_vectors.json").read_text())
 TABLES = {name: table_from_json(table) for name, table in VECTORS["tables"].items()}

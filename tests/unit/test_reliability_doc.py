@@ -7,11 +7,11 @@ import ast
 import re
 from pathlib import Path
 
-from app.main import create_app
+from app.server.app import create_app
 from app.redaction import HIDDEN, MIN_REDACTED_LENGTH, is_secret_key
 from app.settings import load_settings
 from app.settings.model import ADMIN_PREFIX, HISTORY_PRODUCER_PREFIX, PROPERTY_FIELDS
-from app.volumes.admin_config import SUPPORTED_PROPERTIES
+from app.kafka.admin_config import SUPPORTED_PROPERTIES
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,0 +1,106 @@
+"""Turns observation rounds into throttle decisions: cache -> policy -> factor lifecycle.
+
+No I/O and no clock of its own: rounds carry their time and reads pass ``now``."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from app.decision.decision import Decision, VolumeState
+from app.decision.factor import FactorReading, FactorSource, ThrottleFactorHolder
+from app.decision.policy import Evaluation, StoragePolicy, VolumeStatus, VolumeVerdict
+from app.decision.timeline import Step, Timeline, ViewTimeline
+from app.observation.cache import VolumeCache
+from app.observation.model import ObservationRound, VolumeKey, VolumeObservation
+
+
+class ThrottleDecider:
+    def __init__(
+        self,
+        policy: StoragePolicy,
+        validity_seconds: float,
+        fallback: float,
+        started_at: float,
+        enabled: bool = True,
+        keep_fenced: bool = True,
+    ) -> None:
+        self.policy = policy
+        self.fallback = fallback
+        self.validity_seconds = validity_seconds
+        self.cache = VolumeCache(validity_seconds, keep_fenced)
+        self.holder = ThrottleFactorHolder(validity_seconds, fallback, started_at, enabled)
+        self.evaluation: Evaluation | None = None
+        self.latest_round: ObservationRound | None = None
+        self.active_brokers: tuple[int, ...] = ()
+        self.fenced_brokers: tuple[int, ...] = ()
+        self.evicted: list[VolumeObservation] = []
+        self._breaching: frozenset[VolumeKey] = frozenset()
+        self._view: Timeline | None = None  # the latest round's view of the cache over time
+
+    def apply_round(self, round_: ObservationRound) -> Evaluation:
+        now = round_.finished_at
+        self.latest_round = round_
+        if round_.cluster_answered:
+            self.active_brokers = round_.active_brokers
+            self.fenced_brokers = round_.fenced_brokers
+        self.cache.record_round(round_)
+        self.evicted = self.cache.evict_expired(now)
+        view = ViewTimeline(self.policy, self.cache.by_expiry(), self._breaching, now, self.validity_seconds)
+        step = view.at(now)
+        assert step is not None  # nothing in the cache has expired at now
+        evaluation = step.evaluation
+        self.evaluation = evaluation
+        self._breaching = evaluation.breaching_keys
+        self._view = view
+        covered = self.cache.brokers()
+        if not round_.failed and all(broker in covered for broker in round_.active_brokers):
+            self.holder.record_success(view)
+        else:
+            self.holder.record_failure(view)
+        return evaluation
+
+    def reading(self, now: float) -> FactorReading:
+        return self.holder.read(now)
+
+    def view_at(self, now: float) -> Step | None:
+        """The cached observations valid at ``now`` and their evaluation (None before the
+        first round and once everything has expired)."""
+        return self._view.at(now) if self._view is not None else None
+
+    def decision(self, now: float) -> Decision:
+        """The decision in force at ``now``: pure, so any read may ask."""
+        reading = self.holder.read(now)
+        step = self.view_at(now)
+        view_change = self._view.next_change_after(now) if self._view is not None else None
+        if view_change is not None and (reading.next_change_at is None or view_change < reading.next_change_at):
+            reading = replace(reading, next_change_at=view_change)
+        shown = step is not None and reading.source is not FactorSource.DISABLED
+        return Decision(
+            reading=reading,
+            policy=self.policy,
+            fallback=self.fallback,
+            evaluation=step.evaluation if shown else None,
+            latest_round=self.latest_round,
+            active_brokers=len(self.active_brokers),
+            log_dirs=len(step.volumes) if step is not None else 0,
+            fenced=tuple(self.cache.fenced_volumes(step.volumes)) if shown else (),
+        )
+
+    def volumes(self, now: float) -> list[VolumeState]:
+        """Every observation in the view at ``now`` with the verdict it was given."""
+        step = self.view_at(now)
+        if step is None:
+            return []
+        evaluation = step.evaluation
+        listed = {v.volume.key: v for v in (*evaluation.breaching, *evaluation.ramping, *evaluation.unjudged)}
+        active, fenced = set(self.active_brokers), self.cache.fenced
+        return [
+            VolumeState(
+                observation=volume,
+                verdict=listed.get(volume.key) or VolumeVerdict(volume, VolumeStatus.OK, 1.0, ""),
+                expires_at=self.cache.expires_at(volume),
+                broker_active=volume.broker_id in active,
+                broker_fenced=volume.broker_id in fenced,
+            )
+            for volume in sorted(step.volumes, key=lambda v: v.key)
+        ]

@@ -1,0 +1,58 @@
+"""The decision in force at one moment, and why: plain data the server turns into its response,
+the history turns into rows and the metrics read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.decision.factor import FactorReading, FactorSource
+from app.decision.policy import Evaluation, State, StoragePolicy, VolumeVerdict
+from app.observation.model import ObservationRound, VolumeObservation
+
+
+@dataclass(frozen=True)
+class Decision:
+    reading: FactorReading
+    policy: StoragePolicy
+    fallback: float
+    # The evaluation of the observations in the view now; None before the first round, once
+    # everything has expired, or with observation switched off.
+    evaluation: Evaluation | None
+    latest_round: ObservationRound | None
+    active_brokers: int  # listed as active by the latest DescribeCluster answer
+    log_dirs: int  # observations in the view now
+    fenced: tuple[VolumeObservation, ...]  # observations in the view whose broker is fenced
+
+    @property
+    def factor(self) -> float:
+        return self.reading.factor
+
+    @property
+    def state(self) -> State:
+        return State.of(self.reading.factor)
+
+    @property
+    def source(self) -> FactorSource:
+        return self.reading.source
+
+    @property
+    def fenced_brokers(self) -> frozenset[int]:
+        return frozenset(volume.broker_id for volume in self.fenced)
+
+    @property
+    def listed(self) -> tuple[VolumeVerdict, ...]:
+        """The volumes that set the factor: breaching, else ramping."""
+        if self.evaluation is None:
+            return ()
+        return self.evaluation.breaching or self.evaluation.ramping
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeState:
+    """One volume in the view, as /volumes shows it."""
+
+    observation: VolumeObservation
+    verdict: VolumeVerdict
+    expires_at: float  # when it leaves the view unless a round renews it
+    broker_active: bool
+    broker_fenced: bool

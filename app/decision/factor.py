@@ -1,0 +1,94 @@
+"""The throttle factor lifecycle of Strimzi proposal 047: validity and fallback.
+
+A successful round yields a timeline of factors (one per set of observations still valid, see
+app/decision/timeline.py), valid until its last observation expires. Failed or incomplete
+rounds keep the last valid timeline until it ends; then the fallback factor applies until
+the next success. Expiry is judged when the factor is read, against an injectable clock,
+never by a timer. At start-up the service behaves as if a factor of 1.0 had been computed at
+that moment (as the Strimzi plugin does), so a restart never pauses a healthy cluster.
+
+An incomplete round can still prove that a volume breaches; such a known factor caps the
+reading (last valid or fallback) until the data behind it expires, so missing data never
+makes the cluster look healthier than what was seen."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from app.decision.timeline import SteadyTimeline, Timeline
+
+
+class FactorSource(str, enum.Enum):
+    OBSERVED = "observed"  # the latest round succeeded and produced this factor
+    LAST_VALID = "last-valid"  # the latest round failed; the last valid factor still holds
+    FALLBACK = "fallback"  # the last valid factor expired; the configured fallback applies
+    INITIAL = "initial"  # no round has succeeded since start-up; 1.0 until the validity runs out
+    DISABLED = "disabled"  # observation is switched off (check interval PT0S): always 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class FactorReading:
+    factor: float
+    source: FactorSource
+    computed_at: float | None
+    valid_until: float | None
+    # The earliest time at which this reading changes by itself (an expiry), if any.
+    next_change_at: float | None
+
+
+class ThrottleFactorHolder:
+    def __init__(self, validity_seconds: float, fallback: float, started_at: float, enabled: bool = True) -> None:
+        if validity_seconds <= 0:
+            raise ValueError("validity must be positive")
+        self._validity = validity_seconds
+        self._fallback = fallback
+        self._enabled = enabled
+        self._last_valid: Timeline = SteadyTimeline(1.0, started_at, started_at + validity_seconds)
+        self._initial = True
+        self._latest_succeeded = True
+        self._known: Timeline | None = None  # what an incomplete or failed round still knew
+
+    @property
+    def validity_seconds(self) -> float:
+        return self._validity
+
+    def record_success(self, timeline: Timeline) -> None:
+        self._last_valid = timeline
+        self._initial = False
+        self._latest_succeeded = True
+        self._known = None
+
+    def record_failure(self, known: Timeline | None = None) -> None:
+        """A round that failed or left an active broker without data. ``known`` is what the
+        cached observations still say: it caps the reading while it lasts, so missing data
+        never makes the cluster look healthier than what was seen."""
+        self._latest_succeeded = False
+        if known is not None:
+            self._known = known
+
+    def read(self, now: float) -> FactorReading:
+        if not self._enabled:
+            return FactorReading(1.0, FactorSource.DISABLED, None, None, None)
+        timeline = self._last_valid
+        step = timeline.at(now)
+        if step is not None:
+            if self._initial:
+                source = FactorSource.INITIAL
+            else:
+                source = FactorSource.OBSERVED if self._latest_succeeded else FactorSource.LAST_VALID
+            reading = FactorReading(step.factor, source, step.start, step.valid_until, timeline.next_change_after(now))
+        else:
+            # The fallback has no expiry of its own; it started when the last factor expired.
+            reading = FactorReading(self._fallback, FactorSource.FALLBACK, timeline.end, None, None)
+        known = self._known.at(now) if self._known is not None else None
+        if known is not None:
+            assert self._known is not None
+            change = self._known.next_change_after(now)
+            next_change = change if reading.next_change_at is None or change is None else min(change, reading.next_change_at)
+            if known.factor < reading.factor:
+                valid_until = known.valid_until if reading.valid_until is None else min(known.valid_until, reading.valid_until)
+                reading = FactorReading(known.factor, reading.source, reading.computed_at, valid_until, next_change)
+            else:
+                reading = FactorReading(reading.factor, reading.source, reading.computed_at, reading.valid_until, next_change)
+        return reading

@@ -1,0 +1,242 @@
+"""Volume observations from a Kafka cluster through kafka-python's admin client.
+
+One round: DescribeCluster for the active (unfenced) brokers, then DescribeLogDirs with an
+empty topic list to every active broker at once. An empty topic list makes the broker
+answer with each log dir's TotalBytes/UsableBytes (v4+, KIP-827) but no partitions, so the
+answer stays small on brokers with thousands of partitions.
+
+kafka-python's public ``describe_log_dirs`` asks the brokers one after another and has no
+per-request timeout, so the requests are issued here through the admin client's connection
+manager, concurrently, each bounded by the request timeout: a round costs about as much as
+the slowest broker, and one slow or dead broker only marks the round incomplete. This runs on
+a worker thread (kafka-python blocks); the HTTP side never waits on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections import deque
+from typing import Any
+
+import kafka.errors as kafka_errors
+from kafka.future import Future
+from kafka.protocol.admin import DescribeClusterRequest, DescribeLogDirsRequest
+
+from app.clock import Clock, system_clock
+from app.kafka.admin_connection import AdminConnection
+from app.observation.model import ObservationRound, VolumeObservation
+from app.kafka.tls import TlsFiles, TlsMaterialError
+
+log = logging.getLogger(__name__)
+
+# The lowest DescribeLogDirs version whose answer carries TotalBytes and UsableBytes.
+TOTALS_MIN_VERSION = 4
+# DescribeCluster goes to this many brokers at once; the first answer wins.
+DESCRIBE_CLUSTER_FANOUT = 3
+
+
+class _ClientErrors(logging.Handler):
+    """Keeps the recent errors kafka-python logged, so a failed round can say why.
+
+    kafka-python logs a connection or authentication failure on every attempt; the service
+    silences that logger (one line per change of state is ours to write) and puts the
+    cause into the round's error instead: a security failure if there was one, as that is
+    what an operator has to fix, else the latest error."""
+
+    _SECURITY = ("Authentication", "Authorization", "Sasl", "SASL", "SSL", "certificate")
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.ERROR)
+        self._recent: deque[tuple[float, str]] = deque(maxlen=32)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith("Bootstrap failed"):
+            return  # the summary the round reports anyway
+        self._recent.append((record.created, message.split("Connection lost: ", 1)[-1]))
+
+    def since(self, moment: float) -> str | None:
+        messages = [message for created, message in list(self._recent) if created >= moment]
+        security = [m for m in messages if any(word in m for word in self._SECURITY)]
+        chosen = security or messages
+        return chosen[-1] if chosen else None
+
+
+CLIENT_ERRORS = _ClientErrors()
+logging.getLogger("kafka").addHandler(CLIENT_ERRORS)
+
+
+def _error_name(code: int) -> str:
+    error = kafka_errors.for_code(code)
+    return getattr(error, "message", error.__name__)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class KafkaVolumeSource:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        request_timeout_seconds: float,
+        admin_config: dict[str, Any] | None = None,
+        clock: Clock = system_clock,
+        client_id: str = "kafka-throttle-service",
+        tls: TlsFiles | None = None,
+        interval_seconds: float = 1.0,
+    ) -> None:
+        self._timeout_ms = max(1, int(request_timeout_seconds * 1000))
+        self._clock = clock
+        self._connection = AdminConnection(
+            bootstrap_servers,
+            self._timeout_ms,
+            {"client_id": client_id, **(admin_config or {})},
+            tls=tls,
+            round_interval_ms=int(interval_seconds * 1000),
+        )
+        self._tls = tls
+        # DescribeLogDirs version used per broker in the latest round (for diagnostics/tests).
+        self.log_dirs_versions: dict[int, int] = {}
+        # Partitions listed in the latest round's answers: 0 as long as the empty topic list works.
+        self.topics_listed = 0
+
+    @property
+    def connection(self) -> AdminConnection:
+        return self._connection
+
+    def _reload_tls_if_changed(self) -> None:
+        """Rebuild the connection when a certificate, key or trust store changed on disk: open
+        connections keep the old material for as long as they live otherwise."""
+        changed = self._connection.tls_changed()
+        if changed:
+            log.info("admin client TLS files changed (%s): reconnecting with the new material", ", ".join(changed))
+            self._connection.rebuild()
+
+    def close(self) -> None:
+        self._connection.close()
+
+    def observe(self) -> ObservationRound:
+        started = self._clock()
+        wall_started = time.time()
+        self._reload_tls_if_changed()
+        try:
+            registered = self._connection.run(self._describe_cluster)
+        except TlsMaterialError as exc:
+            return ObservationRound(started, self._clock(), error=f"admin client TLS material unusable: {exc}")
+        except Exception as exc:
+            self._connection.rebootstrap()  # ask the bootstrap servers afresh next round
+            error = f"DescribeCluster failed: {_describe(exc)}"
+            cause = CLIENT_ERRORS.since(wall_started)
+            if cause and cause not in error:
+                error += f"; client error: {cause}"
+            return ObservationRound(started, self._clock(), error=error)
+        active, fenced = registered
+        if not active:
+            return ObservationRound(started, self._clock(), fenced_brokers=fenced, error="DescribeCluster listed no active broker")
+        try:
+            answers = self._connection.run(self._describe_log_dirs, active)
+        except Exception as exc:
+            self._connection.rebootstrap()
+            return ObservationRound(started, self._clock(), active, fenced_brokers=fenced, error=f"DescribeLogDirs failed: {_describe(exc)}")
+        finished = self._clock()
+        observations: list[VolumeObservation] = []
+        missing: dict[int, str] = {}
+        self.topics_listed = 0
+        for broker_id in active:
+            answer = answers[broker_id]
+            if isinstance(answer, BaseException):
+                missing[broker_id] = _describe(answer)
+                continue
+            response, version = answer
+            self.log_dirs_versions[broker_id] = version
+            top_error = getattr(response, "error_code", 0)
+            if top_error:
+                missing[broker_id] = f"DescribeLogDirs error {_error_name(top_error)}"
+                continue
+            for result in response.results:
+                self.topics_listed += len(result.topics)
+                has_totals = version >= TOTALS_MIN_VERSION
+                observations.append(
+                    VolumeObservation(
+                        broker_id=broker_id,
+                        log_dir=result.log_dir,
+                        total_bytes=result.total_bytes if has_totals else -1,
+                        usable_bytes=result.usable_bytes if has_totals else -1,
+                        observed_at=finished,
+                        error=_error_name(result.error_code) if result.error_code else None,
+                    )
+                )
+        if len(missing) == len(active):
+            self._connection.rebootstrap()
+        return ObservationRound(started, finished, active, tuple(observations), missing, fenced_brokers=fenced)
+
+    async def _describe_cluster(self, manager: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The ids of the active (unfenced) brokers and of the fenced ones: KRaft keeps a broker
+        that stopped or halted registered, but fenced (listed with IncludeFencedBrokers, KIP-1073).
+
+        The request goes to up to three brokers at once and the first answer wins, so one
+        hung broker cannot fail the round (kafka-python's describe_cluster asks a single one)."""
+        nodes = [broker.node_id for broker in manager.cluster.brokers()]
+        random.shuffle(nodes)
+        first_answer = Future()
+        pending = [0]
+
+        def on_success(response: Any) -> None:
+            if not first_answer.is_done:
+                first_answer.success(response)
+
+        def on_failure(exc: BaseException) -> None:
+            pending[0] -= 1
+            if pending[0] == 0 and not first_answer.is_done:
+                first_answer.failure(exc)
+
+        for node_id in nodes[:DESCRIBE_CLUSTER_FANOUT] or [None]:
+            request = DescribeClusterRequest(include_cluster_authorized_operations=False, include_fenced_brokers=True)
+            try:
+                future = manager.send(request, node_id=node_id, request_timeout_ms=self._timeout_ms)
+            except Exception as exc:
+                future = Future().failure(exc)
+            pending[0] += 1
+            future.add_callback(on_success)
+            future.add_errback(on_failure)
+        response = await manager.wait_for(first_answer, self._timeout_ms)
+        if response.error_code:
+            raise kafka_errors.for_code(response.error_code)(response.error_message or "")
+        fenced = tuple(sorted(b.broker_id for b in response.brokers if getattr(b, "is_fenced", False)))
+        active = tuple(sorted(b.broker_id for b in response.brokers if not getattr(b, "is_fenced", False)))
+        return active, fenced
+
+    async def _describe_log_dirs(self, manager: Any, broker_ids: tuple[int, ...]) -> dict[int, Any]:
+        """Send DescribeLogDirs to every broker before awaiting any answer."""
+        futures: dict[int, Any] = {}
+        requests: dict[int, DescribeLogDirsRequest] = {}
+        answers: dict[int, Any] = {}
+        deadline = time.monotonic() + self._timeout_ms / 1000
+        if any(manager.cluster.broker_metadata(b) is None for b in broker_ids):
+            # DescribeCluster named a broker the client's metadata has not seen yet (a broker
+            # that just started): refresh the metadata once so it can be reached this round.
+            try:
+                await manager.wait_for(manager.call_soon(manager.cluster.refresh_metadata), self._timeout_ms)
+            except Exception:
+                log.debug("metadata refresh failed", exc_info=True)
+        for broker_id in broker_ids:
+            request = DescribeLogDirsRequest(topics=[])  # empty list: log dirs only, no partitions
+            requests[broker_id] = request
+            try:
+                futures[broker_id] = manager.send(request, node_id=broker_id, request_timeout_ms=self._timeout_ms)
+            except Exception as exc:  # e.g. a broker the client's metadata does not know yet
+                answers[broker_id] = exc
+        # One deadline for the whole fan-out: answers are awaited in turn, but the
+        # round never waits longer than one request timeout in all.
+        for broker_id, future in futures.items():
+            remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
+            try:
+                response = await manager.wait_for(future, remaining_ms)
+                answers[broker_id] = (response, requests[broker_id].API_VERSION)
+            except Exception as exc:
+                answers[broker_id] = exc
+        return answers

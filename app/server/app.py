@@ -1,0 +1,176 @@
+"""The FastAPI application: the wiring of settings, volume source, decider, loop, publications
+and routes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
+from prometheus_fastapi_instrumentator import Instrumentator
+from prometheus_fastapi_instrumentator import metrics as http_metrics
+
+from app.clock import Clock, system_clock
+from app.decision.decider import ThrottleDecider
+from app.decision.policy import policy_from_levels
+from app.history.files import HistoryFiles, Retention
+from app.history.kafka_topic import HistoryTopic
+from app.history.writer import HistoryCounters, HistoryWriter
+from app.kafka.admin_config import to_kafka_python
+from app.observation.source import VolumeSource
+from app.quotas.service import QuotaService
+from app.quotas.store import QuotaStore
+from app.server.loop import ObservationLoop
+from app.server.metrics import ServiceMetrics
+from app.server.problems import install_problem_handlers
+from app.server.publishing import Publication
+from app.server.routes import health, metrics, quotas, throttle, volumes
+from app.server.schemas.decision import ThrottleDecision, decision_response
+from app.server.schemas.quotas import QuotaTableModel, table_model
+from app.server.state import ServiceState
+from app.settings import Settings
+
+API_VERSION = "0.1.0"
+HTTP_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 300.0)
+QUOTA_STORE_FILE = "quotas.sqlite3"
+
+
+def kafka_source_from(settings: Settings, clock: Clock) -> VolumeSource:
+    from app.kafka.volume_source import KafkaVolumeSource
+
+    admin_config, _ = to_kafka_python(settings.kafka_admin)  # validated at load time
+    assert settings.kafka_admin_bootstrap_servers is not None
+    return KafkaVolumeSource(
+        settings.kafka_admin_bootstrap_servers,
+        settings.effective_kafka_request_timeout.total_seconds(),
+        admin_config.settings,
+        clock=clock,
+        tls=admin_config.tls,
+        interval_seconds=settings.storage_check_interval.total_seconds(),
+    )
+
+
+def decider_from(settings: Settings, clock: Clock) -> ThrottleDecider:
+    policy = policy_from_levels(
+        settings.storage_per_volume_limit_min_available_bytes,
+        settings.storage_per_volume_limit_min_available_ratio,
+        settings.storage_per_volume_soft_limit_min_available_bytes,
+        settings.storage_per_volume_soft_limit_min_available_ratio,
+        settings.storage_per_volume_limit_hysteresis_bytes,
+        settings.storage_per_volume_limit_hysteresis_ratio,
+    )
+    return ThrottleDecider(
+        policy,
+        settings.throttle_factor_validity_duration.total_seconds(),
+        settings.throttle_factor_fallback,
+        started_at=clock(),
+        enabled=settings.observation_enabled,
+        keep_fenced=settings.fenced_broker_observations == "keep",
+    )
+
+
+def history_writer_from(settings: Settings, metrics: ServiceMetrics) -> HistoryWriter:
+    counters = HistoryCounters(
+        written=metrics.history_rows_written.inc,
+        dropped=lambda reason, rows: metrics.history_rows_dropped.labels(reason).inc(rows),
+        topic_errors=metrics.history_topic_errors.inc,
+    )
+    retention = Retention(settings.history_retention_days, settings.history_retention_bytes)
+    topic = None
+    if settings.history_kafka_enabled:
+        topic = HistoryTopic(settings.history_kafka_topic, settings.history_producer_config, counters.topic_errors)
+    return HistoryWriter(
+        HistoryFiles(settings.effective_history_dir, retention),
+        settings.storage_check_interval.total_seconds(),
+        counters,
+        topic,
+    )
+
+
+def create_app(
+    settings: Settings,
+    source: VolumeSource | None = None,
+    clock: Clock = system_clock,
+    observe: bool = True,
+) -> FastAPI:
+    """Build the app. ``source`` defaults to the Kafka admin source of the settings;
+    ``observe=False`` leaves the loop off so tests can apply rounds themselves."""
+    if source is None and settings.observation_enabled and observe:
+        source = kafka_source_from(settings, clock)
+    registry = CollectorRegistry()
+    service_metrics = ServiceMetrics(registry)
+    decider = decider_from(settings, clock)
+    service_metrics.bind_reading(lambda: decider.reading(clock()))
+    service_metrics.bind_volumes(decider.cache.volumes)
+    loop = ObservationLoop(decider, service_metrics, clock, source, settings.storage_check_interval.total_seconds())
+    decisions: Publication[ThrottleDecision] = Publication(lambda now: _decision_body(decider, now), clock)
+    loop.publications.append(decisions)
+    state = ServiceState(settings, clock, decider, loop, decisions, registry)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store = QuotaStore(Path(settings.data_dir) / QUOTA_STORE_FILE)
+        state.quotas = QuotaService(settings, store, decider.reading, clock)
+        quota_service = state.quotas
+        state.quota_table = Publication(lambda now: _quota_table(quota_service, now), clock)
+        loop.publications.append(state.quota_table)
+        quota_service.on_change(state.quota_table.publish)
+        loop.publish()
+        if settings.history_enabled and settings.observation_enabled:
+            loop.history = history_writer_from(settings, service_metrics)
+            loop.history.start()
+        task = None
+        if observe and settings.observation_enabled and source is not None:
+            task = asyncio.create_task(loop.run(), name="observation-loop")
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            if loop.history is not None:
+                # Off the event loop: the writer finishes the queued rounds first.
+                await asyncio.get_running_loop().run_in_executor(None, loop.history.close)
+                loop.history = None
+            loop.publications.remove(state.quota_table)
+            store.close()
+
+    app = FastAPI(
+        title="Kafka throttle decision service",
+        version=API_VERSION,
+        description=(
+            "Observes every log dir volume of a Kafka cluster (DescribeCluster + DescribeLogDirs) "
+            "and serves the throttle factor that keeps the cluster from running out of disk."
+        ),
+        lifespan=lifespan,
+        # operation ids are the handler names: generated clients get quota_table(), put_override(), ...
+        generate_unique_id_function=lambda route: route.name,
+    )
+    app.state.service = state
+    install_problem_handlers(app)
+    for routes in (throttle.routes, quotas.routes, volumes.routes, health.routes):
+        routes.install(app)
+    # Request counts and latencies per handler; the request/response size summaries of the
+    # default set are left out: they double the cost of instrumenting the hot endpoints.
+    instrumentator = Instrumentator(registry=registry, excluded_handlers=["/metrics"])
+    instrumentator.add(
+        http_metrics.requests(registry=registry),
+        http_metrics.latency(registry=registry, buckets=HTTP_LATENCY_BUCKETS),
+    )
+    instrumentator.instrument(app)
+    metrics.routes.install(app)
+    return app
+
+
+def _decision_body(decider: ThrottleDecider, now: float) -> tuple[ThrottleDecision, float | None]:
+    decision = decider.decision(now)
+    return decision_response(decision), decision.reading.next_change_at
+
+
+def _quota_table(quota_service: QuotaService, now: float) -> tuple[QuotaTableModel, float | None]:
+    reading = quota_service.factor_reading(now)
+    return table_model(quota_service.table, reading), reading.next_change_at

@@ -1,0 +1,105 @@
+"""The observation loop: every check interval a round, then its effects, in one direction.
+
+A round runs on a worker thread (the Kafka client blocks); its result is applied on the event
+loop: the decider judges it, the metrics and the history record it, the changes are logged
+once, and the publications are refreshed. Between rounds the loop wakes at each instant the
+decision changes by itself (an observation or the factor expiring), so such a change is logged
+and published when it happens. Nothing published calls back into the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from app.clock import Clock
+from app.decision.changes import DecisionChanges
+from app.decision.decider import ThrottleDecider
+from app.decision.decision import Decision
+from app.history.writer import HistoryWriter
+from app.observation.changes import ClusterChanges
+from app.observation.model import ObservationRound
+from app.observation.source import VolumeSource
+from app.server.metrics import ServiceMetrics
+from app.server.publishing import Publication
+
+log = logging.getLogger("app.decision")
+
+
+class ObservationLoop:
+    def __init__(
+        self,
+        decider: ThrottleDecider,
+        metrics: ServiceMetrics,
+        clock: Clock,
+        source: VolumeSource | None = None,
+        interval_seconds: float = 60.0,
+    ) -> None:
+        self.decider = decider
+        self.metrics = metrics
+        self.clock = clock
+        self.source = source
+        self.interval_seconds = interval_seconds
+        self.rounds = 0
+        self.history: HistoryWriter | None = None  # set while the app runs with history on
+        self.publications: list[Publication] = []  # refreshed after every change, in order
+        self._cluster_changes = ClusterChanges(decider.validity_seconds, decider.cache.keeps_fenced)
+        self._decision_changes = DecisionChanges()
+        self._next_change: float | None = None  # when the published decision changes by itself
+
+    def apply_round(self, round_: ObservationRound) -> Decision:
+        self.rounds += 1
+        evaluation = self.decider.apply_round(round_)
+        self.metrics.record_round(round_, evaluation, len(self.decider.active_brokers), len(self.decider.fenced_brokers))
+        for change in self._cluster_changes.after_round(round_, self.decider.evicted, self.decider.cache.brokers()):
+            log.log(change.level, change.message)
+        decision = self.publish()
+        if self.history is not None:
+            self.history.submit(round_, decision)
+        return decision
+
+    def publish(self) -> Decision:
+        """Log what changed in the decision since it was last published, and publish."""
+        decision = self.decider.decision(self.clock())
+        self._next_change = decision.reading.next_change_at
+        changes, fallback_took_over = self._decision_changes.after(decision)
+        if fallback_took_over:
+            self.metrics.fallback_applied.inc()
+        for change in changes:
+            log.log(change.level, change.message)
+        for publication in self.publications:
+            publication.publish()
+        return decision
+
+    async def run(self) -> None:
+        """Observe every interval until cancelled. Only runs with a source configured."""
+        assert self.source is not None
+        loop = asyncio.get_running_loop()
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="volume-source")
+        try:
+            while True:
+                started = loop.time()
+                try:
+                    round_ = await loop.run_in_executor(executor, self.source.observe)
+                except Exception as exc:  # a source must not raise; if one does, the round failed
+                    log.exception("volume source raised")
+                    now = self.clock()
+                    round_ = ObservationRound(now, now, error=f"volume source raised {type(exc).__name__}: {exc}")
+                self.apply_round(round_)
+                await self._sleep_until(started + self.interval_seconds)
+        finally:
+            await loop.run_in_executor(executor, self.source.close)
+            executor.shutdown(wait=False)
+
+    async def _sleep_until(self, loop_deadline: float) -> None:
+        """Sleep until the next round, waking at each instant the decision changes by itself
+        (an expiry), so that such a change is logged and published when it happens."""
+        loop = asyncio.get_running_loop()
+        while (remaining := loop_deadline - loop.time()) > 0:
+            if self._next_change is not None:
+                until_change = self._next_change - self.clock()
+                if until_change < 0:
+                    self.publish()
+                    continue
+                remaining = min(remaining, until_change + 0.001)
+            await asyncio.sleep(remaining)

@@ -1,0 +1,29 @@
+"""Liveness and readiness."""
+
+from __future__ import annotations
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+
+from app.server.routes.route_set import RouteSet
+from app.server.schemas.health import Health, Readiness
+from app.server.state import service_state
+
+routes = RouteSet(tags=["health"])
+
+
+@routes.get("/healthz", response_model=Health, summary="Liveness: the process serves HTTP")
+async def healthz() -> Health:
+    return Health(status="ok")
+
+
+@routes.get(
+    "/readyz",
+    response_model=Readiness,
+    summary="Readiness: a first observation succeeded, or the fallback is in force",
+    responses={503: {"model": Readiness, "description": "Not ready yet: no observation has succeeded"}},
+)
+async def readyz(request: Request) -> JSONResponse:
+    state = service_state(request)
+    readiness = Readiness(ready=state.ready, source=state.decider.reading(state.clock()).source, rounds=state.loop.rounds)
+    return JSONResponse(readiness.model_dump(mode="json"), status_code=200 if readiness.ready else 503)

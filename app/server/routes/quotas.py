@@ -1,0 +1,191 @@
+"""Quota endpoints: the table the shims poll, resolution, and guarded changes."""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated
+
+from fastapi import Depends, Path, Query, Request, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from app.server.conditional import WAIT_PARAMETER, conditional_get
+from app.server.routes.route_set import RouteSet
+from app.server.problems import ProblemError, problem_responses
+from app.quotas.model import QuotaEntity, QuotaGroup, QuotaType
+from app.quotas.service import MembershipConflict, QuotaService
+from app.server.state import service_state
+from app.server.schemas.quotas import (
+    DEFAULT_NAME,
+    EntityModel,
+    GroupBody,
+    GroupModel,
+    OverrideModel,
+    QuotaLimitsBody,
+    QuotaTableModel,
+    ResolutionModel,
+    entity_name,
+)
+
+routes = RouteSet(tags=["quotas"])
+bearer = HTTPBearer(auto_error=False, description="The token of throttle.service.admin.token")
+
+TYPE_NAMES = [t.value for t in QuotaType]
+_RESOLVE_PARAMETERS = [
+    {"name": "user", "in": "query", "required": False, "schema": {"type": "string", "default": ""},
+     "description": "The user principal name (without User:); empty for none", "example": "alice"},
+    {"name": "client-id", "in": "query", "required": False, "schema": {"type": "string", "default": ""},
+     "description": "The client id", "example": "billing-producer"},
+    {"name": "type", "in": "query", "required": True, "schema": {"type": "string", "enum": TYPE_NAMES},
+     "description": "The quota type", "example": "produce"},
+]
+
+
+def quota_service(request: Request) -> QuotaService:
+    return service_state(request).quota_service()
+
+
+@routes.hot_get(
+    "/quotas",
+    response_model=QuotaTableModel,
+    summary="The whole quota table and the factor in force",
+    responses={
+        200: {"description": "The table, with a strong ETag", "headers": {"ETag": {"schema": {"type": "string"}}}},
+        304: {"description": "Unchanged since the ETag given in If-None-Match"},
+        **problem_responses(422),
+    },
+    openapi_extra={"parameters": [WAIT_PARAMETER]},
+)
+async def quota_table(request: Request) -> Response:
+    table = service_state(request).quota_table
+    assert table is not None
+    return await conditional_get(request, table)
+
+
+@routes.hot_get(
+    "/quotas/resolve",
+    response_model=ResolutionModel,
+    summary="The quota that applies to one client: limit, level, factor and metric tags",
+    responses=problem_responses(422),
+    openapi_extra={"parameters": _RESOLVE_PARAMETERS},
+)
+async def resolve_quota(request: Request) -> Response:
+    query = request.query_params
+    type_name = query.get("type")
+    if type_name not in TYPE_NAMES:
+        raise ProblemError(422, "Invalid request", f"type: expected one of {', '.join(TYPE_NAMES)}, got {type_name!r}")
+    user, client_id = query.get("user", ""), query.get("client-id", "")
+    resolution = quota_service(request).resolve(user, client_id, QuotaType(type_name))
+    body = ResolutionModel.of(user, client_id, resolution).model_dump_json().encode()
+    return Response(body, media_type="application/json")
+
+
+async def require_admin(
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+) -> None:
+    token = service_state(request).settings.admin_token
+    if token is None:
+        raise ProblemError(
+            403,
+            "Changes disabled",
+            "quota changes are refused because no admin token is configured; set throttle.service.admin.token "
+            "(THROTTLE_SERVICE_ADMIN_TOKEN) to enable them",
+        )
+    if credentials is None or credentials.scheme.lower() != "bearer":
+        raise ProblemError(401, "Unauthorized", "send Authorization: Bearer <admin token>", headers={"WWW-Authenticate": "Bearer"})
+    if not hmac.compare_digest(credentials.credentials.encode(), token.get_secret_value().encode()):
+        raise ProblemError(403, "Forbidden", "the bearer token is not the admin token")
+
+
+Admin = Depends(require_admin)
+MUTATION_ERRORS = problem_responses(401, 403, 404, 409, 422)
+
+
+def _entity(user: str | None, client_id: str | None) -> QuotaEntity:
+    errors = [
+        {"field": field, "in": "query", "message": "must not be empty"}
+        for field, value in (("user", user), ("client-id", client_id))
+        if value is not None and not value
+    ]
+    if user is None and client_id is None:
+        errors.append({"field": "user", "in": "query", "message": "name a user, a client-id, or both"})
+    if errors:
+        raise ProblemError(422, "Invalid request", "; ".join(f"{e['field']}: {e['message']}" for e in errors))
+    return QuotaEntity(entity_name(user), entity_name(client_id))
+
+
+UserQuery = Query(description=f"User principal name, or {DEFAULT_NAME} for the default user", examples=["alice"])
+ClientQuery = Query(alias="client-id", description=f"Client id, or {DEFAULT_NAME} for the default client id", examples=[DEFAULT_NAME])
+
+
+@routes.put(
+    "/quotas/overrides",
+    response_model=OverrideModel,
+    summary="Set the quotas of one entity (replaces its previous quotas)",
+    dependencies=[Admin],
+    responses=MUTATION_ERRORS,
+)
+async def put_override(
+    request: Request,
+    limits: QuotaLimitsBody,
+    user: Annotated[str | None, UserQuery] = None,
+    client_id: Annotated[str | None, ClientQuery] = None,
+) -> OverrideModel:
+    entity = _entity(user, client_id)
+    if not limits.to_limits():
+        raise ProblemError(422, "Invalid request", "body: set at least one quota (produce, fetch, request, controller_mutation)")
+    await quota_service(request).put_override(entity, limits.to_limits())
+    return OverrideModel(entity=EntityModel.of(entity), level=entity.level.value, limits=limits)
+
+
+@routes.delete(
+    "/quotas/overrides",
+    status_code=204,
+    summary="Remove the quotas of one entity",
+    dependencies=[Admin],
+    responses=MUTATION_ERRORS,
+)
+async def delete_override(
+    request: Request,
+    user: Annotated[str | None, UserQuery] = None,
+    client_id: Annotated[str | None, ClientQuery] = None,
+) -> Response:
+    entity = _entity(user, client_id)
+    if not await quota_service(request).delete_override(entity):
+        raise ProblemError(404, "Not found", "no override for this entity")
+    return Response(status_code=204)
+
+
+GroupName = Path(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._-]+$", description="The group's name", examples=["analytics"])
+
+
+@routes.put(
+    "/quotas/groups/{name}",
+    response_model=GroupModel,
+    summary="Create or replace a quota group: its members share one quota",
+    dependencies=[Admin],
+    responses=MUTATION_ERRORS,
+)
+async def put_group(request: Request, name: Annotated[str, GroupName], body: GroupBody) -> GroupModel:
+    if not body.users and not body.client_ids:
+        raise ProblemError(422, "Invalid request", "body: a group needs at least one user or client id")
+    if not body.limits.to_limits():
+        raise ProblemError(422, "Invalid request", "body.limits: set at least one quota")
+    group = QuotaGroup(name, frozenset(body.users), frozenset(body.client_ids), body.limits.to_limits())
+    try:
+        await quota_service(request).put_group(group)
+    except MembershipConflict as exc:
+        raise ProblemError(409, "Conflict", str(exc)) from None
+    return GroupModel.of(group)
+
+
+@routes.delete(
+    "/quotas/groups/{name}",
+    status_code=204,
+    summary="Remove a quota group",
+    dependencies=[Admin],
+    responses=MUTATION_ERRORS,
+)
+async def delete_group(request: Request, name: Annotated[str, GroupName]) -> Response:
+    if not await quota_service(request).delete_group(name):
+        raise ProblemError(404, "Not found", f"no group named {name!r}")
+    return Response(status_code=204)

@@ -1,0 +1,28 @@
+"""GET /throttle-factor: the decision every broker shim and operator reads."""
+
+from __future__ import annotations
+
+from fastapi import Request, Response
+
+from app.server.conditional import WAIT_PARAMETER, conditional_get
+from app.server.routes.route_set import RouteSet
+from app.server.state import service_state
+from app.server.problems import problem_responses
+from app.server.schemas.decision import ThrottleDecision
+
+routes = RouteSet(tags=["throttle"])
+
+
+@routes.hot_get(
+    "/throttle-factor",
+    response_model=ThrottleDecision,
+    summary="The throttle factor in force and why",
+    responses={
+        200: {"description": "The decision, with a strong ETag", "headers": {"ETag": {"schema": {"type": "string"}}}},
+        304: {"description": "Unchanged since the ETag given in If-None-Match"},
+        **problem_responses(422),
+    },
+    openapi_extra={"parameters": [WAIT_PARAMETER]},
+)
+async def throttle_factor(request: Request) -> Response:
+    return await conditional_get(request, service_state(request).decisions)

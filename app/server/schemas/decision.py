@@ -1,0 +1,172 @@
+"""The throttle decision as served over HTTP: the response models, made from the domain's Decision."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.decision.decision import Decision
+from app.decision.factor import FactorSource
+from app.decision.policy import LimitKind, State, StoragePolicy, VolumeVerdict
+from app.observation.model import ObservationRound, VolumeObservation
+from app.timefmt import iso_instant
+
+
+class VolumeEntry(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    broker_id: int
+    log_dir: str
+    total_bytes: int = Field(description="Volume capacity; -1 when the broker does not report it")
+    usable_bytes: int = Field(description="Usable (available) bytes; -1 when not reported")
+    available_ratio: float | None = Field(description="usable / total; null when not reported")
+    observed_at: str
+    factor: float = Field(description="The factor this volume asks for")
+    reason: str = Field(description="Why the volume is listed: hard limit, soft limit, log dir error, ...")
+    broker_fenced: bool = Field(
+        False, description="The broker is registered but fenced (stopped or halted): this is its last observation, kept"
+    )
+
+
+class LimitLevels(BaseModel):
+    kind: LimitKind
+    hard: float = Field(description="Hard limit level: a volume at or below it pauses producers")
+    soft: float | None = Field(description="Soft limit level: below it the factor ramps down; null when not set")
+    hysteresis: float
+
+
+class MissingBroker(BaseModel):
+    broker_id: int
+    reason: str
+
+
+class FencedBroker(BaseModel):
+    broker_id: int
+    last_observed_at: str = Field(description="When the kept observation of this broker was made")
+    log_dirs: int = Field(description="Log dirs of this broker kept in the view")
+
+
+class RoundSummary(BaseModel):
+    observed_at: str | None = Field(description="When the latest observation round finished")
+    complete: bool = Field(description="Every active broker answered the latest round")
+    missing_brokers: list[MissingBroker]
+    error: str | None = Field(description="Why the latest round produced nothing, if it did not")
+
+
+class ThrottleDecision(BaseModel):
+    factor: float = Field(ge=0.0, le=1.0, description="Multiplier for the affected quotas")
+    state: State
+    source: FactorSource
+    computed_at: str | None = Field(description="When the factor in force was computed (for fallback: when it took over)")
+    valid_until: str | None = Field(description="When this factor expires unless renewed; null for fallback/disabled")
+    fallback_factor: float
+    limits: LimitLevels
+    breaching: list[VolumeEntry]
+    ramping: list[VolumeEntry]
+    unjudged: list[VolumeEntry] = Field(description="Log dirs without TotalBytes/UsableBytes (-1), counted but not judged")
+    active_brokers: int = Field(description="Brokers listed by DescribeCluster in the latest successful round")
+    active_log_dirs: int = Field(description="Log dirs in the cached cluster view")
+    fenced_brokers: list[FencedBroker] = Field(
+        description="Registered but fenced brokers (stopped, or halted by a failed disk) whose last observation is in the view"
+    )
+    round: RoundSummary
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "factor": 0.0,
+                    "state": "PAUSE",
+                    "source": "observed",
+                    "computed_at": "2026-11-21T16:40:00.000Z",
+                    "valid_until": "2026-11-21T16:45:00.000Z",
+                    "fallback_factor": 1.0,
+                    "limits": {"kind": "min-available-bytes", "hard": 8388608, "soft": None, "hysteresis": 0},
+                    "breaching": [
+                        {
+                            "broker_id": 2,
+                            "log_dir": "/var/lib/kafka/data",
+                            "total_bytes": 67108864,
+                            "usable_bytes": 4194304,
+                            "available_ratio": 0.0625,
+                            "observed_at": "2026-11-21T16:40:00.000Z",
+                            "factor": 0.0,
+                            "reason": "hard limit",
+                        }
+                    ],
+                    "ramping": [],
+                    "unjudged": [],
+                    "active_brokers": 3,
+                    "active_log_dirs": 3,
+                    "fenced_brokers": [],
+                    "round": {"observed_at": "2026-11-21T16:40:00.000Z", "complete": True, "missing_brokers": [], "error": None},
+                }
+            ]
+        }
+    )
+
+
+def volume_entry(verdict: VolumeVerdict, fenced: Collection[int] = ()) -> VolumeEntry:
+    volume = verdict.volume
+    return VolumeEntry(
+        broker_id=volume.broker_id,
+        log_dir=volume.log_dir,
+        total_bytes=volume.total_bytes,
+        usable_bytes=volume.usable_bytes,
+        available_ratio=volume.available_ratio,
+        observed_at=iso_instant(volume.observed_at) or "",
+        factor=verdict.factor,
+        reason=verdict.reason,
+        broker_fenced=volume.broker_id in fenced,
+    )
+
+
+def fenced_brokers(fenced: Collection[VolumeObservation]) -> list[FencedBroker]:
+    by_broker: dict[int, list[VolumeObservation]] = {}
+    for volume in fenced:
+        by_broker.setdefault(volume.broker_id, []).append(volume)
+    return [
+        FencedBroker(
+            broker_id=broker_id,
+            last_observed_at=iso_instant(min(v.observed_at for v in volumes)) or "",
+            log_dirs=len(volumes),
+        )
+        for broker_id, volumes in sorted(by_broker.items())
+    ]
+
+
+def limit_levels(policy: StoragePolicy) -> LimitLevels:
+    return LimitLevels(kind=policy.kind, hard=policy.hard_level, soft=policy.soft_level, hysteresis=policy.hysteresis)
+
+
+def round_summary(latest_round: ObservationRound | None) -> RoundSummary:
+    if latest_round is None:
+        return RoundSummary(observed_at=None, complete=False, missing_brokers=[], error=None)
+    return RoundSummary(
+        observed_at=iso_instant(latest_round.finished_at),
+        complete=latest_round.complete,
+        missing_brokers=[MissingBroker(broker_id=b, reason=r) for b, r in sorted(latest_round.missing_brokers.items())],
+        error=latest_round.error,
+    )
+
+
+def decision_response(decision: Decision) -> ThrottleDecision:
+    reading, evaluation = decision.reading, decision.evaluation
+    fenced = decision.fenced_brokers
+    return ThrottleDecision(
+        factor=reading.factor,
+        state=decision.state,
+        source=reading.source,
+        computed_at=iso_instant(reading.computed_at),
+        valid_until=iso_instant(reading.valid_until),
+        fallback_factor=decision.fallback,
+        limits=limit_levels(decision.policy),
+        breaching=[volume_entry(v, fenced) for v in evaluation.breaching] if evaluation else [],
+        ramping=[volume_entry(v, fenced) for v in evaluation.ramping] if evaluation else [],
+        unjudged=[volume_entry(v, fenced) for v in evaluation.unjudged] if evaluation else [],
+        active_brokers=decision.active_brokers,
+        active_log_dirs=decision.log_dirs,
+        fenced_brokers=fenced_brokers(decision.fenced),
+        round=round_summary(decision.latest_round),
+    )

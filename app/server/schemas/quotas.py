@@ -1,0 +1,252 @@
+"""The quota table and its parts as JSON: the contract the broker shim and clients rely on."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from app.quotas.model import DEFAULT, EntityName, QuotaValues, QuotaEntity, QuotaGroup, QuotaTable, QuotaType
+from app.quotas.resolution import Resolution
+from app.decision.factor import FactorReading, FactorSource
+from app.decision.policy import State
+from app.timefmt import iso_instant
+
+DEFAULT_NAME = "<default>"  # Kafka's name for the default entity of a kind
+PRECEDENCE = [
+    "excluded principal",
+    "user, client-id",
+    "user, default client-id",
+    "user",
+    "group",
+    "default user, client-id",
+    "default user, default client-id",
+    "default user",
+    "client-id",
+    "default client-id",
+    "defaults",
+    "unlimited",
+]
+
+Limit = Annotated[float | None, Field(gt=0, allow_inf_nan=False)]
+
+
+class QuotaLimits(BaseModel):
+    """Quotas per type in Kafka's units; null or absent: no quota of that type at this level."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"produce": 1048576, "fetch": 2097152}]})
+
+    produce: Limit = Field(None, description="bytes/s per broker")
+    fetch: Limit = Field(None, description="bytes/s per broker")
+    request: Limit = Field(None, description="percent of one request handler / network thread")
+    controller_mutation: Limit = Field(None, description="partition mutations/s (KIP-599)")
+
+    def to_limits(self) -> QuotaValues:
+        return {QuotaType(name): value for name, value in self.model_dump().items() if value is not None}
+
+    @classmethod
+    def of(cls, limits: QuotaValues) -> QuotaLimits:
+        return cls(**{quota_type.value: value for quota_type, value in limits.items()})
+
+
+def _at_least_one(names: tuple[str, ...], item: dict) -> list[dict]:
+    return [{"required": [name], "properties": {name: item}} for name in names]
+
+
+class QuotaLimitsBody(QuotaLimits):
+    """Quotas to set: at least one of them."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"produce": 1048576}],
+            "anyOf": _at_least_one(("produce", "fetch", "request", "controller_mutation"), {"type": "number"}),
+        },
+    )
+
+
+def entity_name(text: str | None) -> EntityName:
+    if text is None:
+        return None
+    return DEFAULT if text == DEFAULT_NAME else text
+
+
+def entity_text(name: EntityName) -> str | None:
+    if name is None:
+        return None
+    return DEFAULT_NAME if name is DEFAULT else str(name)
+
+
+class EntityModel(BaseModel):
+    user: str | None = Field(None, description="A user principal name, or <default>; null: not part of the entity")
+    client_id: str | None = Field(None, description="A client id, or <default>; null: not part of the entity")
+
+    @classmethod
+    def of(cls, entity: QuotaEntity) -> EntityModel:
+        return cls(user=entity_text(entity.user), client_id=entity_text(entity.client_id))
+
+
+class OverrideModel(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"entity": {"user": "alice", "client_id": "<default>"}, "level": "user, default client-id", "limits": {"produce": 1048576}}]
+        }
+    )
+
+    entity: EntityModel
+    level: str = Field(description="The KIP-55 level this entity defines")
+    limits: QuotaLimits
+
+
+class GroupBody(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"users": ["alice", "bob"], "client_ids": ["etl"], "limits": {"produce": 5242880}}],
+            "anyOf": _at_least_one(("users", "client_ids"), {"type": "array", "minItems": 1}),
+        },
+    )
+
+    users: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    client_ids: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    limits: QuotaLimitsBody
+
+    @field_validator("users", "client_ids")
+    @classmethod
+    def _no_default(cls, names: list[str]) -> list[str]:
+        if DEFAULT_NAME in names:
+            raise ValueError(f"{DEFAULT_NAME} cannot be a group member")
+        return names
+
+
+class GroupModel(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"name": "analytics", "users": ["alice", "bob"], "client_ids": ["etl"], "limits": {"produce": 5242880}}]}
+    )
+
+    name: str
+    users: list[str]
+    client_ids: list[str]
+    limits: QuotaLimits
+
+    @classmethod
+    def of(cls, group: QuotaGroup) -> GroupModel:
+        return cls(name=group.name, users=sorted(group.users), client_ids=sorted(group.client_ids), limits=QuotaLimits.of(group.limits))
+
+
+class QuotaTableModel(BaseModel):
+    """Everything a broker shim needs to resolve quotas locally, and the factor in force."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "defaults": {"produce": 10485760},
+                    "overrides": [{"entity": {"user": "alice", "client_id": None}, "level": "user", "limits": {"produce": 2097152}}],
+                    "groups": [{"name": "analytics", "users": ["bob"], "client_ids": ["etl"], "limits": {"produce": 5242880}}],
+                    "excluded_principals": ["User:CN=operator,O=example"],
+                    "precedence": PRECEDENCE,
+                    "factor": 0.5,
+                    "factor_types": ["produce"],
+                    "floors": {"produce": 65536, "fetch": 65536, "request": 1, "controller_mutation": 1},
+                    "state": "THROTTLE",
+                    "source": "observed",
+                    "valid_until": "2026-11-21T16:45:00.000Z",
+                }
+            ]
+        }
+    )
+
+    defaults: QuotaLimits = Field(description="Per-broker quotas shared by clients that match nothing more specific")
+    overrides: list[OverrideModel]
+    groups: list[GroupModel]
+    excluded_principals: list[str] = Field(description="Principals never throttled, as User:<name>")
+    precedence: list[str] = Field(description="Resolution order, most specific first")
+    factor: float = Field(ge=0, le=1, description="The throttle factor in force")
+    factor_types: list[QuotaType]
+    floors: QuotaLimits = Field(description="The lowest limit the factor brings a quota to, per type")
+    state: State
+    source: FactorSource
+    valid_until: str | None = Field(description="When the factor expires unless renewed (see /throttle-factor)")
+
+
+class ResolutionModel(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "user": "alice",
+                    "client_id": "billing",
+                    "type": "produce",
+                    "level": "user",
+                    "entity": {"user": "alice", "client_id": None},
+                    "group": None,
+                    "base_limit": 2097152,
+                    "factor": 0.5,
+                    "limit": 1048576,
+                    "tags": {"user": "alice", "client-id": ""},
+                }
+            ]
+        }
+    )
+
+    user: str
+    client_id: str
+    type: QuotaType
+    level: str = Field(description="The precedence level that matched (see /quotas precedence)")
+    entity: EntityModel | None = Field(description="The override entity that matched, if any")
+    group: str | None = Field(description="The quota group that matched, if any")
+    base_limit: float | None = Field(description="The configured quota before the factor; null: unlimited")
+    factor: float = Field(description="The factor applied to this quota type (1.0 when it does not apply)")
+    limit: float | None = Field(description="The effective limit the broker enforces; null: unlimited")
+    tags: dict[str, str] = Field(description="Metric tags: clients with equal tags share one quota")
+
+    @classmethod
+    def of(cls, user: str, client_id: str, resolution: Resolution) -> ResolutionModel:
+        return cls(
+            user=user,
+            client_id=client_id,
+            type=resolution.quota_type,
+            level=resolution.level,
+            entity=EntityModel.of(resolution.entity) if resolution.entity else None,
+            group=resolution.group,
+            base_limit=resolution.base_limit,
+            factor=resolution.factor,
+            limit=resolution.limit,
+            tags=resolution.tags,
+        )
+
+
+def table_model(table: QuotaTable, reading: FactorReading) -> QuotaTableModel:
+    overrides = sorted(table.overrides.items(), key=lambda item: (list(PRECEDENCE).index(item[0].level.value), repr(item[0])))
+    return QuotaTableModel(
+        defaults=QuotaLimits.of(table.defaults),
+        overrides=[OverrideModel(entity=EntityModel.of(e), level=e.level.value, limits=QuotaLimits.of(l)) for e, l in overrides],
+        groups=[GroupModel.of(table.groups[name]) for name in sorted(table.groups)],
+        excluded_principals=[f"User:{name}" for name in sorted(table.excluded_principals)],
+        precedence=PRECEDENCE,
+        factor=reading.factor,
+        factor_types=sorted(table.factor_types, key=lambda t: t.value),
+        floors=QuotaLimits.of(table.floors),
+        state=State.of(reading.factor),
+        source=reading.source,
+        valid_until=iso_instant(reading.valid_until),
+    )
+
+
+def table_from_json(data: dict) -> QuotaTable:
+    """The inverse of table_model for the table part (the shape of GET /quotas)."""
+    return QuotaTable(
+        defaults=QuotaLimits(**data.get("defaults", {})).to_limits(),
+        overrides={
+            QuotaEntity(entity_name(o["entity"].get("user")), entity_name(o["entity"].get("client_id"))): QuotaLimits(**o["limits"]).to_limits()
+            for o in data.get("overrides", [])
+        },
+        groups={
+            g["name"]: QuotaGroup(g["name"], frozenset(g.get("users", [])), frozenset(g.get("client_ids", [])), QuotaLimits(**g["limits"]).to_limits())
+            for g in data.get("groups", [])
+        },
+        excluded_principals=frozenset(p.removeprefix("User:") for p in data.get("excluded_principals", [])),
+        factor_types=frozenset(QuotaType(t) for t in data.get("factor_types", [])),
+        floors=QuotaLimits(**data["floors"]).to_limits(),
+    )

@@ -1,0 +1,58 @@
+"""The cached cluster view as /volumes serves it."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.decision.policy import VolumeStatus
+from app.server.schemas.decision import VolumeEntry
+
+
+class CachedVolume(VolumeEntry):
+    age_seconds: float = Field(description="Seconds since this observation was made")
+    broker_active: bool = Field(description="The broker was listed by DescribeCluster in the latest round")
+    expires_at: str = Field(
+        description="When this observation leaves the view unless a round renews it (a fenced broker's is renewed by "
+        "every round that lists it, with the keep policy)"
+    )
+    error: str | None = Field(description="Kafka error reported for this log dir (e.g. KAFKA_STORAGE_ERROR)")
+    status: VolumeStatus
+
+
+class VolumesView(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "observed_at": "2026-11-21T16:40:00.000Z",
+                    "validity_seconds": 300.0,
+                    "active_brokers": [1, 2],
+                    "missing_brokers": [],
+                    "volumes": [
+                        {
+                            "broker_id": 1,
+                            "log_dir": "/var/lib/kafka/data",
+                            "total_bytes": 67108864,
+                            "usable_bytes": 4194304,
+                            "available_ratio": 0.0625,
+                            "observed_at": "2026-11-21T16:40:00.000Z",
+                            "factor": 0.0,
+                            "reason": "hard limit",
+                            "age_seconds": 3.2,
+                            "broker_active": True,
+                            "broker_fenced": False,
+                            "expires_at": "2026-11-21T16:45:00.000Z",
+                            "error": None,
+                            "status": "breaching",
+                        }
+                    ],
+                }
+            ]
+        }
+    )
+
+    observed_at: str | None
+    validity_seconds: float
+    active_brokers: list[int]
+    missing_brokers: list[int]
+    volumes: list[CachedVolume]

@@ -1,0 +1,44 @@
+"""Everything a route reaches, in one place: ``service_state(request)``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+from prometheus_client import CollectorRegistry
+
+from app.clock import Clock
+from app.decision.decider import ThrottleDecider
+from app.decision.factor import FactorSource
+from app.quotas.service import QuotaService
+from app.server.loop import ObservationLoop
+from app.server.publishing import Publication
+from app.server.schemas.decision import ThrottleDecision
+from app.server.schemas.quotas import QuotaTableModel
+from app.settings import Settings
+
+
+@dataclass
+class ServiceState:
+    settings: Settings
+    clock: Clock
+    decider: ThrottleDecider
+    loop: ObservationLoop
+    decisions: Publication[ThrottleDecision]
+    registry: CollectorRegistry
+    # Opened with the app's lifespan (the quota store is a file).
+    quotas: QuotaService | None = None
+    quota_table: Publication[QuotaTableModel] | None = None
+
+    @property
+    def ready(self) -> bool:
+        """A first round succeeded, or the fallback is in force (or observation is off)."""
+        return self.decider.reading(self.clock()).source is not FactorSource.INITIAL
+
+    def quota_service(self) -> QuotaService:
+        assert self.quotas is not None, "quotas are served while the app runs"
+        return self.quotas
+
+
+def service_state(request: Request) -> ServiceState:
+    return request.app.state.service
