@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from app.clock import Clock
 from app.decision.changes import DecisionChanges
@@ -24,6 +26,8 @@ from app.server.metrics import ServiceMetrics
 from app.server.publishing import Publication
 
 log = logging.getLogger("app.decision")
+
+T = TypeVar("T")
 
 
 class ObservationLoop:
@@ -80,26 +84,29 @@ class ObservationLoop:
             while True:
                 started = loop.time()
                 try:
-                    round_ = await loop.run_in_executor(executor, self.source.observe)
+                    round_ = await self._publishing_changes_until(loop.run_in_executor(executor, self.source.observe))
                 except Exception as exc:  # a source must not raise; if one does, the round failed
                     log.exception("volume source raised")
                     now = self.clock()
                     round_ = ObservationRound(now, now, error=f"volume source raised {type(exc).__name__}: {exc}")
                 self.apply_round(round_)
-                await self._sleep_until(started + self.interval_seconds)
+                await self._publishing_changes_until(asyncio.sleep(max(0.0, started + self.interval_seconds - loop.time())))
         finally:
             await loop.run_in_executor(executor, self.source.close)
             executor.shutdown(wait=False)
 
-    async def _sleep_until(self, loop_deadline: float) -> None:
-        """Sleep until the next round, waking at each instant the decision changes by itself
-        (an expiry), so that such a change is logged and published when it happens."""
-        loop = asyncio.get_running_loop()
-        while (remaining := loop_deadline - loop.time()) > 0:
-            if self._next_change is not None:
-                until_change = self._next_change - self.clock()
-                if until_change < 0:
-                    self.publish()
-                    continue
-                remaining = min(remaining, until_change + 0.001)
-            await asyncio.sleep(remaining)
+    async def _publishing_changes_until(self, awaitable: Awaitable[T]) -> T:
+        """Await ``awaitable`` (a round, or the pause before the next one), waking at each
+        instant the decision changes by itself (an expiry) to log and publish it then."""
+        task = asyncio.ensure_future(awaitable)
+        try:
+            while True:
+                timeout = None
+                if self._next_change is not None:
+                    timeout = max(0.0, self._next_change - self.clock()) + 0.001
+                done, _ = await asyncio.wait({task}, timeout=timeout)
+                if done:
+                    return task.result()
+                self.publish()
+        finally:
+            task.cancel()

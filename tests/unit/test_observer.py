@@ -1,6 +1,7 @@
 """The observation loop: rounds every interval, off the event loop, surviving a faulty source."""
 
 import asyncio
+import logging
 import threading
 import time
 
@@ -58,3 +59,54 @@ def test_the_loop_observes_every_interval_off_the_event_loop_and_survives_a_rais
     assert source.threads == {"volume-source_0"}  # never the event loop's thread
     assert source.closed
     assert decision["source"] == "observed" and decision["factor"] == 1.0
+
+
+class SlowFailingSource:
+    """One healthy round, then rounds that hang for ``hang`` seconds and fail."""
+
+    def __init__(self, hang: float) -> None:
+        self.hang = hang
+        self.calls = 0
+        self.returned_at: list[float] = []
+
+    def observe(self) -> ObservationRound:
+        self.calls += 1
+        if self.calls > 1:
+            time.sleep(self.hang)
+        now = time.time()
+        self.returned_at.append(now)
+        if self.calls == 1:
+            return ObservationRound(now, now, (1,), (VolumeObservation(1, "/d", 1000, 900, now),))
+        return ObservationRound(now - self.hang, now, error="DescribeCluster failed: KafkaTimeoutError")
+
+    def close(self) -> None:
+        pass
+
+
+def test_an_expiry_during_a_hanging_round_is_logged_and_counted_when_it_happens(tmp_path, caplog):
+    settings = load_settings(
+        environ={},
+        kafka_admin_bootstrap_servers="127.0.0.1:1",
+        storage_per_volume_limit_min_available_bytes="100",
+        storage_check_interval="PT0.05S",
+        throttle_factor_validity_duration="PT0.3S",
+        throttle_factor_fallback="0.0",
+        history_enabled="false",
+        data_dir=str(tmp_path),
+    )
+    source = SlowFailingSource(hang=1.5)
+    app = create_app(settings, source=source)
+
+    async def main():
+        async with app.router.lifespan_context(app):
+            await asyncio.sleep(1.0)  # the second round hangs until ~1.55 s
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+                return (await client.get("/metrics")).text
+
+    caplog.set_level(logging.INFO, logger="app.decision")
+    metrics = asyncio.run(main())
+    [takeover] = [r for r in caplog.records if "fallback factor 0.000 applied" in r.getMessage()]
+    assert takeover.created < source.returned_at[0] + 0.3 + 0.2, "logged when the factor expired"
+    assert takeover.created < source.returned_at[1] - 0.5, "while the second round was still hanging"
+    assert "kafka_throttle_fallback_applied_total 1.0" in metrics
