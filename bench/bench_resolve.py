@@ -46,7 +46,7 @@ def main() -> None:
     start = time.perf_counter()
     levels: dict[str, int] = {}
     for user, client_id in pairs:
-        level = resolve(table, user, client_id, QuotaType.PRODUCE, 0.5).level
+        level = resolve(table, user, client_id, QuotaType.PRODUCE, 0.5).level.value
         levels[level] = levels.get(level, 0) + 1
     elapsed = time.perf_counter() - start
     per = elapsed / args.pairs * 1e6

@@ -34,16 +34,26 @@ EntityName = str | _Default | None  # a name, the default entity, or not part of
 
 
 class Level(str, enum.Enum):
-    """KIP-55 precedence, most specific first."""
+    """Where a quota can come from, in the order resolution tries them, most specific first:
+    the eight KIP-55 entity levels, with quota groups between a user's own levels and the
+    default-user levels, excluded principals before everything and the settings' defaults
+    after. The broker shim receives this order in the quota table and follows it."""
 
+    EXCLUDED = "excluded principal"
     USER_CLIENT = "user, client-id"
     USER_DEFAULT_CLIENT = "user, default client-id"
     USER = "user"
+    GROUP = "group"
     DEFAULT_USER_CLIENT = "default user, client-id"
     DEFAULT_USER_DEFAULT_CLIENT = "default user, default client-id"
     DEFAULT_USER = "default user"
     CLIENT = "client-id"
     DEFAULT_CLIENT = "default client-id"
+    DEFAULTS = "defaults"
+    UNLIMITED = "unlimited"
+
+
+PRECEDENCE: tuple[Level, ...] = tuple(Level)  # the declaration order above
 
 
 

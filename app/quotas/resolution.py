@@ -3,15 +3,9 @@
 Pure functions. The broker shim implements the same rules; the shared test vectors in
 tests/quota_vectors.json keep the two in step.
 
-Order, most specific first, each quota type resolved on its own (a level that sets only a
-fetch quota does not stop the search for a produce quota):
-  (user, client-id), (user, default client-id), (user),
-  a quota group naming the user or the client id,
-  (default user, client-id), (default user, default client-id), (default user),
-  (client-id), (default client-id),
-  the defaults from the settings (one quota per broker, shared by all such clients),
-  otherwise unlimited.
-Excluded principals come before all of it: never throttled, tags of their own.
+The order is ``PRECEDENCE`` (app/quotas/model.py), each quota type resolved on its own (a
+level that sets only a fetch quota does not stop the search for a produce quota). Excluded
+principals come before all of it: never throttled, tags of their own.
 
 Metric tags follow Kafka's DefaultQuotaCallback: clients resolved at the same level and
 entity share tags, and so share the quota; a default entity gives each user / client id
@@ -19,21 +13,18 @@ a quota of its own."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from app.quotas.model import DEFAULT, EntityName, Level, QuotaEntity, QuotaGroup, QuotaTable, QuotaType
+from app.quotas.model import DEFAULT, PRECEDENCE, EntityName, Level, QuotaEntity, QuotaGroup, QuotaTable, QuotaType
 
-GROUP_LEVEL = "group"
-EXCLUDED_LEVEL = "excluded principal"
-DEFAULTS_LEVEL = "defaults"
-UNLIMITED_LEVEL = "unlimited"
 GROUP_TAG = "quota-group"
 
 
 @dataclass(frozen=True, slots=True)
 class Resolution:
     quota_type: QuotaType
-    level: str
+    level: Level
     entity: QuotaEntity | None
     group: str | None
     base_limit: float | None  # None: unlimited
@@ -42,27 +33,22 @@ class Resolution:
     tags: dict[str, str]
 
 
-_GROUP_STEP = None  # where quota groups are consulted in the precedence order
 Candidate = tuple[EntityName, EntityName]
 
-
-def _steps(user: str, client_id: str) -> list[Candidate | None]:
-    """The (user, client id) entity that would match at each KIP-55 level, in precedence
-    order, with the group step between the user's own levels and the default-user levels.
-    An empty user or client id cannot be named by an entity; only defaults match it."""
-    steps: list[Candidate | None] = []
-    if user:
-        if client_id:
-            steps.append((user, client_id))
-        steps += [(user, DEFAULT), (user, None)]
-    steps.append(_GROUP_STEP)
-    if client_id:
-        steps.append((DEFAULT, client_id))
-    steps += [(DEFAULT, DEFAULT), (DEFAULT, None)]
-    if client_id:
-        steps.append((None, client_id))
-    steps.append((None, DEFAULT))
-    return steps
+# The (user, client id) entity that would match a client at each entity level. An empty user
+# or client id cannot be named by an entity; only defaults match it.
+_CANDIDATES: dict[Level, Callable[[str, str], Candidate | None]] = {
+    Level.USER_CLIENT: lambda user, client_id: (user, client_id) if user and client_id else None,
+    Level.USER_DEFAULT_CLIENT: lambda user, client_id: (user, DEFAULT) if user else None,
+    Level.USER: lambda user, client_id: (user, None) if user else None,
+    Level.DEFAULT_USER_CLIENT: lambda user, client_id: (DEFAULT, client_id) if client_id else None,
+    Level.DEFAULT_USER_DEFAULT_CLIENT: lambda user, client_id: (DEFAULT, DEFAULT),
+    Level.DEFAULT_USER: lambda user, client_id: (DEFAULT, None),
+    Level.CLIENT: lambda user, client_id: (None, client_id) if client_id else None,
+    Level.DEFAULT_CLIENT: lambda user, client_id: (None, DEFAULT),
+}
+_STEPS = tuple((level, _CANDIDATES.get(level)) for level in PRECEDENCE)
+_SHARED_TAGS = {"user": "", "client-id": ""}
 
 
 def _tags(level: Level, user: str, client_id: str) -> dict[str, str]:
@@ -92,26 +78,30 @@ def apply_factor(table: QuotaTable, quota_type: QuotaType, base: float | None, f
 
 
 def resolve(table: QuotaTable, user: str, client_id: str, quota_type: QuotaType, factor: float) -> Resolution:
-    """The quota that applies to one client of one user for one quota type."""
-    if user in table.excluded_principals:
-        return Resolution(quota_type, EXCLUDED_LEVEL, None, None, None, 1.0, None, {"user": user, "client-id": client_id})
+    """The quota that applies to one client of one user for one quota type: the first level
+    of PRECEDENCE that sets a quota of this type."""
 
-    def found(level: str, entity: QuotaEntity | None, group: str | None, base: float | None, tags: dict[str, str]) -> Resolution:
+    def found(level: Level, entity: QuotaEntity | None, group: str | None, base: float | None, tags: dict[str, str]) -> Resolution:
         applied, limit = apply_factor(table, quota_type, base, factor)
         return Resolution(quota_type, level, entity, group, base, applied, limit, tags)
 
-    for step in _steps(user, client_id):
-        if step is _GROUP_STEP:
+    for level, candidate_of in _STEPS:
+        if candidate_of is not None:  # an entity level: the most common case first
+            candidate = candidate_of(user, client_id)
+            match = table.override_index.get(candidate) if candidate is not None else None
+            if match is not None and quota_type in match[1]:
+                entity, values = match
+                return found(level, entity, None, values[quota_type], _tags(level, user, client_id))
+        elif level is Level.EXCLUDED:
+            if user in table.excluded_principals:
+                return Resolution(quota_type, level, None, None, None, 1.0, None, {"user": user, "client-id": client_id})
+        elif level is Level.GROUP:
             group = _group_of(table, user, client_id)
             if group is not None and quota_type in group.limits:
-                tags = {"user": "", "client-id": "", GROUP_TAG: group.name}
-                return found(GROUP_LEVEL, None, group.name, group.limits[quota_type], tags)
-            continue
-        match = table.override_index.get(step)
-        if match is not None and quota_type in match[1]:
-            entity, limits = match
-            return found(entity.level.value, entity, None, limits[quota_type], _tags(entity.level, user, client_id))
-    shared = {"user": "", "client-id": ""}
-    if quota_type in table.defaults:
-        return found(DEFAULTS_LEVEL, None, None, table.defaults[quota_type], shared)
-    return found(UNLIMITED_LEVEL, None, None, None, shared)
+                return found(level, None, group.name, group.limits[quota_type], {"user": "", "client-id": "", GROUP_TAG: group.name})
+        elif level is Level.DEFAULTS:
+            if quota_type in table.defaults:
+                return found(level, None, None, table.defaults[quota_type], dict(_SHARED_TAGS))
+        else:
+            break  # unlimited
+    return found(Level.UNLIMITED, None, None, None, dict(_SHARED_TAGS))

@@ -47,3 +47,28 @@ def test_entity_levels():
         QuotaEntity(None, None)
     with pytest.raises(ValueError):
         QuotaEntity("", "x")
+
+
+def test_the_precedence_the_table_sends_is_the_one_resolution_follows_and_the_vectors_pin():
+    from app.quotas.model import PRECEDENCE
+    from app.server.schemas.quotas import PRECEDENCE_NAMES
+
+    assert PRECEDENCE_NAMES == [level.value for level in PRECEDENCE] == VECTORS["precedence"]
+
+
+def test_the_shim_defaults_in_the_vectors_are_the_services_defaults():
+    from app.settings.model import Settings
+
+    defaults = {name: field.default for name, field in Settings.model_fields.items()}
+    floors = VECTORS["shim_defaults"]["floors"]
+    assert floors["produce"] == floors["fetch"] == defaults["quota_floor_bytes"]
+    assert floors["request"] == defaults["quota_floor_request"]
+    assert floors["controller_mutation"] == defaults["quota_floor_controller_mutation"]
+    assert VECTORS["shim_defaults"]["factor_types"] == defaults["quota_factor_types"].split(",")
+
+
+def test_the_state_names_of_the_vectors_are_the_services():
+    from app.decision.policy import State
+
+    for case in VECTORS["states"]:
+        assert State.of(case["factor"]).value == case["state"], case

@@ -6,27 +6,14 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from app.quotas.model import DEFAULT, EntityName, QuotaValues, QuotaEntity, QuotaGroup, QuotaTable, QuotaType
+from app.quotas.model import DEFAULT, PRECEDENCE, EntityName, QuotaValues, QuotaEntity, QuotaGroup, QuotaTable, QuotaType
 from app.quotas.resolution import Resolution
 from app.decision.factor import FactorReading, FactorSource
 from app.decision.policy import State
 from app.timefmt import iso_instant
 
 DEFAULT_NAME = "<default>"  # Kafka's name for the default entity of a kind
-PRECEDENCE = [
-    "excluded principal",
-    "user, client-id",
-    "user, default client-id",
-    "user",
-    "group",
-    "default user, client-id",
-    "default user, default client-id",
-    "default user",
-    "client-id",
-    "default client-id",
-    "defaults",
-    "unlimited",
-]
+PRECEDENCE_NAMES = [level.value for level in PRECEDENCE]
 
 Limit = Annotated[float | None, Field(gt=0, allow_inf_nan=False)]
 
@@ -145,7 +132,7 @@ class QuotaTableModel(BaseModel):
                     "overrides": [{"entity": {"user": "alice", "client_id": None}, "level": "user", "limits": {"produce": 2097152}}],
                     "groups": [{"name": "analytics", "users": ["bob"], "client_ids": ["etl"], "limits": {"produce": 5242880}}],
                     "excluded_principals": ["User:CN=operator,O=example"],
-                    "precedence": PRECEDENCE,
+                    "precedence": PRECEDENCE_NAMES,
                     "factor": 0.5,
                     "factor_types": ["produce"],
                     "floors": {"produce": 65536, "fetch": 65536, "request": 1, "controller_mutation": 1},
@@ -161,7 +148,10 @@ class QuotaTableModel(BaseModel):
     overrides: list[OverrideModel]
     groups: list[GroupModel]
     excluded_principals: list[str] = Field(description="Principals never throttled, as User:<name>")
-    precedence: list[str] = Field(description="Resolution order, most specific first")
+    precedence: list[str] = Field(
+        description="Resolution order, most specific first: a client's quota of a type comes from the first of these levels "
+        "that sets one. The broker shim resolves in this order."
+    )
     factor: float = Field(ge=0, le=1, description="The throttle factor in force")
     factor_types: list[QuotaType]
     floors: QuotaLimits = Field(description="The lowest limit the factor brings a quota to, per type")
@@ -207,7 +197,7 @@ class ResolutionModel(BaseModel):
             user=user,
             client_id=client_id,
             type=resolution.quota_type,
-            level=resolution.level,
+            level=resolution.level.value,
             entity=EntityModel.of(resolution.entity) if resolution.entity else None,
             group=resolution.group,
             base_limit=resolution.base_limit,
@@ -218,13 +208,13 @@ class ResolutionModel(BaseModel):
 
 
 def table_model(table: QuotaTable, reading: FactorReading) -> QuotaTableModel:
-    overrides = sorted(table.overrides.items(), key=lambda item: (list(PRECEDENCE).index(item[0].level.value), repr(item[0])))
+    overrides = sorted(table.overrides.items(), key=lambda item: (PRECEDENCE.index(item[0].level), repr(item[0])))
     return QuotaTableModel(
         defaults=QuotaLimits.of(table.defaults),
         overrides=[OverrideModel(entity=EntityModel.of(e), level=e.level.value, limits=QuotaLimits.of(l)) for e, l in overrides],
         groups=[GroupModel.of(table.groups[name]) for name in sorted(table.groups)],
         excluded_principals=[f"User:{name}" for name in sorted(table.excluded_principals)],
-        precedence=PRECEDENCE,
+        precedence=PRECEDENCE_NAMES,
         factor=reading.factor,
         factor_types=sorted(table.factor_types, key=lambda t: t.value),
         floors=QuotaLimits.of(table.floors),

@@ -9,62 +9,45 @@ import org.apache.kafka.server.quota.ClientQuotaType;
  * in tests/quota_vectors.json keep the two in step). Pure, allocation-light: Kafka asks on
  * every request.
  *
- * <p>Order, most specific first, each type resolved on its own: (user, client-id),
- * (user, default client-id), (user), the quota group naming the user or else the client id,
- * (default user, client-id), (default user, default client-id), (default user), (client-id),
- * (default client-id), the table's defaults, unlimited. Excluded principals come first: never
- * throttled, tags of their own.
+ * <p>The order is the table's {@code precedence}, as the service sends it; each type is resolved
+ * on its own. Excluded principals never throttled, with tags of their own.
  */
 final class QuotaResolver {
     static final String USER_TAG = "user";
     static final String CLIENT_ID_TAG = "client-id";
     static final String GROUP_TAG = "quota-group";
+    private static final Map<String, String> SHARED_TAGS = Map.of(USER_TAG, "", CLIENT_ID_TAG, "");
 
     private QuotaResolver() {
     }
 
     static Resolution resolve(QuotaTable table, String user, String clientId, ClientQuotaType type, double factor) {
-        if (table.excluded.contains(user)) {
-            return new Resolution(type, "excluded principal", null, null, null, 1.0, null, Map.of(USER_TAG, user, CLIENT_ID_TAG, clientId));
-        }
         boolean named = !user.isEmpty();
         boolean hasClient = !clientId.isEmpty();
-        Resolution found = null;
-        if (named) {
-            if (hasClient) {
-                found = override(table, user, clientId, user, clientId, type, factor);
+        for (QuotaLevel level : table.precedence) {
+            Resolution found = switch (level) {
+                case EXCLUDED -> table.excluded.contains(user)
+                        ? new Resolution(type, level.wireName, null, null, null, 1.0, null, Map.of(USER_TAG, user, CLIENT_ID_TAG, clientId))
+                        : null;
+                case USER_CLIENT -> named && hasClient ? override(table, user, clientId, user, clientId, type, factor) : null;
+                case USER_DEFAULT_CLIENT -> named ? override(table, user, EntityKey.DEFAULT, user, clientId, type, factor) : null;
+                case USER -> named ? override(table, user, null, user, clientId, type, factor) : null;
+                case GROUP -> group(table, user, clientId, type, factor);
+                case DEFAULT_USER_CLIENT -> hasClient ? override(table, EntityKey.DEFAULT, clientId, user, clientId, type, factor) : null;
+                case DEFAULT_USER_DEFAULT_CLIENT -> override(table, EntityKey.DEFAULT, EntityKey.DEFAULT, user, clientId, type, factor);
+                case DEFAULT_USER -> override(table, EntityKey.DEFAULT, null, user, clientId, type, factor);
+                case CLIENT -> hasClient ? override(table, null, clientId, user, clientId, type, factor) : null;
+                case DEFAULT_CLIENT -> override(table, null, EntityKey.DEFAULT, user, clientId, type, factor);
+                case DEFAULTS -> table.defaults.containsKey(type)
+                        ? withFactor(table, type, level.wireName, null, null, table.defaults.get(type), factor, SHARED_TAGS)
+                        : null;
+                case UNLIMITED -> withFactor(table, type, level.wireName, null, null, null, factor, SHARED_TAGS);
+            };
+            if (found != null) {
+                return found;
             }
-            if (found == null) {
-                found = override(table, user, EntityKey.DEFAULT, user, clientId, type, factor);
-            }
-            if (found == null) {
-                found = override(table, user, null, user, clientId, type, factor);
-            }
         }
-        if (found == null) {
-            found = group(table, user, clientId, type, factor);
-        }
-        if (found == null && hasClient) {
-            found = override(table, EntityKey.DEFAULT, clientId, user, clientId, type, factor);
-        }
-        if (found == null) {
-            found = override(table, EntityKey.DEFAULT, EntityKey.DEFAULT, user, clientId, type, factor);
-        }
-        if (found == null) {
-            found = override(table, EntityKey.DEFAULT, null, user, clientId, type, factor);
-        }
-        if (found == null && hasClient) {
-            found = override(table, null, clientId, user, clientId, type, factor);
-        }
-        if (found == null) {
-            found = override(table, null, EntityKey.DEFAULT, user, clientId, type, factor);
-        }
-        if (found != null) {
-            return found;
-        }
-        Map<String, String> shared = Map.of(USER_TAG, "", CLIENT_ID_TAG, "");
-        Double base = table.defaults.get(type);
-        return withFactor(table, type, base == null ? "unlimited" : "defaults", null, null, base, factor, shared);
+        return withFactor(table, type, QuotaLevel.UNLIMITED.wireName, null, null, null, factor, SHARED_TAGS);
     }
 
     /**
@@ -167,7 +150,7 @@ final class QuotaResolver {
             return null;
         }
         Map<String, String> tags = Map.of(USER_TAG, "", CLIENT_ID_TAG, "", GROUP_TAG, name);
-        return withFactor(table, type, "group", null, name, base, factor, tags);
+        return withFactor(table, type, QuotaLevel.GROUP.wireName, null, name, base, factor, tags);
     }
 
     private static Resolution withFactor(QuotaTable table, ClientQuotaType type, String level, EntityKey entity, String group, Double base,

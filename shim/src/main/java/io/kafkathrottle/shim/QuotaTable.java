@@ -1,10 +1,12 @@
 package io.kafkathrottle.shim;
 
+import java.util.ArrayList;
 import java.util.Collections;
 import java.util.EnumMap;
 import java.util.EnumSet;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
@@ -20,6 +22,8 @@ import com.fasterxml.jackson.databind.JsonNode;
 final class QuotaTable {
     /** The service's default floors (throttle.service.quota.floor.*), used before any table arrived. */
     static final Map<ClientQuotaType, Double> DEFAULT_FLOORS = floors(65536.0, 65536.0, 1.0, 1.0);
+    /** The resolution order before any table arrived (every table from the service carries its own). */
+    static final List<QuotaLevel> DEFAULT_PRECEDENCE = List.of(QuotaLevel.values());
 
     record Group(String name, Set<String> users, Set<String> clientIds, Map<ClientQuotaType, Double> limits) {
     }
@@ -30,17 +34,24 @@ final class QuotaTable {
     final Set<String> excluded; // user names, without "User:"
     final Set<ClientQuotaType> factorTypes;
     final Map<ClientQuotaType, Double> floors;
+    final List<QuotaLevel> precedence;
     final Map<String, String> userGroups;
     final Map<String, String> clientGroups;
 
     QuotaTable(Map<ClientQuotaType, Double> defaults, Map<EntityKey, Map<ClientQuotaType, Double>> overrides, Map<String, Group> groups,
             Set<String> excluded, Set<ClientQuotaType> factorTypes, Map<ClientQuotaType, Double> floors) {
+        this(defaults, overrides, groups, excluded, factorTypes, floors, DEFAULT_PRECEDENCE);
+    }
+
+    QuotaTable(Map<ClientQuotaType, Double> defaults, Map<EntityKey, Map<ClientQuotaType, Double>> overrides, Map<String, Group> groups,
+            Set<String> excluded, Set<ClientQuotaType> factorTypes, Map<ClientQuotaType, Double> floors, List<QuotaLevel> precedence) {
         this.defaults = Collections.unmodifiableMap(defaults);
         this.overrides = Collections.unmodifiableMap(overrides);
         this.groups = Collections.unmodifiableMap(groups);
         this.excluded = Collections.unmodifiableSet(excluded);
         this.factorTypes = Collections.unmodifiableSet(factorTypes);
         this.floors = Collections.unmodifiableMap(floors);
+        this.precedence = List.copyOf(precedence);
         Map<String, String> byUser = new HashMap<>();
         Map<String, String> byClient = new HashMap<>();
         for (Group group : groups.values()) {
@@ -82,9 +93,19 @@ final class QuotaTable {
         if (json.hasNonNull("floors")) {
             floors.putAll(limits(json.get("floors")));
         }
+        List<QuotaLevel> precedence = DEFAULT_PRECEDENCE;
+        if (json.hasNonNull("precedence")) {
+            precedence = new ArrayList<>();
+            for (JsonNode level : array(json, "precedence")) {
+                precedence.add(QuotaLevel.fromWire(level.asText()));
+            }
+            if (precedence.isEmpty()) {
+                throw new IllegalArgumentException("'precedence' lists no level");
+            }
+        }
         JsonNode defaults = json.get("defaults");
         return new QuotaTable(defaults == null || defaults.isNull() ? new EnumMap<>(ClientQuotaType.class) : limits(defaults), overrides, groups,
-                excluded, factorTypes, floors);
+                excluded, factorTypes, floors, precedence);
     }
 
     /**
@@ -99,7 +120,7 @@ final class QuotaTable {
         Map<EntityKey, Map<ClientQuotaType, Double>> merged = new HashMap<>();
         kafkaQuotas.forEach((entity, limits) -> merged.put(entity, new EnumMap<>(limits)));
         overrides.forEach((entity, limits) -> merged.computeIfAbsent(entity, e -> new EnumMap<>(ClientQuotaType.class)).putAll(limits));
-        return new QuotaTable(defaults, merged, groups, excluded, factorTypes, floors);
+        return new QuotaTable(defaults, merged, groups, excluded, factorTypes, floors, precedence);
     }
 
     /** Whether every quota of this type resolves the same in both tables (for the same factor). */
@@ -108,6 +129,7 @@ final class QuotaTable {
                 && excluded.equals(other.excluded)
                 && factorTypes.contains(type) == other.factorTypes.contains(type)
                 && Objects.equals(floors.get(type), other.floors.get(type))
+                && precedence.equals(other.precedence)
                 && projection(type).equals(other.projection(type))
                 && groupProjection(type).equals(other.groupProjection(type));
     }

@@ -125,4 +125,40 @@ class QuotaVectorsTest {
     private static Double number(JsonNode node) {
         return node == null || node.isNull() ? null : node.asDouble();
     }
+
+    @Test
+    void theTableBeforeTheServiceAnswersHasTheServicesDefaults() {
+        QuotaTable empty = QuotaTable.empty();
+        JsonNode defaults = VECTORS.get("shim_defaults");
+        defaults.get("floors").properties()
+                .forEach(e -> assertEquals(e.getValue().asDouble(), empty.floors.get(QuotaTypes.fromWire(e.getKey())), "floor " + e.getKey()));
+        List<String> factorTypes = new ArrayList<>();
+        defaults.get("factor_types").forEach(t -> factorTypes.add(t.asText()));
+        assertEquals(factorTypes, empty.factorTypes.stream().map(QuotaTypes::wireName).toList());
+        List<String> precedence = new ArrayList<>();
+        VECTORS.get("precedence").forEach(level -> precedence.add(level.asText()));
+        assertEquals(precedence, QuotaTable.DEFAULT_PRECEDENCE.stream().map(level -> level.wireName).toList());
+    }
+
+    @Test
+    void stateNamesAreTheServices() {
+        for (JsonNode state : VECTORS.get("states")) {
+            assertEquals(state.get("state").asText(), QuotaView.starting(state.get("factor").asDouble()).state(), state.toString());
+        }
+    }
+
+    @Test
+    void resolutionFollowsThePrecedenceTheTableSends() {
+        com.fasterxml.jackson.databind.node.ObjectNode json = VECTORS.get("tables").get("levels").deepCopy();
+        // A table that puts the default user before the user's own levels: the shim obeys it.
+        json.putArray("precedence").add("default user").add("user").add("defaults").add("unlimited");
+        QuotaTable table = QuotaTable.fromJson(json);
+        assertEquals("default user", QuotaResolver.resolve(table, "alice", "app-1", ClientQuotaType.FETCH, 1.0).level());
+        assertEquals("user", QuotaResolver.resolve(QuotaTable.fromJson(VECTORS.get("tables").get("levels")), "alice", "app-1", ClientQuotaType.FETCH,
+                1.0).level());
+        json.putArray("precedence").add("user").add("nonsense");
+        org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class, () -> QuotaTable.fromJson(json));
+        json.putArray("precedence");
+        org.junit.jupiter.api.Assertions.assertThrows(IllegalArgumentException.class, () -> QuotaTable.fromJson(json));
+    }
 }

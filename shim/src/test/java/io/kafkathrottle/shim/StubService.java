@@ -8,6 +8,7 @@ import java.time.Instant;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.Executors;
+import java.util.stream.Collectors;
 
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
@@ -54,8 +55,9 @@ final class StubService implements AutoCloseable {
 
     /** A table in the service's JSON shape. */
     static String table(double factor, String defaults, String overrides, Instant validUntil) {
+        String precedence = QuotaTable.DEFAULT_PRECEDENCE.stream().map(level -> "\"" + level.wireName + "\"").collect(Collectors.joining(", "));
         return "{\"defaults\": " + defaults + ", \"overrides\": " + overrides + ", \"groups\": [], \"excluded_principals\": [\"User:ops\"],"
-                + " \"precedence\": [], \"factor\": " + factor + ", \"factor_types\": [\"produce\"],"
+                + " \"precedence\": [" + precedence + "], \"factor\": " + factor + ", \"factor_types\": [\"produce\"],"
                 + " \"floors\": {\"produce\": 65536, \"fetch\": 65536, \"request\": 1, \"controller_mutation\": 1},"
                 + " \"state\": \"" + (factor >= 1 ? "OPEN" : factor <= 0 ? "PAUSE" : "THROTTLE") + "\", \"source\": \"observed\","
                 + " \"valid_until\": " + (validUntil == null ? "null" : "\"" + validUntil + "\"") + "}";
