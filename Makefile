@@ -23,11 +23,13 @@ install: $(VENV)/.installed
 run: install
 	$(PY) -m devtools.localstack $(if $(CONFIG),--config $(CONFIG))
 
-# The shim's JUnit tests and jar, then the unit, API and integration tests (the latter start
-# real 3-broker KRaft clusters, one of them with the shim on every broker).
+# Fastest first, so a typo fails in seconds: the shim's JUnit tests (results printed) and jar,
+# then the unit and API tests, the report tests (local Spark), and the integration tests (real
+# KRaft clusters on loopback, the shim in every broker of some). pytest runs the folders in the
+# order given.
 test: install
-	mvn -q -B -f shim/pom.xml package
-	$(PY) -m pytest $(PYTEST_ARGS)
+	mvn -B -ntp -f shim/pom.xml package
+	$(PY) -m pytest tests/unit tests/report tests/integration $(PYTEST_ARGS)
 
 bench: install
 	$(PY) bench/bench_evaluate.py

@@ -1,7 +1,7 @@
-"""The README's configuration table, generated from the settings model.
+"""The configuration table of docs/configuration.md, generated from the settings model.
 
-``python -m devtools.config_table`` prints it, ``... --update README.md`` rewrites the
-README's copy; a test fails when that copy differs."""
+``python -m devtools.config_table`` prints it, ``... --update docs/configuration.md`` rewrites
+the copy between the markers; a test fails when that copy differs."""
 
 from __future__ import annotations
 
@@ -43,8 +43,8 @@ START_MARKER = "<!-- configuration-table"
 END_MARKER = "<!-- /configuration-table -->"
 
 
-def update_readme(path: Path) -> None:
-    """Replace the table between the README's markers with the generated one."""
+def update_document(path: Path) -> None:
+    """Replace the table between the document's markers with the generated one."""
     text = path.read_text()
     start = text.index("\n", text.index(START_MARKER)) + 1
     end = text.index(END_MARKER)
@@ -53,6 +53,6 @@ def update_readme(path: Path) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--update"]:
-        update_readme(Path(sys.argv[2]))
+        update_document(Path(sys.argv[2]))
     else:
         print(configuration_table())

@@ -109,7 +109,7 @@ def _history_producer_problems(s: Settings, origin_of: dict[str, str]) -> list[P
 
 def _unknown_key_problem(key: str, value: _Value) -> Problem:
     close = difflib.get_close_matches(key, list(PROPERTY_FIELDS), n=1, cutoff=0.8)
-    allowed = f"did you mean {close[0]}?" if close else "a known setting (see the README's configuration table)"
+    allowed = f"did you mean {close[0]}?" if close else "a known setting (see docs/configuration.md)"
     # A misspelt secret key (admin.tokn) still holds the secret.
     secret = is_secret_key(key) or (close and is_secret_key(close[0]))
     return Problem(key, HIDDEN if secret else value.raw, allowed, value.origin)

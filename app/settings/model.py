@@ -184,7 +184,7 @@ class Settings(BaseSettings):
         65536.0,
         SERVICE_PREFIX + "quota.floor.bytes",
         "a number > 0 (bytes/s)",
-        "Lowest produce/fetch quota the factor can bring a client to (see 'The quota floor').",
+        "Lowest produce/fetch quota the factor can bring a client to (see 'The quota floor' in docs/quotas.md).",
     )
     quota_floor_request: float = setting(
         1.0,

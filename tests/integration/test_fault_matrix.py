@@ -1,6 +1,6 @@
-"""The fault matrix of RELIABILITY.md: each row breaks a real 3-broker cluster (with the shim in
+"""The fault matrix of docs/reliability.md: each row breaks a real 3-broker cluster (with the shim in
 every broker) while the real service observes it, and checks the decision the service serves
-and what the shims do with it against the expected decision written down in RELIABILITY.md.
+and what the shims do with it against the expected decision written down in docs/reliability.md.
 
 One cluster serves every row; each row leaves it whole (every broker running, no filler,
 its topics deleted) so the order of the rows does not matter. Broker 1 has two log dirs

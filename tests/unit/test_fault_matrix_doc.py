@@ -1,4 +1,4 @@
-"""RELIABILITY.md's fault matrix names the tests that prove each row; keep the two in step."""
+"""docs/reliability.md's fault matrix names the tests that prove each row; keep the two in step."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ NODE_ID = re.compile(r"`(tests/[\w/]+\.py)::(\w+)`")
 
 
 def fault_matrix_rows() -> list[str]:
-    text = (ROOT / "RELIABILITY.md").read_text()
+    text = (ROOT / "docs" / "reliability.md").read_text()
     section = text.split("## Fault matrix", 1)[1].split("\n## ", 1)[0]
     return [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| scenario")]
 
@@ -36,11 +36,11 @@ def test_every_row_names_one_test_and_says_what_was_expected_and_observed():
 def test_every_test_named_in_the_fault_matrix_exists():
     for row in fault_matrix_rows():
         for path, name in NODE_ID.findall(row):
-            assert (ROOT / path).is_file(), f"{path} named in RELIABILITY.md does not exist"
-            assert name in defined_tests(path), f"{path}::{name} named in RELIABILITY.md does not exist"
+            assert (ROOT / path).is_file(), f"{path} named in docs/reliability.md does not exist"
+            assert name in defined_tests(path), f"{path}::{name} named in docs/reliability.md does not exist"
 
 
 def test_every_fault_matrix_test_is_named_in_the_table():
     named = {(path, name) for row in fault_matrix_rows() for path, name in NODE_ID.findall(row)}
     missing = {name for name in defined_tests(MATRIX_MODULE) if (MATRIX_MODULE, name) not in named}
-    assert missing == set(), f"tests of the fault matrix missing from RELIABILITY.md: {sorted(missing)}"
+    assert missing == set(), f"tests of the fault matrix missing from docs/reliability.md: {sorted(missing)}"

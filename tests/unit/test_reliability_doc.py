@@ -1,4 +1,4 @@
-"""RELIABILITY.md's security model stays true: it names every secret setting and every
+"""docs/reliability.md's security model stays true: it names every secret setting and every
 endpoint with who may call it, and every test it cites exists."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def security_model() -> str:
-    text = (ROOT / "RELIABILITY.md").read_text()
+    text = (ROOT / "docs" / "reliability.md").read_text()
     assert text.startswith("# Reliability and security\n")
     start = text.index("## Security model")
     end = text.find("\n## ", start + 1)

@@ -84,7 +84,7 @@ class ShimConfigTest {
 
     @Test
     void theReadmeTableListsEveryPropertyWithItsDefault() throws Exception {
-        String readme = Files.readString(Path.of(System.getProperty("readme", "../README.md")));
+        String readme = Files.readString(Path.of(System.getProperty("shim.doc", "../docs/shim.md")));
         String table = readme.substring(readme.indexOf("<!-- shim-configuration-table"), readme.indexOf("<!-- /shim-configuration-table"));
         java.util.Set<String> documented = new java.util.TreeSet<>();
         java.util.regex.Matcher rows = java.util.regex.Pattern.compile("\\| `([a-z.]+)` \\| ([^|]+) \\|").matcher(table);

@@ -1,10 +1,10 @@
-"""The README's configuration table is the one the settings model generates."""
+"""docs/configuration.md holds the configuration table the settings model generates."""
 
 from pathlib import Path
 
 from devtools.config_table import END_MARKER, START_MARKER, configuration_table
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
 def test_readme_configuration_table_matches_the_settings_model():
