@@ -254,7 +254,7 @@ def test_all_brokers_down_keep_the_last_valid_factor_then_the_fallback_then_reco
     wait_for_shim_state(cluster, before, "OPEN", 20)
     sequence = [s for s in decisions.sequence("state", "source") if s != ("OPEN", "observed")]
     assert decisions.sequence("state", "source")[-1] == ("OPEN", "observed")
-    assert sequence in ([("OPEN", "last-valid"), ("PAUSE", "fallback")],), decisions.sequence("state", "source")
+    assert sequence in ([("OPEN", "last-valid"), ("PAUSE", "fallback")],), (decisions.sequence("state", "source"), service.log()[-4000:])
     print(f"\nall brokers down: last-valid for {fallback_at - down:.1f} s (validity {validity:.0f} s), then fallback PAUSE")
 
 
