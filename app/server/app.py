@@ -26,10 +26,10 @@ from app.quotas.store import QuotaStore
 from app.server.loop import ObservationLoop
 from app.server.metrics import ServiceMetrics
 from app.server.problems import install_problem_handlers
-from app.server.publishing import Publication
+from app.server.publishing import Publication, Rendering
 from app.server.routes import health, metrics, quotas, throttle, volumes
-from app.server.schemas.decision import ThrottleDecision, decision_response
-from app.server.schemas.quotas import QuotaTableModel, table_model
+from app.server.schemas.decision import ThrottleDecision, decision_etag_basis, decision_response
+from app.server.schemas.quotas import QuotaTableModel, table_etag_basis, table_model
 from app.server.state import ServiceState
 from app.settings import Settings
 
@@ -166,11 +166,14 @@ def create_app(
     return app
 
 
-def _decision_body(decider: ThrottleDecider, now: float) -> tuple[ThrottleDecision, float | None]:
+def _decision_body(decider: ThrottleDecider, now: float) -> Rendering[ThrottleDecision]:
     decision = decider.decision(now)
-    return decision_response(decision), decision.reading.next_change_at
+    model = decision_response(decision)
+    reading = decision.reading
+    return Rendering(model, decision_etag_basis(model), reading.valid_until, reading.next_change_at)
 
 
-def _quota_table(quota_service: QuotaService, now: float) -> tuple[QuotaTableModel, float | None]:
+def _quota_table(quota_service: QuotaService, now: float) -> Rendering[QuotaTableModel]:
     reading = quota_service.factor_reading(now)
-    return table_model(quota_service.table, reading), reading.next_change_at
+    model = table_model(quota_service.table, reading)
+    return Rendering(model, table_etag_basis(model), reading.valid_until, reading.next_change_at)

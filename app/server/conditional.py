@@ -7,9 +7,12 @@ import re
 from fastapi import Request, Response
 
 from app.server.problems import ProblemError
-from app.server.publishing import Publication
+from app.clock import Clock
+from app.server.publishing import Published, Publication
+from app.timefmt import iso_instant
 
 MAX_WAIT_SECONDS = 300.0
+VALID_UNTIL_HEADER = b"throttle-valid-until"
 _WAIT = re.compile(r"^(\d+(?:\.\d+)?)s?$")
 
 # Declared for the OpenAPI document; handlers read it from the query string themselves so
@@ -57,11 +60,40 @@ class _RawResponse(Response):
         self.raw_headers = raw_headers
 
 
-_JSON_HEADERS = [(b"content-type", b"application/json"), (b"cache-control", b"no-cache")]
-_NOT_MODIFIED_HEADERS = [(b"cache-control", b"no-cache")]
+_JSON = (b"content-type", b"application/json")
+_NO_CACHE = (b"cache-control", b"no-cache")
 
 
-async def conditional_get(request: Request, publication: Publication) -> Response:
+def response_headers(etag_covers: str) -> dict[str, dict]:
+    """The OpenAPI description of the headers of a conditional GET's 200 and 304."""
+    return {
+        "ETag": {
+            "description": f"A weak ETag; it changes when one of these changes: {etag_covers}",
+            "schema": {"type": "string"},
+        },
+        "Throttle-Valid-Until": {
+            "description": "When this representation's valid_until falls (ISO-8601, UTC); a 304 renews a client's copy "
+            "to it. Absent when nothing expires (fallback, observation off).",
+            "schema": {"type": "string", "format": "date-time"},
+        },
+        "Cache-Control": {"description": "no-cache, with max-age: the seconds left until Throttle-Valid-Until", "schema": {"type": "string"}},
+    }
+
+
+def validity_headers(published: Published, now: float) -> list[tuple[bytes, bytes]]:
+    """How long the client's copy stays valid: ``Throttle-Valid-Until`` (the representation's
+    ``valid_until``) and the seconds left as ``max-age``; ``no-cache`` either way, since a
+    shared cache must ask again (a long-poll is a question about the future)."""
+    if published.valid_until is None:
+        return [_NO_CACHE]
+    seconds = max(0, int(published.valid_until - now))
+    return [
+        (b"cache-control", b"no-cache, max-age=" + str(seconds).encode()),
+        (VALID_UNTIL_HEADER, (iso_instant(published.valid_until) or "").encode()),
+    ]
+
+
+async def conditional_get(request: Request, publication: Publication, clock: Clock) -> Response:
     seconds = parse_wait(request.query_params.get("wait")) if request.scope["query_string"] else 0.0
     if_none_match = request.headers.get("if-none-match")
     if seconds > 0 and if_none_match:
@@ -70,7 +102,8 @@ async def conditional_get(request: Request, publication: Publication) -> Respons
             published = await publication.wait_for_change(published.etag, seconds)
     else:
         published = publication.current()
+    validity = validity_headers(published, clock())
     if matching_etag(if_none_match, published.etag):
-        return _RawResponse(304, b"", [published.etag_header, *_NOT_MODIFIED_HEADERS])
+        return _RawResponse(304, b"", [published.etag_header, *validity])
     length = (b"content-length", str(len(published.body)).encode())
-    return _RawResponse(200, published.body, [published.etag_header, length, *_JSON_HEADERS])
+    return _RawResponse(200, published.body, [published.etag_header, length, _JSON, *validity])

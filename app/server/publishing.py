@@ -1,10 +1,17 @@
-"""Published representations: encoded once per change, served as bytes with a strong ETag.
+"""Published representations: encoded once per round or change, served as bytes.
+
+The ETag covers what a client acts on (the factor and state, the quota table), not what moves
+every round (``computed_at``, ``valid_until``, the volumes' figures): it is a weak ETag (RFC
+9110 8.8.1), equal for representations that are equivalent for a client. Long-poll waiters
+wake only when it changes, so an idle cluster costs a polling client one 304 per wait; the
+validity travels on every answer in headers (``Throttle-Valid-Until`` and ``Cache-Control``
+``max-age``), so a client renews its copy's validity on a 304.
 
 The observation loop publishes after each round and at each instant the decision changes by
 itself (an expiry). A read past that instant judges the expiry itself and serves the new
 representation: expiry is judged when read, and a read has no other effect (no log line, no
-metric). Long-poll waiters wake on any change. Everything runs on the event loop thread, so
-replacing the published value is atomic for readers."""
+metric). Everything runs on the event loop thread, so replacing the published value is atomic
+for readers."""
 
 from __future__ import annotations
 
@@ -22,10 +29,21 @@ Model = TypeVar("Model", bound=BaseModel)
 
 
 @dataclass(frozen=True, slots=True)
+class Rendering(Generic[Model]):
+    """What a representation is at one moment, and what its ETag covers."""
+
+    model: Model
+    etag_basis: bytes  # the part a client acts on
+    valid_until: float | None  # when the client's copy expires unless renewed; None: never
+    changes_at: float | None  # when the representation changes by itself, if ever
+
+
+@dataclass(frozen=True, slots=True)
 class Published(Generic[Model]):
     model: Model
     body: bytes
     etag: str
+    valid_until: float | None
     expires_at: float | None  # when the content changes by itself, if ever
 
     @property
@@ -33,34 +51,31 @@ class Published(Generic[Model]):
         return (b"etag", self.etag.encode())
 
 
-def strong_etag(body: bytes) -> str:
-    # A hash of the bytes, not a counter: replicas and restarts agree on the same content.
-    return '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
+def weak_etag(basis: bytes) -> str:
+    # A hash of what the client acts on, not a counter: replicas and restarts agree.
+    return 'W/"' + hashlib.blake2b(basis, digest_size=12).hexdigest() + '"'
 
 
 class Publication(Generic[Model]):
-    """The current representation of one resource; ``render(now)`` gives the model and the
-    instant it changes by itself."""
+    """The current representation of one resource, as ``render(now)`` gives it."""
 
-    def __init__(self, render: Callable[[float], tuple[Model, float | None]], clock: Clock) -> None:
+    def __init__(self, render: Callable[[float], Rendering[Model]], clock: Clock) -> None:
         self._render = render
         self._clock = clock
         self._changed = asyncio.Event()
         self._current: Published[Model] | None = None
 
     def publish(self) -> Published[Model]:
-        """Render now; wake the long-poll waiters if the representation changed."""
-        model, expires_at = self._render(self._clock())
-        body = model.model_dump_json().encode()
-        etag = strong_etag(body)
+        """Render now; wake the long-poll waiters if what the ETag covers changed."""
+        rendering = self._render(self._clock())
         previous = self._current
-        if previous is not None and previous.etag == etag:
-            if previous.expires_at != expires_at:
-                self._current = Published(previous.model, previous.body, etag, expires_at)
-            return self._current
-        self._current = Published(model, body, etag, expires_at)
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
+        etag = weak_etag(rendering.etag_basis)
+        self._current = Published(
+            rendering.model, rendering.model.model_dump_json().encode(), etag, rendering.valid_until, rendering.changes_at
+        )
+        if previous is None or previous.etag != etag:
+            changed, self._changed = self._changed, asyncio.Event()
+            changed.set()
         return self._current
 
     def current(self) -> Published[Model]:

@@ -46,19 +46,57 @@ def test_throttle_factor_carries_etag_and_answers_304_to_if_none_match():
         first = await client.get("/throttle-factor")
         assert first.status_code == 200
         etag = first.headers["etag"]
-        assert etag.startswith('"') and etag.endswith('"')
+        assert etag.startswith('W/"') and etag.endswith('"'), "weak: equal for representations a client treats alike"
         body = first.json()
         assert (body["factor"], body["state"], body["source"]) == (1.0, "OPEN", "observed")
         assert body["active_brokers"] == 2 and body["active_log_dirs"] == 2
         again = await client.get("/throttle-factor", headers={"If-None-Match": etag})
         assert again.status_code == 304 and again.content == b"" and again.headers["etag"] == etag
-        weak = await client.get("/throttle-factor", headers={"If-None-Match": f'"other", W/{etag}'})
+        weak = await client.get("/throttle-factor", headers={"If-None-Match": f'"other", {etag.removeprefix("W/")}'})
         assert weak.status_code == 304
         observer.apply_round(healthy(clock, usable=50))
         changed = await client.get("/throttle-factor", headers={"If-None-Match": etag})
         assert changed.status_code == 200 and changed.headers["etag"] != etag
         assert changed.json()["state"] == "PAUSE"
         assert changed.json()["breaching"][0]["log_dir"] == "/a"
+
+    run(scenario)
+
+
+def test_a_new_round_with_the_same_decision_keeps_the_etag_and_renews_the_validity():
+    async def scenario(client, observer, clock):
+        observer.apply_round(healthy(clock))
+        first = await client.get("/throttle-factor")
+        clock.advance(60)
+        observer.apply_round(healthy(clock, usable=800))  # other figures, the same decision
+        again = await client.get("/throttle-factor", headers={"If-None-Match": first.headers["etag"]})
+        assert again.status_code == 304 and again.headers["etag"] == first.headers["etag"]
+        body = (await client.get("/throttle-factor")).json()
+        assert body["valid_until"] != first.json()["valid_until"]
+        assert again.headers["throttle-valid-until"] == body["valid_until"]
+        assert again.headers["cache-control"] == "no-cache, max-age=120"
+        assert first.headers["throttle-valid-until"] == first.json()["valid_until"]
+
+    run(scenario)
+
+
+def test_a_long_poll_sleeps_through_rounds_that_change_nothing_a_client_acts_on():
+    async def scenario(client, observer, clock):
+        observer.apply_round(healthy(clock))
+        etag = (await client.get("/throttle-factor")).headers["etag"]
+        table = await client.get("/quotas")
+        loop = asyncio.get_running_loop()
+        for delay in (0.1, 0.2, 0.3):
+            loop.call_later(delay, lambda: (clock.advance(10), observer.apply_round(healthy(clock, usable=700))))
+        started = loop.time()
+        decision, quotas = await asyncio.gather(
+            client.get("/throttle-factor", params={"wait": "0.6"}, headers={"If-None-Match": etag}),
+            client.get("/quotas", params={"wait": "0.6"}, headers={"If-None-Match": table.headers["etag"]}),
+        )
+        assert loop.time() - started >= 0.55, "woken by a round that changed nothing"
+        assert decision.status_code == 304 and quotas.status_code == 304
+        renewed = (await client.get("/quotas")).json()["valid_until"]
+        assert renewed != table.json()["valid_until"] and quotas.headers["throttle-valid-until"] == renewed
 
     run(scenario)
 

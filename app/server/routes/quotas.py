@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Path, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from app.server.conditional import WAIT_PARAMETER, conditional_get
+from app.server.conditional import WAIT_PARAMETER, conditional_get, response_headers
 from app.server.routes.route_set import RouteSet
 from app.server.problems import ProblemError, problem_responses
 from app.quotas.model import QuotaEntity, QuotaGroup, QuotaType
@@ -21,6 +21,7 @@ from app.server.schemas.quotas import (
     GroupModel,
     OverrideModel,
     QuotaLimitsBody,
+    TABLE_ETAG_FIELDS,
     QuotaTableModel,
     ResolutionModel,
     entity_name,
@@ -49,8 +50,8 @@ def quota_service(request: Request) -> QuotaService:
     response_model=QuotaTableModel,
     summary="The whole quota table and the factor in force",
     responses={
-        200: {"description": "The table, with a strong ETag", "headers": {"ETag": {"schema": {"type": "string"}}}},
-        304: {"description": "Unchanged since the ETag given in If-None-Match"},
+        200: {"description": "The table, with its ETag and validity", "headers": response_headers(TABLE_ETAG_FIELDS)},
+        304: {"description": "Nothing a shim acts on changed since the ETag given in If-None-Match", "headers": response_headers(TABLE_ETAG_FIELDS)},
         **problem_responses(422),
     },
     openapi_extra={"parameters": [WAIT_PARAMETER]},
@@ -58,7 +59,7 @@ def quota_service(request: Request) -> QuotaService:
 async def quota_table(request: Request) -> Response:
     table = service_state(request).quota_table
     assert table is not None
-    return await conditional_get(request, table)
+    return await conditional_get(request, table, service_state(request).clock)
 
 
 @routes.hot_get(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from fastapi import Request, Response
 
-from app.server.conditional import WAIT_PARAMETER, conditional_get
+from app.server.conditional import WAIT_PARAMETER, conditional_get, response_headers
 from app.server.routes.route_set import RouteSet
 from app.server.state import service_state
 from app.server.problems import problem_responses
-from app.server.schemas.decision import ThrottleDecision
+from app.server.schemas.decision import DECISION_ETAG_FIELDS, ThrottleDecision
 
 routes = RouteSet(tags=["throttle"])
 
@@ -18,11 +18,12 @@ routes = RouteSet(tags=["throttle"])
     response_model=ThrottleDecision,
     summary="The throttle factor in force and why",
     responses={
-        200: {"description": "The decision, with a strong ETag", "headers": {"ETag": {"schema": {"type": "string"}}}},
-        304: {"description": "Unchanged since the ETag given in If-None-Match"},
+        200: {"description": "The decision, with its ETag and validity", "headers": response_headers(DECISION_ETAG_FIELDS)},
+        304: {"description": "Nothing a client acts on changed since the ETag given in If-None-Match", "headers": response_headers(DECISION_ETAG_FIELDS)},
         **problem_responses(422),
     },
     openapi_extra={"parameters": [WAIT_PARAMETER]},
 )
 async def throttle_factor(request: Request) -> Response:
-    return await conditional_get(request, service_state(request).decisions)
+    state = service_state(request)
+    return await conditional_get(request, state.decisions, state.clock)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -170,3 +171,20 @@ def decision_response(decision: Decision) -> ThrottleDecision:
         fenced_brokers=fenced_brokers(decision.fenced),
         round=round_summary(decision.latest_round),
     )
+
+
+# What a change of /throttle-factor's ETag means: the decision itself and which volumes set it,
+# not the figures and instants that move every round.
+DECISION_ETAG_FIELDS = "factor, state, source, fallback_factor, limits, and which volumes are listed in breaching, ramping, unjudged and fenced_brokers (with their reasons)"
+
+
+def decision_etag_basis(model: ThrottleDecision) -> bytes:
+    listed = {
+        name: [(v.broker_id, v.log_dir, v.reason) for v in getattr(model, name)] for name in ("breaching", "ramping", "unjudged")
+    }
+    basis = {
+        "decision": model.model_dump(mode="json", include={"factor", "state", "source", "fallback_factor", "limits"}),
+        "listed": listed,
+        "fenced": [f.broker_id for f in model.fenced_brokers],
+    }
+    return json.dumps(basis, sort_keys=True).encode()

@@ -240,3 +240,12 @@ def table_from_json(data: dict) -> QuotaTable:
         factor_types=frozenset(QuotaType(t) for t in data.get("factor_types", [])),
         floors=QuotaLimits(**data["floors"]).to_limits(),
     )
+
+
+# What a change of /quotas' ETag means: everything a shim resolves with; not the validity and
+# source, which move with the rounds (the validity travels in headers).
+TABLE_ETAG_FIELDS = "every field but valid_until and source"
+
+
+def table_etag_basis(model: QuotaTableModel) -> bytes:
+    return model.model_dump_json(exclude={"valid_until", "source"}).encode()
