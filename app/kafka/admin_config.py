@@ -161,3 +161,34 @@ def to_kafka_python(properties: Mapping[str, str], load_tls: bool = False) -> tu
             key = next((k for k in sorted(properties) if field_name and _TLS_FIELDS.get(k) == field_name), exc.key)
             problems.append(AdminConfigProblem(key, properties.get(key), f"a store the service can read and decrypt ({exc.reason})"))
     return AdminClientConfig(config, files), problems
+
+
+def to_librdkafka(properties: Mapping[str, str], bootstrap_servers: str) -> dict[str, str]:
+    """The same connection (bootstrap servers, TLS, SASL) as librdkafka settings, for the
+    confluent-kafka clients of the service (the Kafka-backed quota store). TLS material is
+    passed in memory (PEM), whatever the stores' format. Call with validated properties."""
+    config, problems = to_kafka_python(properties)
+    if problems:
+        raise problems[0]
+    settings = config.settings
+    out = {"bootstrap.servers": bootstrap_servers, "security.protocol": settings.get("security_protocol", "PLAINTEXT")}
+    if "client_id" in settings:
+        out["client.id"] = settings["client_id"]
+    if "sasl_mechanism" in settings:
+        out["sasl.mechanism"] = settings["sasl_mechanism"]
+    if "sasl_plain_username" in settings:
+        out["sasl.username"] = settings["sasl_plain_username"]
+        out["sasl.password"] = settings["sasl_plain_password"]
+    if "sasl_kerberos_service_name" in settings:
+        out["sasl.kerberos.service.name"] = settings["sasl_kerberos_service_name"]
+    if config.tls is not None:
+        ca, chain, key = config.tls.pem_material()
+        if ca:
+            out["ssl.ca.pem"] = ca
+        if chain and key:
+            out["ssl.certificate.pem"] = chain
+            out["ssl.key.pem"] = key
+        if config.tls.crlfile:
+            out["ssl.crl.location"] = config.tls.crlfile
+        out["ssl.endpoint.identification.algorithm"] = "https" if config.tls.check_hostname else "none"
+    return out

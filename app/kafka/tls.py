@@ -77,6 +77,43 @@ class TlsFiles:
             context.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
         return context
 
+    def pem_material(self) -> tuple[str | None, str | None, str | None]:
+        """(trusted CAs, certificate chain, unencrypted private key) as PEM text, for clients
+        that take TLS material in memory (librdkafka's ssl.*.pem)."""
+        from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, load_pem_private_key
+
+        ca = None
+        if self.truststore:
+            try:
+                if self.truststore_type == "PKCS12":
+                    bundle = _read_pkcs12(self.truststore, self.truststore_password)
+                    certificates = [c.certificate for c in bundle.additional_certs] + ([bundle.cert.certificate] if bundle.cert else [])
+                    ca = "".join(c.public_bytes(Encoding.PEM).decode() for c in certificates)
+                else:
+                    ca = Path(self.truststore).read_text()
+            except (OSError, ValueError) as exc:
+                raise TlsMaterialError("ssl.truststore.location", _reason(exc)) from None
+        if not self.keystore:
+            return ca, None, None
+        try:
+            if self.keystore_type == "PKCS12":
+                chain_pem, key_pem = _pkcs12_to_pem(self.keystore, self.keystore_password, self.key_password)
+                return ca, chain_pem.decode(), key_pem.decode()
+            text = Path(self.keystore).read_bytes()
+            key_text = Path(self.keyfile).read_bytes() if self.keyfile else text
+        except (OSError, ValueError) as exc:
+            raise TlsMaterialError("ssl.keystore.location", _reason(exc)) from None
+        chain = b"".join(block for block in _pem_blocks(text) if b"CERTIFICATE" in block.split(b"\n", 1)[0])
+        keys = [block for block in _pem_blocks(key_text) if b"PRIVATE KEY" in block.split(b"\n", 1)[0]]
+        if not keys:
+            raise TlsMaterialError("ssl.keyfile" if self.keyfile else "ssl.keystore.location", "no private key in the file")
+        try:
+            private = load_pem_private_key(keys[0], self.key_password.encode() if self.key_password else None)
+        except (ValueError, TypeError) as exc:
+            raise TlsMaterialError("ssl.key.password", _reason(exc)) from None
+        key = private.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+        return ca, chain.decode(), key.decode()
+
     def _load_trust(self, context: ssl.SSLContext) -> None:
         assert self.truststore is not None
         try:
@@ -108,6 +145,17 @@ class TlsFiles:
             if isinstance(exc, ssl.SSLError) and _key_does_not_decrypt(self.keyfile or self.keystore, self.key_password):
                 raise TlsMaterialError("ssl.key.password", "the private key does not decrypt with it") from None
             raise TlsMaterialError("ssl.keyfile" if self.keyfile else "ssl.keystore.location", _reason(exc)) from None
+
+
+def _pem_blocks(text: bytes) -> list[bytes]:
+    """The -----BEGIN ...----- / -----END ...----- blocks of a PEM file, each whole."""
+    blocks = []
+    for part in text.split(b"-----BEGIN ")[1:]:
+        end = part.find(b"-----END ")
+        if end >= 0:
+            close = part.find(b"-----", end + len(b"-----END "))
+            blocks.append(b"-----BEGIN " + part[: close + 5] + b"\n")
+    return blocks
 
 
 def _reason(exc: BaseException) -> str:

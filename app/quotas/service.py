@@ -12,6 +12,7 @@ from collections.abc import Callable
 from app.clock import Clock
 from app.quotas.model import QuotaValues, QuotaEntity, QuotaGroup, QuotaTable, QuotaType
 from app.quotas.resolution import Resolution, resolve
+from app.quotas.kafka_store import ChangeRefused, KafkaQuotaStore
 from app.quotas.store import QuotaStore
 from app.settings import Settings
 from app.decision.factor import FactorReading
@@ -48,18 +49,43 @@ def table_from_settings(settings: Settings, overrides: dict[QuotaEntity, QuotaVa
 
 
 class QuotaService:
-    def __init__(self, settings: Settings, store: QuotaStore, reading: Callable[[float], FactorReading], clock: Clock) -> None:
+    """``store`` is the SQLite store (this replica's own) or the Kafka-backed one (shared by
+    every replica), which this service follows: changes made through other replicas arrive
+    from it, and the table is always the store's."""
+
+    def __init__(self, settings: Settings, store: QuotaStore | KafkaQuotaStore, reading: Callable[[float], FactorReading], clock: Clock) -> None:
         self.store = store
         self.clock = clock
+        self._settings = settings
         self._reading = reading
         self.table = table_from_settings(settings, store.load_overrides(), store.load_groups())
         self._writes = asyncio.Lock()
         self._listeners: list[Callable[[], None]] = []
+        self._follows = isinstance(store, KafkaQuotaStore)
+        if isinstance(store, KafkaQuotaStore):
+            loop = asyncio.get_running_loop()
+            store.follow(lambda: loop.call_soon_threadsafe(self.reload))
+
+    @property
+    def ready(self) -> bool:
+        """The table is the store's: a Kafka-backed store has been read to its end."""
+        return not isinstance(self.store, KafkaQuotaStore) or self.store.loaded
 
     def on_change(self, listener: Callable[[], None]) -> None:
         self._listeners.append(listener)
 
+    def reload(self) -> None:
+        """Take the table from the store (a followed store changed)."""
+        table = table_from_settings(self._settings, self.store.load_overrides(), self.store.load_groups())
+        if (table.overrides, table.groups) != (self.table.overrides, self.table.groups):
+            self.table = table
+            for listener in self._listeners:
+                listener()
+
     def _replace(self, **changes: object) -> None:
+        if self._follows:
+            self.reload()  # what the store applied, other replicas' changes included
+            return
         self.table = dataclasses.replace(self.table, **changes)  # type: ignore[arg-type]
         for listener in self._listeners:
             listener()
@@ -93,7 +119,11 @@ class QuotaService:
                 owner = self.table.client_groups.get(client_id)
                 if owner not in (None, group.name):
                     raise MembershipConflict(f"client id {client_id!r} already belongs to group {owner!r}")
-            await asyncio.to_thread(self.store.put_group, group, self.clock())
+            try:
+                await asyncio.to_thread(self.store.put_group, group, self.clock())
+            except ChangeRefused as exc:  # another replica's group took the member first
+                self.reload()
+                raise MembershipConflict(str(exc)) from None
             self._replace(groups={**self.table.groups, group.name: group})
 
     async def delete_group(self, name: str) -> bool:

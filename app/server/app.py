@@ -19,8 +19,9 @@ from app.decision.policy import policy_from_levels
 from app.history.files import HistoryFiles, Retention
 from app.history.kafka_topic import HistoryTopic
 from app.history.writer import HistoryCounters, HistoryWriter
-from app.kafka.admin_config import to_kafka_python
+from app.kafka.admin_config import to_kafka_python, to_librdkafka
 from app.observation.source import VolumeSource
+from app.quotas.kafka_store import KafkaQuotaStore
 from app.quotas.service import QuotaService
 from app.quotas.store import QuotaStore
 from app.server.loop import ObservationLoop
@@ -51,6 +52,17 @@ def kafka_source_from(settings: Settings, clock: Clock) -> VolumeSource:
         tls=admin_config.tls,
         interval_seconds=settings.storage_check_interval.total_seconds(),
     )
+
+
+def quota_store_from(settings: Settings) -> QuotaStore | KafkaQuotaStore:
+    """The SQLite file of this replica, or the Kafka topic every replica shares (following it
+    starts at once, in the background: the table is served once the topic has been read)."""
+    if settings.quota_store == "kafka":
+        assert settings.kafka_admin_bootstrap_servers is not None  # checked when the settings loaded
+        store = KafkaQuotaStore(settings.quota_store_topic, to_librdkafka(settings.kafka_admin, settings.kafka_admin_bootstrap_servers))
+        store.start()
+        return store
+    return QuotaStore(Path(settings.data_dir) / QUOTA_STORE_FILE)
 
 
 def decider_from(settings: Settings, clock: Clock) -> ThrottleDecider:
@@ -112,7 +124,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store = QuotaStore(Path(settings.data_dir) / QUOTA_STORE_FILE)
+        store = quota_store_from(settings)
         state.quotas = QuotaService(settings, store, decider.reading, clock)
         quota_service = state.quotas
         state.quota_table = Publication(lambda now: _quota_table(quota_service, now), clock)

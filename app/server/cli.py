@@ -22,6 +22,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--config", type=Path, metavar="FILE", help="Kafka-style properties file")
     parser.add_argument("--check-config", action="store_true", help="validate the configuration and exit (0 valid, 2 invalid)")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    migrate = commands.add_parser(
+        "migrate-store", help="copy the SQLite store's overrides and groups into the Kafka-backed store (throttle.service.quota.store=kafka)"
+    )
+    migrate.add_argument("--config", type=Path, metavar="FILE", default=argparse.SUPPRESS, help="Kafka-style properties file")
+    migrate.add_argument("--from", dest="source", type=Path, metavar="FILE", help="the SQLite file (default: quotas.sqlite3 in the data dir)")
     return parser
 
 
@@ -56,6 +62,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.check_config:
         print("configuration is valid")
         return
+    if args.command == "migrate-store":
+        from app.server.migrate import migrate_store
+
+        raise SystemExit(migrate_store(settings, args.source))
     _prepare_directories(settings)
     # Before any logging: no library may write a configured secret to the log.
     install_log_redaction(settings.secret_values)

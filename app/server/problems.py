@@ -10,6 +10,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.quotas.kafka_store import StoreUnavailable
+
 PROBLEM_JSON = "application/problem+json"
 
 
@@ -72,6 +74,11 @@ def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(ProblemError)
     async def _problem(request: Request, exc: ProblemError) -> JSONResponse:
         return problem_response(request, exc.status, exc.title, exc.detail, headers=exc.headers)
+
+    @app.exception_handler(StoreUnavailable)
+    async def _store_unavailable(request: Request, exc: StoreUnavailable) -> JSONResponse:
+        # Writes need the shared store; reads keep serving the last table.
+        return problem_response(request, 503, "Quota store unavailable", str(exc), headers={"Retry-After": "5"})
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -32,8 +32,10 @@ class ServiceState:
 
     @property
     def ready(self) -> bool:
-        """A first round succeeded, or the fallback is in force (or observation is off)."""
-        return self.decider.reading(self.clock()).source is not FactorSource.INITIAL
+        """A first round succeeded, or the fallback is in force (or observation is off), and
+        the quota table is the store's (a Kafka-backed store has been read to its end)."""
+        decided = self.decider.reading(self.clock()).source is not FactorSource.INITIAL
+        return decided and self.quotas is not None and self.quotas.ready
 
     def quota_service(self) -> QuotaService:
         assert self.quotas is not None, "quotas are served while the app runs"

@@ -177,6 +177,10 @@ def _cross_field_problems(s: Settings, origin_of: dict[str, str], raw_of: dict[s
         timeout = s.effective_kafka_request_timeout
         if timeout.total_seconds() <= 0 or timeout >= s.storage_check_interval:
             problem("kafka_request_timeout", f"a duration greater than zero and shorter than the check interval ({format_duration(s.storage_check_interval)})")
+    if s.quota_store == "kafka" and not s.kafka_admin_bootstrap_servers:
+        problem("quota_store", "sqlite, or kafka with client.quota.callback.static.kafka.admin.bootstrap.servers set (the store's cluster)")
+    elif s.quota_store == "kafka" and not s.observation_enabled and not _check_bootstrap(s.kafka_admin_bootstrap_servers or ""):
+        problem("kafka_admin_bootstrap_servers", "a comma-separated list of host:port, e.g. kafka-0:9092,kafka-1:9092")
     if (s.http_ssl_certfile is None) != (s.http_ssl_keyfile is None):
         missing = "http_ssl_keyfile" if s.http_ssl_keyfile is None else "http_ssl_certfile"
         problem(missing, "set both the certificate and the key file for HTTPS, or neither")

@@ -204,6 +204,20 @@ class Settings(BaseSettings):
         "a secret of at least 16 characters; unset: changes to quotas are refused",
         "Bearer token required by PUT and DELETE of quota overrides and groups.",
     )
+    quota_store: Literal["sqlite", "kafka"] = setting(
+        "sqlite",
+        SERVICE_PREFIX + "quota.store",
+        "sqlite or kafka",
+        "Where quota overrides and groups set through the API live: sqlite (a file in the data dir, one "
+        "replica's own) or kafka (a compacted topic every replica reads and follows; see docs/quotas.md).",
+    )
+    quota_store_topic: str = setting(
+        "kafka-throttle-quotas",
+        SERVICE_PREFIX + "quota.store.topic",
+        "a Kafka topic name (letters, digits, '.', '_', '-'; at most 249 characters)",
+        "Topic of the kafka quota store (created if missing: compacted, one partition, replication factor 3 "
+        "where the cluster allows).",
+    )
     data_dir: str = setting(
         DEFAULT_DATA_DIR,
         SERVICE_PREFIX + "data.dir",
@@ -373,7 +387,7 @@ class Settings(BaseSettings):
             raise ValueError("less than 1048576")
         return value
 
-    @field_validator("history_kafka_topic")
+    @field_validator("history_kafka_topic", "quota_store_topic")
     @classmethod
     def _topic_name(cls, value: str) -> str:
         if not _TOPIC_NAME.match(value) or value in (".", ".."):
@@ -398,7 +412,7 @@ class Settings(BaseSettings):
             raise ValueError("out of range")
         return value
 
-    @field_validator("log_level", "fenced_broker_observations", mode="before")
+    @field_validator("log_level", "fenced_broker_observations", "quota_store", mode="before")
     @classmethod
     def _case(cls, value: Any, info: ValidationInfo) -> Any:
         if not isinstance(value, str):

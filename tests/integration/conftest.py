@@ -63,8 +63,9 @@ def free_port() -> int:
 
 
 class RunningService:
-    def __init__(self, process: subprocess.Popen, base_url: str, log_path: Path, verify: str | bool = True) -> None:
+    def __init__(self, process: subprocess.Popen, base_url: str, log_path: Path, verify: str | bool = True, env: dict[str, str] | None = None) -> None:
         self.process = process
+        self.env = env or {}  # the environment it was started with
         self.base_url = base_url
         self.log_path = log_path
         if isinstance(verify, str):
@@ -121,7 +122,7 @@ def start_service(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Ca
         process = subprocess.Popen(
             [sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT
         )
-        service = RunningService(process, ready_url or f"http://127.0.0.1:{port}", log_path, verify=ready_verify)
+        service = RunningService(process, ready_url or f"http://127.0.0.1:{port}", log_path, verify=ready_verify, env=env)
         services.append(service)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

@@ -210,6 +210,28 @@ def test_service_observes_over_sasl_ssl_with_scram_sha_512(secure_cluster, pki, 
     assert wrong not in str(decision) and wrong not in refused.log()
 
 
+def test_the_kafka_quota_store_connects_with_the_admin_clients_tls_and_sasl_settings(secure_cluster, pki, start_service):
+    token = "secure-store-admin-token"
+    service = start_service(
+        extra_env=scram_env(pki, SCRAM_USERS["throttle"]),
+        kafka_admin_bootstrap_servers=secure_cluster.bootstrap_servers_for("SASL_SSL"),
+        quota_store="kafka",
+        admin_token=token,
+        **TIMING,
+    )
+    service.wait_for(observed, 30, "observed over SASL_SSL/SCRAM-SHA-512")
+    deadline = time.monotonic() + 30
+    while service.client.get("/readyz").status_code != 200:
+        assert time.monotonic() < deadline, service.log()[-3000:]
+        time.sleep(0.2)
+    response = service.client.put(
+        "/quotas/overrides", params={"user": "alice"}, json={"produce": 4096}, headers={"Authorization": f"Bearer {token}"}
+    )
+    assert response.status_code == 200, response.text
+    assert [o["entity"]["user"] for o in service.client.get("/quotas").json()["overrides"]] == ["alice"]
+    assert "created the quota topic 'kafka-throttle-quotas' (replication factor 2, min.insync.replicas 1" in service.log()
+
+
 def test_the_shim_in_every_broker_polls_the_service_over_https_with_its_trust_store(secure_cluster, pki, https_port, start_service):
     service_cert = pki.leaf("service-https")
     marks = {b: secure_cluster.server_log(b).stat().st_size for b in secure_cluster.broker_ids}

@@ -42,7 +42,18 @@ _RESOLVE_PARAMETERS = [
 
 
 def quota_service(request: Request) -> QuotaService:
-    return service_state(request).quota_service()
+    """The quota service, once its table is the store's; until then 503 (a shim keeps its last
+    table rather than take one without the overrides)."""
+    service = service_state(request).quota_service()
+    if not service.ready:
+        reason = getattr(service.store, "error", None)
+        raise ProblemError(
+            503,
+            "Quota table not loaded",
+            "the quota store's topic has not been read yet" + (f" ({reason})" if reason else ""),
+            headers={"Retry-After": "1"},
+        )
+    return service
 
 
 @routes.hot_get(
@@ -52,11 +63,12 @@ def quota_service(request: Request) -> QuotaService:
     responses={
         200: {"description": "The table, with its ETag and validity", "headers": response_headers(TABLE_ETAG_FIELDS)},
         304: {"description": "Nothing a shim acts on changed since the ETag given in If-None-Match", "headers": response_headers(TABLE_ETAG_FIELDS)},
-        **problem_responses(422),
+        **problem_responses(422, 503),
     },
     openapi_extra={"parameters": [WAIT_PARAMETER]},
 )
 async def quota_table(request: Request) -> Response:
+    quota_service(request)  # 503 until the table is the store's
     table = service_state(request).quota_table
     assert table is not None
     return await conditional_get(request, table, service_state(request).clock)
@@ -98,7 +110,7 @@ async def require_admin(
 
 
 Admin = Depends(require_admin)
-MUTATION_ERRORS = problem_responses(401, 403, 404, 409, 422)
+MUTATION_ERRORS = problem_responses(401, 403, 404, 409, 422, 503)
 
 
 def _entity(user: str | None, client_id: str | None) -> QuotaEntity:

@@ -1,0 +1,175 @@
+"""Several replicas sharing one quota table through the Kafka-backed store, on the real 3-broker
+cluster: a change through one is served by the other within a second, a burst over both
+leaves identical tables, a replica killed and restarted rebuilds the table from the topic, one
+broker down does not stop writes, an unreachable topic refuses writes (503) while reads keep
+the last table; and the one-shot copy from SQLite."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import httpx
+import pytest
+
+from .conftest import ROOT, RunningService
+
+TOKEN = "replicas-admin-token-0123"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+SETTINGS = {
+    "storage_check_interval": "PT1S",
+    "storage_per_volume_limit_min_available_ratio": "0.01",
+    "admin_token": TOKEN,
+    "quota_store": "kafka",
+}
+
+
+@pytest.fixture
+def replicas(start_service):
+    """Start ``count`` replicas sharing a topic of their own; waits until each is ready."""
+
+    def start(count: int = 2, topic: str | None = None, **settings: str) -> list[RunningService]:
+        topic = topic or f"quotas-{uuid.uuid4().hex[:8]}"
+        started = [start_service(**{**SETTINGS, "quota_store_topic": topic, **settings}) for _ in range(count)]
+        for service in started:
+            wait_ready(service)
+        return started
+
+    return start
+
+
+def wait_ready(service: RunningService, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while service.client.get("/readyz").status_code != 200:
+        assert time.monotonic() < deadline, f"not ready within {timeout} s:\n{service.log()[-3000:]}"
+        time.sleep(0.1)
+
+
+def table(service: RunningService) -> dict:
+    """The overrides and groups a replica serves."""
+    body = service.client.get("/quotas").json()
+    return {"overrides": body["overrides"], "groups": body["groups"]}
+
+
+def put_override(service: RunningService, user: str, produce: float) -> httpx.Response:
+    return service.client.put("/quotas/overrides", params={"user": user}, json={"produce": produce}, headers=AUTH)
+
+
+def test_a_change_through_one_replica_is_served_at_once_by_it_and_within_a_second_by_the_other(replicas):
+    one, other = replicas()
+    assert put_override(one, "alice", 1048576).status_code == 200
+    assert [o["entity"]["user"] for o in table(one)["overrides"]] == ["alice"], "read-your-writes"
+    started = time.monotonic()
+    while not table(other)["overrides"]:
+        assert time.monotonic() - started < 1.0, "the other replica did not serve the change within a second"
+        time.sleep(0.02)
+    assert table(other) == table(one)
+    print(f"\nthe other replica served the change {1000 * (time.monotonic() - started):.0f} ms after the first acknowledged it")
+
+
+def test_a_burst_of_changes_over_both_replicas_leaves_identical_tables(replicas):
+    one, other = replicas()
+    errors: list[str] = []
+
+    def burst(service: RunningService, worker: int) -> None:
+        rng = random.Random(worker)
+        client = httpx.Client(base_url=service.base_url, headers=AUTH, timeout=30)
+        for n in range(50):
+            user = f"user-{rng.randrange(40)}"
+            if rng.random() < 0.2:
+                response = client.delete("/quotas/overrides", params={"user": user})
+                ok = response.status_code in (204, 404)
+            elif rng.random() < 0.1:
+                members = {"users": [f"member-{worker}-{n}"], "limits": {"fetch": 1000 + n}}
+                response = client.put(f"/quotas/groups/group-{rng.randrange(5)}", json=members)
+                ok = response.status_code in (200, 409)
+            else:
+                response = client.put("/quotas/overrides", params={"user": user}, json={"produce": 1000 + worker * 100 + n})
+                ok = response.status_code == 200
+            if not ok:
+                errors.append(f"{response.request.method} {response.request.url}: {response.status_code} {response.text}")
+        client.close()
+
+    threads = [threading.Thread(target=burst, args=(service, worker)) for worker, service in enumerate([one, other, one, other])]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == []
+    time.sleep(1.0)
+    assert table(one) == table(other)
+    assert len(table(one)["overrides"]) > 10
+    print(f"\n200 changes over two replicas: {len(table(one)['overrides'])} overrides, {len(table(one)['groups'])} groups, identical")
+
+
+def test_a_replica_killed_with_sigkill_rebuilds_the_same_table_from_the_topic(replicas, start_service):
+    one, other = replicas()
+    for n in range(20):
+        assert put_override(one if n % 2 else other, f"user-{n}", 1000 + n).status_code == 200
+    assert one.client.put("/quotas/groups/etl", json={"client_ids": ["loader"], "limits": {"produce": 5000}}, headers=AUTH).status_code == 200
+    expected = table(one)
+    topic = next(line for line in one.log().splitlines() if "quota topic" in line).split("'")[1]
+    other.process.send_signal(signal.SIGKILL)
+    other.process.wait(10)
+    restarted = start_service(**{**SETTINGS, "quota_store_topic": topic})
+    wait_ready(restarted)
+    assert table(restarted) == expected
+
+
+def test_with_one_broker_down_the_store_still_accepts_writes(replicas, kafka_cluster):
+    (one,) = replicas(count=1)
+    kafka_cluster.stop_broker(3)
+    try:
+        started = time.monotonic()
+        response = put_override(one, "while-broker-3-is-down", 2048)
+        assert response.status_code == 200, response.text
+        assert any(o["entity"]["user"] == "while-broker-3-is-down" for o in table(one)["overrides"])
+        print(f"\na write with broker 3 down took {1000 * (time.monotonic() - started):.0f} ms")
+    finally:
+        kafka_cluster.start_broker(3)
+
+
+def test_with_the_topic_unreachable_writes_get_503_and_reads_keep_the_last_table(replicas, kafka_cluster):
+    (one,) = replicas(count=1)
+    assert put_override(one, "before", 1000).status_code == 200
+    before = table(one)
+    for broker in kafka_cluster.broker_ids:
+        kafka_cluster.freeze_broker(broker)
+    try:
+        started = time.monotonic()
+        refused = one.client.put("/quotas/overrides", params={"user": "during"}, json={"produce": 2000}, headers=AUTH, timeout=30)
+        print(f"\nwith every broker frozen, a write was refused after {time.monotonic() - started:.1f} s")
+        assert refused.status_code == 503, refused.text
+        assert refused.headers["content-type"].startswith("application/problem+json")
+        assert "quota topic" in refused.json()["detail"]
+        assert one.client.get("/quotas").status_code == 200 and table(one) == before
+    finally:
+        for broker in kafka_cluster.broker_ids:
+            kafka_cluster.thaw_broker(broker)
+    deadline = time.monotonic() + 30
+    while put_override(one, "after", 3000).status_code != 200:
+        assert time.monotonic() < deadline, "writes did not come back with the cluster"
+        time.sleep(1)
+
+
+def test_migrate_store_copies_the_sqlite_overrides_and_groups_into_the_topic(start_service, replicas, tmp_path):
+    data_dir = str(tmp_path / "sqlite-replica")
+    single = start_service(**{**SETTINGS, "quota_store": "sqlite"}, data_dir=data_dir)
+    for n in range(5):
+        assert put_override(single, f"user-{n}", 1000 + n).status_code == 200
+    assert single.client.put("/quotas/groups/etl", json={"users": ["bob"], "limits": {"fetch": 7}}, headers=AUTH).status_code == 200
+    expected = table(single)
+    single.stop()
+
+    topic = f"quotas-{uuid.uuid4().hex[:8]}"
+    env = {**single.env, "THROTTLE_SERVICE_QUOTA_STORE": "kafka", "THROTTLE_SERVICE_QUOTA_STORE_TOPIC": topic}
+    result = subprocess.run([sys.executable, "-m", "app", "migrate-store"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "copied 5 overrides and 1 groups" in result.stdout
+    (migrated,) = replicas(count=1, topic=topic)
+    assert table(migrated) == expected
