@@ -170,12 +170,22 @@ def run(args: argparse.Namespace, work_dir: Path) -> dict:
     admitted = sum(size for at, size in load.acked if throttle_from <= at < pause_from)
     throttles_before_free = [(at, t) for at, _, t in load.throttles if at < freed]  # throttle_cb gives seconds
     outlived = max([at + t - freed for at, t in throttles_before_free], default=0.0)
+    trace = []
+    if args.trace:
+        at = throttle_from
+        while at < pause_from:
+            throttled = [round(t, 2) for when, _, t in load.throttles if at <= when < at + 0.25]
+            epoch = probe.at(at + 0.25)[0] if probe is not None else ""
+            trace.append(f"{at - throttle_from:6.2f} s  {load.rate(at, at + 0.25) / MiB:5.2f} MiB/s  epoch {epoch}  throttles {throttled}")
+            at += 0.25
     return {
+        "trace": trace,
         "rows": rows,
         "baseline": baseline,
         "throttle_seconds": pause_from - throttle_from,
         "admitted_ratio": admitted / (baseline * (pause_from - throttle_from)),
         "largest_throttle_s": max([t for _, _, t in load.throttles], default=0.0),
+        "largest_throttle_in_throttle_s": max([t for at, _, t in load.throttles if throttle_from <= at < pause_from], default=0.0),
         "recovery_s": None if recovered_at is None else recovered_at - freed,
         "outlived_s": max(0.0, outlived),
         "load_average": (load_at_start, load_at_end),
@@ -184,6 +194,8 @@ def run(args: argparse.Namespace, work_dir: Path) -> dict:
 
 
 def report(result: dict, args: argparse.Namespace) -> None:
+    if result["trace"]:
+        print("\n".join(["", "acknowledged per 0.25 s during THROTTLE:", *result["trace"]]))
     probe = args.probe
     extra = " Kafka byte-rate (MiB/s) | epoch |" if probe else ""
     print(f"\n| from THROTTLE (s) | factor | effective quota (MiB/s) | measured (MiB/s) | measured / quota |{extra}")
@@ -200,7 +212,8 @@ def report(result: dict, args: argparse.Namespace) -> None:
     recovery = f"{result['recovery_s']:.2f} s" if result["recovery_s"] is not None else f"not within {RECOVERY_WAIT:.0f} s"
     print(
         f"\nbaseline {result['baseline'] / MiB:.2f} MiB/s; THROTTLE {result['throttle_seconds']:.1f} s, admitted "
-        f"{result['admitted_ratio']:.2f} x baseline; largest throttle {result['largest_throttle_s']:.2f} s; recovery "
+        f"{result['admitted_ratio']:.2f} x baseline; largest throttle {result['largest_throttle_in_throttle_s']:.2f} s during THROTTLE, "
+        f"{result['largest_throttle_s']:.2f} s in all; recovery "
         f"{recovery} after the volume was freed; a throttle given before it outlived it by {result['outlived_s']:.2f} s; "
         f"load average {la0[0]:.1f} at the ramp, {la1[0]:.1f} at the end"
     )
@@ -215,6 +228,7 @@ def main() -> None:
     parser.add_argument("--pause-seconds", type=float, default=6.0)
     parser.add_argument("--probe", action="store_true", help="read Kafka's own quota sensor on the producer's broker over JMX")
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--trace", action="store_true", help="also print the producer's acknowledged bytes and throttles per 0.25 s")
     parser.add_argument("--shim-jar", type=Path, help="a shim jar to measure instead of this checkout's (e.g. another commit's build)")
     args = parser.parse_args()
     if os.geteuid() != 0:

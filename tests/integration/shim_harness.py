@@ -165,9 +165,13 @@ class LoadProducer:
             except BufferError:
                 producer.poll(0.05)
 
+    def bytes(self, start: float, end: float) -> int:
+        """Acknowledged bytes in [start, end)."""
+        return sum(size for at, size in list(self.acked) if start <= at < end)
+
     def rate(self, start: float, end: float) -> float:
         """Acknowledged bytes per second in [start, end)."""
-        return sum(size for at, size in list(self.acked) if start <= at < end) / (end - start)
+        return self.bytes(start, end) / (end - start)
 
     def throttled_brokers(self, since: float) -> dict[int, float]:
         """Broker id -> time of its first throttle event since ``since``."""
