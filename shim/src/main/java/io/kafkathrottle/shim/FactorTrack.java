@@ -26,7 +26,12 @@ import java.util.Arrays;
  * <li>In an epoch younger than Kafka's window the average counts the epoch's own time only (from
  *     one tick before it began, as Kafka re-reads a bound once a tick): a fresh sensor is given
  *     the factor times its age over the (samples − 1) windows it divides by, so it has no
- *     allowance to spend. (Never less than the floor: the resolver sees to that.)
+ *     allowance to spend.
+ * <li>Never less than the floor, and in a fresh epoch the floor grows: a young sensor's allowance
+ *     under a fixed bound does not grow until it has (samples − 1) samples, so a client held at
+ *     the floor (a pause) could write nothing after its first allowance, and each request would
+ *     add a second of throttle to the next. Raised by {@link #floorGrowth}, the floor lets the
+ *     allowance grow at the floor's rate from the start.
  * <li>A new epoch starts on a pause, and when the factor falls below {@value #EPOCH_DROP} of the
  *     highest factor Kafka held over the last span of this epoch: the bytes a sensor holds were let
  *     in under at most that factor, so keeping the sensors throttles for at most (1 / 0.8 − 1) × D,
@@ -92,6 +97,24 @@ final class FactorTrack {
     /** The factor Kafka's sensors of this type are given at {@code nowNanos}: in (0, 1) while throttling. */
     double kafkaFactor(long nowNanos, QuotaWindow window) {
         return kafkaFactorAt(nowNanos, window, times.length);
+    }
+
+    /**
+     * How many times the floor Kafka's sensors of this type are given at {@code nowNanos}: 1 once
+     * the epoch is a span old; before, what a young sensor needs for its allowance to be its first
+     * one (the floor over the (samples − ½) windows it divides by) plus the floor for every second
+     * since the epoch began, over what it divides by now.
+     */
+    double floorGrowth(long nowNanos, QuotaWindow window) {
+        if (startNanos == SINCE_EVER || !windowed) {
+            return 1.0;
+        }
+        long age = nowNanos - startNanos + window.tickNanos();
+        if (age >= window.spanNanos()) {
+            return 1.0;
+        }
+        long young = window.divisorNanos(0);
+        return (double) (young + age) / window.divisorNanos(age);
     }
 
     /** Kafka's factor at {@code at} from the first {@code count} change points (those in force by then). */

@@ -35,6 +35,7 @@ final class QuotaView {
     final QuotaWindow window;
     private final FactorTrack[] tracks;
     private final double[] kafkaFactors; // each type's factor for Kafka's sensors, as of the view's time
+    private final double[] floorGrowths; // and how far each type's floor has grown
     private final String[] epochTags;
 
     private QuotaView(Mode mode, ServiceTable service, QuotaTable table, double factor, long expiresAtNanos, QuotaWindow window,
@@ -47,9 +48,11 @@ final class QuotaView {
         this.window = window;
         this.tracks = tracks;
         this.kafkaFactors = new double[TYPES.length];
+        this.floorGrowths = new double[TYPES.length];
         this.epochTags = new String[TYPES.length];
         for (int i = 0; i < TYPES.length; i++) {
             kafkaFactors[i] = tracks[i].kafkaFactor(asOfNanos, window);
+            floorGrowths[i] = tracks[i].floorGrowth(asOfNanos, window);
             epochTags[i] = Long.toString(tracks[i].epoch);
         }
     }
@@ -88,10 +91,10 @@ final class QuotaView {
         return new QuotaView(mode, service, table, factor, expiresAtNanos, window, tracks, nowNanos);
     }
 
-    /** Whether some type's Kafka factor is different at {@code nowNanos} than in this view. */
+    /** Whether some type's Kafka factor or floor is different at {@code nowNanos} than in this view. */
     boolean movesBy(long nowNanos) {
         for (int i = 0; i < TYPES.length; i++) {
-            if (tracks[i].kafkaFactor(nowNanos, window) != kafkaFactors[i]) {
+            if (tracks[i].kafkaFactor(nowNanos, window) != kafkaFactors[i] || tracks[i].floorGrowth(nowNanos, window) != floorGrowths[i]) {
                 return true;
             }
         }
@@ -112,6 +115,11 @@ final class QuotaView {
         return kafkaFactors[type.ordinal()];
     }
 
+    /** How many times the floor this type's quotas have for Kafka's sensors now (see {@link FactorTrack#floorGrowth}). */
+    double floorGrowth(ClientQuotaType type) {
+        return floorGrowths[type.ordinal()];
+    }
+
     /** The factor a table's quotas of this type are scaled by. */
     private static double applied(QuotaTable table, double factor, ClientQuotaType type) {
         return table.factorTypes.contains(type) ? Math.min(factor, 1.0) : 1.0;
@@ -124,7 +132,8 @@ final class QuotaView {
     /** Whether any quota limit of this type may differ between the two views. */
     boolean differsFor(ClientQuotaType type, QuotaView other) {
         int i = type.ordinal();
-        return kafkaFactors[i] != other.kafkaFactors[i] || tracks[i].epoch != other.tracks[i].epoch || !table.sameFor(type, other.table);
+        return kafkaFactors[i] != other.kafkaFactors[i] || floorGrowths[i] != other.floorGrowths[i] || tracks[i].epoch != other.tracks[i].epoch
+                || !table.sameFor(type, other.table);
     }
 
     String state() {

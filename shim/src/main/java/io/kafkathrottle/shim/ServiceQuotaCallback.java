@@ -77,7 +77,7 @@ public final class ServiceQuotaCallback implements ClientQuotaCallback {
             }
             Map<String, String> tags = new HashMap<>(metricTags);
             tags.remove(EPOCH_TAG);
-            return QuotaResolver.limitForTags(current.table, quotaType, tags, current.kafkaFactor(quotaType));
+            return QuotaResolver.limitForTags(current.table, quotaType, tags, current.kafkaFactor(quotaType), current.floorGrowth(quotaType));
         } catch (RuntimeException e) {
             reportError("quotaLimit", e);
             return null;

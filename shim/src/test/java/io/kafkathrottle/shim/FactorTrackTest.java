@@ -76,6 +76,18 @@ class FactorTrackTest {
     }
 
     @Test
+    void inAFreshEpochTheFloorGrowsSoAYoungSensorsAllowanceGrowsAtTheFloorsRateUntilASpanHasPassed() {
+        FactorTrack paused = track(1.0).next(0.0, at(100), WINDOW);
+        // allowance = floor x growth x divisor = floor x (10.5 s + age), age counted from a tick before
+        assertEquals(10.75 / 10.5, paused.floorGrowth(at(100), WINDOW), EXACT);
+        assertEquals(15.75 / 10.5, paused.floorGrowth(at(105), WINDOW), EXACT);
+        assertEquals(21.75 / 11.25, paused.floorGrowth(at(111), WINDOW), EXACT, "past 10.5 s a young sensor divides by its age");
+        assertEquals(1.0, paused.floorGrowth(at(111.75), WINDOW), "a span old: the window slides, the first allowance is gone");
+        assertEquals(1.0, track(0.5).floorGrowth(at(100), WINDOW), "the first epoch is no fresh start");
+        assertEquals(1.0, FactorTrack.starting(1.0, false).next(0.0, at(100), WINDOW).floorGrowth(at(101), WINDOW), "a token bucket grows");
+    }
+
+    @Test
     void aFallBelow08OfTheHighestFactorKafkaHeldOverTheLastSpanStartsANewEpoch() {
         FactorTrack track = track(1.0).next(0.85, at(100), WINDOW);
         assertEquals(0, track.epoch);

@@ -99,7 +99,14 @@ class KafkaQuotaManagerTest {
 
         broker.factor(0.0);
         broker.run(6);
-        assertTrue(broker.rate(pauseFrom + 2, pauseFrom + 6) <= 2 * FLOOR, "paused: at most the floor and a request");
+        double paused = broker.rate(pauseFrom + 2, pauseFrom + 6);
+        assertEquals(FLOOR, paused, 0.5 * FLOOR, "paused: held to the floor, and given it");
+        for (double[] throttle : broker.throttles) {
+            if (throttle[0] >= pauseFrom) {
+                // 64 KiB at the floor is a second, and a young sensor's sample boundary up to another: no more.
+                assertTrue(throttle[1] <= 2.0, "throttles in a pause do not add up: " + throttle[1]);
+            }
+        }
         double freed = broker.seconds();
         broker.factor(1.0);
         broker.run(10);

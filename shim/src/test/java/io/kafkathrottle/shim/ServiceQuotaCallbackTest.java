@@ -27,6 +27,8 @@ class ServiceQuotaCallbackTest {
     private static final ClientQuotaType FETCH = ClientQuotaType.FETCH;
     private static final String DEFAULTS = "{\"produce\": 1048576}";
     private static final String NO_OVERRIDES = "[]";
+    /** The 64 KiB/s floor in a fresh epoch, a tick (of Kafka's default window) old: 10.75 / 10.5 of it. */
+    private static final double FRESH_FLOOR = 65536.0 * 10.75 / 10.5;
 
     private final AtomicLong nanos = new AtomicLong(1_000_000_000L);
     private StubService service;
@@ -123,7 +125,7 @@ class ServiceQuotaCallbackTest {
         assertTrue(callback.quotaResetRequired(PRODUCE), "produce limits changed");
         assertFalse(callback.quotaResetRequired(PRODUCE), "a reset is asked for once");
         assertFalse(callback.quotaResetRequired(FETCH), "fetch is not scaled: nothing changed");
-        assertEquals(65536.0, limit("alice", "app", PRODUCE), "a fall to a quarter starts fresh sensors, given the floor at first");
+        assertEquals(FRESH_FLOOR, limit("alice", "app", PRODUCE), 1e-6, "a fall to a quarter starts fresh sensors, given the floor at first");
         nanos.addAndGet(Duration.ofSeconds(11).toNanos());
         callback.feed().tick();
         assertTrue(callback.quotaResetRequired(PRODUCE), "the fresh sensors' bound grew with their age");
@@ -236,7 +238,7 @@ class ServiceQuotaCallbackTest {
         nanos.addAndGet(Duration.ofSeconds(32).toNanos()); // past valid_until (the Date header is whole seconds)
         assertTrue(callback.quotaResetRequired(PRODUCE), "expiry is noticed when Kafka asks, and changes produce limits");
         assertEquals(QuotaView.Mode.FALLBACK, callback.view().mode);
-        assertEquals(65536.0, limit("alice", "app", PRODUCE), "fallback 0.0 pauses: the base quota down to the floor");
+        assertEquals(FRESH_FLOOR, limit("alice", "app", PRODUCE), 1e-6, "fallback 0.0 pauses: the base quota down to the floor");
         assertNull(callback.quotaLimit(PRODUCE, before), "the sensor from before the pause belongs to a past epoch");
         service.failing(false);
         eventually(() -> callback.view().mode == QuotaView.Mode.SERVICE, "the service back");
@@ -283,7 +285,7 @@ class ServiceQuotaCallbackTest {
         eventually(() -> callback.view().factor == 0.0, "the pause");
         Map<String, String> paused = callback.quotaMetricTags(PRODUCE, user("alice"), "app");
         assertNotEquals(open.get(ServiceQuotaCallback.EPOCH_TAG), paused.get(ServiceQuotaCallback.EPOCH_TAG));
-        assertEquals(65536.0, callback.quotaLimit(PRODUCE, paused));
+        assertEquals(FRESH_FLOOR, callback.quotaLimit(PRODUCE, paused), 1e-6, "the floor, in a fresh epoch");
         assertEquals(open.get(ServiceQuotaCallback.EPOCH_TAG), callback.quotaMetricTags(FETCH, user("alice"), "app").get(
                 ServiceQuotaCallback.EPOCH_TAG), "fetch is not scaled, so its epoch stays");
     }
