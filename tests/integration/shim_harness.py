@@ -288,6 +288,9 @@ class VolumeRamp:
                     filler.flush()
                 time.sleep(0.02)
 
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
     def free(self) -> None:
         self._stop.set()
         self._thread.join(5)

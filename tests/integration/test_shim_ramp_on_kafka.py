@@ -122,8 +122,14 @@ def test_along_a_fill_through_the_soft_band_the_producer_slows_in_step_with_the_
     producer = load(5 * MiB)  # more than the quota: every interval of the ramp can bite
     try:
         time.sleep(SPAN + 3)  # the producer's sensor past its first window, held to the quota
-        volume(*band_seconds(66))
-        wait_until(lambda: timeline.first("PAUSE") is not None, 120, "PAUSE", lambda: str(timeline.changes[-5:]))
+        ramp = volume(*band_seconds(66))
+        wait_until(
+            lambda: timeline.first("PAUSE") is not None,
+            120,
+            "PAUSE",
+            lambda: f"usable {ramp.usable()} B, target {ramp.target(time.monotonic())} B, filler alive {ramp.alive()}; "
+            f"decisions {timeline.changes[-5:]}, errors {timeline.errors[-3:]}; service now {service.decision()}",
+        )
         throttle_from, pause_from = timeline.first("THROTTLE"), timeline.first("PAUSE")
         healthy = producer.rate(throttle_from - 10, throttle_from)
         rows = []
