@@ -1,10 +1,11 @@
 """``throttle-demo``: watch the service protect a cluster.
 
 It creates a topic whose only partition lives on one broker, produces to it at a steady
-rate until that broker's volume crosses the limits (the decision goes THROTTLE, then PAUSE,
-and the producer is held to the quota floor), then frees the volume by setting a small
-``retention.bytes`` on the topic and keeps producing until the decision and the producer's
-throughput are back. Every second it prints the volume, the decision and the throughput.
+rate until that broker's volume crosses the limits (the decision goes THROTTLE, where the
+producer's quota shrinks with the factor, then PAUSE, where it is held to the quota floor), then
+frees the volume by setting a small ``retention.bytes`` on the topic and keeps producing until the
+decision and the producer's throughput are back. Every second it prints the volume, the decision,
+the producer's quota (as the service resolves it) and its throughput.
 
 Freeing is as quick as the brokers' ``log.retention.check.interval.ms`` (1 s on the local
 stacks; 5 min by default on other clusters). The topic is deleted at the end."""
@@ -21,6 +22,7 @@ import httpx
 
 MiB = 1024 * 1024
 MESSAGE_BYTES = 16 * 1024
+CLIENT_ID = "throttle-demo"
 TICK = 0.02
 
 
@@ -34,6 +36,7 @@ class Sample:
     total: int | None
     rate: float
     throttle_ms: int
+    quota: float | None  # the producer's effective produce quota per broker; None: unlimited
 
 
 @dataclass
@@ -48,7 +51,7 @@ class Meter:
             self.acked += len(msg.value())
 
     def on_throttle(self, event) -> None:
-        self.throttle_ms.append(int(event.throttle_time))
+        self.throttle_ms.append(round(event.throttle_time * 1000))  # confluent-kafka reports seconds
 
 
 class DemoFailed(Exception):
@@ -59,8 +62,14 @@ def _mib(n: float | None) -> str:
     return "?" if n is None else f"{n / MiB:.1f} MiB"
 
 
-def _rate(n: float) -> str:
+def _rate(n: float | None) -> str:
+    if n is None:
+        return "unlimited"
     return f"{n / MiB:.2f} MiB/s" if n >= 0.1 * MiB else f"{n / 1024:.0f} KiB/s"
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
 
 
 class Demo:
@@ -74,9 +83,12 @@ class Demo:
         self.meter = Meter()
         self.producer = Producer({
             "bootstrap.servers": args.bootstrap_servers,
-            "client.id": "throttle-demo",
+            "client.id": CLIENT_ID,
             "acks": "1",
             "linger.ms": 5,
+            # Requests of at most 64 KiB (librdkafka's default is 1 MB): at the 64 KiB/s floor a
+            # 1 MB request alone costs 16 s of throttle (see "The quota floor" in docs/quotas.md).
+            "batch.size": 65536,
             "queue.buffering.max.kbytes": 2048,
             "throttle_cb": self.meter.on_throttle,
         })
@@ -94,6 +106,11 @@ class Demo:
         response = self.http.get("/throttle-factor")
         response.raise_for_status()
         return response.json()
+
+    def quota(self) -> float | None:
+        response = self.http.get("/quotas/resolve", params={"client-id": CLIENT_ID, "type": "produce"})
+        response.raise_for_status()
+        return response.json()["limit"]
 
     def volume(self) -> tuple[int | None, int | None]:
         response = self.http.get("/volumes")
@@ -167,20 +184,21 @@ class Demo:
         try:
             d = self.decision()
             usable, total = self.volume()
+            quota = self.quota()
             state, factor, source = d["state"], float(d["factor"]), d["source"]
         except httpx.HTTPError as exc:
             print(f"  (service not answering: {exc})")
-            state, factor, source, usable, total = "?", float("nan"), "?", None, None
+            state, factor, source, usable, total, quota = "?", float("nan"), "?", None, None, None
         sample = Sample(time.monotonic() - self.started, state, factor, source, usable, total, rate,
-                        max(self.meter.throttle_ms, default=0))
+                        max(self.meter.throttle_ms, default=0), quota)
         previous = self.samples[-1].state if self.samples else None
         self.samples.append(sample)
         if previous is not None and previous != state:
             print(f"  -> decision {previous} -> {state} at {sample.at:.0f} s")
         print(
             f"[{sample.at:5.0f} s] broker {self.broker}: {_mib(usable)} usable of {_mib(total)} | "
-            f"{state:<8} factor {factor:.2f} ({source}) | producer {_rate(rate)}"
-            + (f", throttled {sample.throttle_ms} ms" if sample.throttle_ms else ""),
+            f"{state:<8} factor {factor:.2f} ({source}) | quota {_rate(quota)} | producer {_rate(rate)}"
+            + (f", throttled up to {sample.throttle_ms} ms" if sample.throttle_ms else ""),
             flush=True,
         )
         return sample
@@ -239,19 +257,26 @@ class Demo:
         def first(samples, state):
             return next((s.at for s in samples if s.state == state), None)
 
-        def mean_rate(samples):
-            return sum(s.rate for s in samples) / len(samples) if samples else 0.0
-
         healthy = [s for s in filling if s.state == "OPEN"]
-        paused = [s for s in filling if s.state == "PAUSE"]
+        throttled = [s for s in filling if s.state == "THROTTLE"]
+        # Each sample is the second before the decision was read: the first PAUSE sample was mostly
+        # written before the pause, the next is its first whole second, which can still carry
+        # acknowledgements of requests let in before; the floor shows from the one after.
+        paused = [s for s in filling if s.state == "PAUSE"][2:]
         recovered = [s for s in freeing if s.state == "OPEN"]
-        throttle_at = first(filling, "THROTTLE")
         print("\nsummary")
-        print(f"  healthy   producer {_rate(mean_rate(healthy))} (offered {_rate(self.rate)})")
-        if throttle_at is not None:
-            print(f"  THROTTLE  from {throttle_at:.0f} s, factor down to {min(s.factor for s in filling if s.state == 'THROTTLE'):.2f}")
-        print(f"  PAUSE     from {first(filling, 'PAUSE'):.0f} s, producer {_rate(mean_rate(paused))}")
-        print(f"  freed     OPEN again at {first(freeing, 'OPEN'):.0f} s, producer {_rate(mean_rate(recovered[-3:]))}")
+        print(f"  healthy   producer {_rate(_mean([s.rate for s in healthy]))} (offered {_rate(self.rate)})")
+        if throttled:
+            quotas = [s.quota for s in throttled if s.quota is not None]
+            print(
+                f"  THROTTLE  {throttled[0].at:.0f} s to {throttled[-1].at:.0f} s: factor {throttled[0].factor:.2f} down to "
+                f"{throttled[-1].factor:.2f}, quota {_rate(max(quotas, default=None))} down to {_rate(min(quotas, default=None))}, "
+                f"producer {_rate(throttled[0].rate)} down to {_rate(throttled[-1].rate)}"
+            )
+        floor = min((s.quota for s in paused if s.quota is not None), default=None)
+        print(f"  PAUSE     from {first(filling, 'PAUSE'):.0f} s, producer {_rate(_mean([s.rate for s in paused]))} from its third second"
+              f" (quota floor {_rate(floor)})")
+        print(f"  freed     OPEN again at {first(freeing, 'OPEN'):.0f} s, producer {_rate(_mean([s.rate for s in recovered[-3:]]))}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -390,6 +390,9 @@ class LocalKafkaCluster:
     ``extra_log_dirs`` maps a broker id to a number of further log dirs (JBOD),
     each on its own tmpfs mount: when one fills and Kafka takes it offline, the
     broker keeps running on the others (with a single log dir it halts).
+    ``combined_broker`` makes that broker a combined node
+    (``process.roles=broker,controller``): a second quorum voter beside the
+    dedicated controller, so the cluster needs both running.
 
     Every java process gets ``PR_SET_PDEATHSIG=SIGKILL`` (``kill_with_parent``),
     so it dies if the Python process dies. Note that Linux sends that signal
@@ -411,6 +414,7 @@ class LocalKafkaCluster:
         extra_listeners: Mapping[str, str] | None = None,
         extra_classpath: Iterable[Path | str] | None = None,
         extra_log_dirs: Mapping[int, int] | None = None,
+        combined_broker: int | None = None,
         heap: str = "384m",
         jvm_args: Iterable[str] | None = None,
         version: str = KAFKA_VERSION,
@@ -465,8 +469,11 @@ class LocalKafkaCluster:
         self.last_start_timings: dict[str, float] = {}
         self._cds_path: Path | None = None
 
+        if combined_broker is not None and not 1 <= combined_broker <= brokers:
+            raise ValueError(f"combined_broker must be one of the broker ids 1..{brokers}")
+        self._combined_broker = combined_broker
         listener_names = ["PLAINTEXT", *self._extra_listeners]
-        ports = iter(_free_ports(1 + brokers * len(listener_names)))
+        ports = iter(_free_ports(1 + brokers * len(listener_names) + (combined_broker is not None)))
         self._controller = _Node(CONTROLLER_ID, "controller", self._base_dir / f"controller-{CONTROLLER_ID}")
         self._controller.ports["CONTROLLER"] = next(ports)
         self._brokers: dict[int, _Node] = {}
@@ -475,6 +482,8 @@ class LocalKafkaCluster:
             for name in listener_names:
                 node.ports[name] = next(ports)
             node.extra_log_dirs = int((extra_log_dirs or {}).get(bid, 0))
+            if bid == combined_broker:
+                node.ports["CONTROLLER"] = next(ports)
             self._brokers[bid] = node
 
         self._atexit_cb = self._atexit_stop
@@ -734,7 +743,10 @@ class LocalKafkaCluster:
                 data_dir.mkdir()
 
     def _quorum_voters(self) -> str:
-        return f"{CONTROLLER_ID}@127.0.0.1:{self.controller_port}"
+        voters = [f"{CONTROLLER_ID}@127.0.0.1:{self.controller_port}"]
+        if self._combined_broker is not None:
+            voters.append(f"{self._combined_broker}@127.0.0.1:{self._brokers[self._combined_broker].ports['CONTROLLER']}")
+        return ",".join(voters)
 
     def _controller_props(self) -> dict[str, str]:
         props = {
@@ -808,6 +820,9 @@ class LocalKafkaCluster:
             "log.cleaner.threads": "1",
             "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
         }
+        if node.node_id == self._combined_broker:
+            props["process.roles"] = "broker,controller"
+            props["listeners"] += f",CONTROLLER://127.0.0.1:{node.ports['CONTROLLER']}"
         props = _merge(props, self._broker_config)
         return _merge(props, self._per_broker_config.get(node.node_id, {}))
 

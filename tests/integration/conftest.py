@@ -101,6 +101,34 @@ class RunningService:
                 self.process.wait(5)
 
 
+def launch_service(
+    work_dir: Path, extra_env: dict[str, str] | None = None, ready_url: str | None = None, ready_verify: str | bool = True, **settings: str
+) -> RunningService:
+    """Start ``throttle-service`` (the real console entry point) with settings by field name, its
+    data and log under ``work_dir``; returns once /healthz answers."""
+    port = int(settings.get("http_port", 0)) or free_port()
+    env = environ_without_settings()
+    settings = {"http_host": "127.0.0.1", "http_port": str(port), "data_dir": str(work_dir / f"data-{port}"), **settings}
+    for field, value in settings.items():
+        env[env_name(property_name(field))] = value
+    env.update(extra_env or {})
+    log_path = work_dir / f"service-{port}.log"
+    process = subprocess.Popen([sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT)
+    service = RunningService(process, ready_url or f"http://127.0.0.1:{port}", log_path, verify=ready_verify, env=env)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            service.stop()
+            raise AssertionError(f"service exited with {process.returncode}:\n{service.log()}")
+        try:
+            if service.client.get("/healthz").status_code == 200:
+                return service
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    service.stop()
+    raise AssertionError(f"service did not start:\n{service.log()}")
+
+
 @pytest.fixture
 def start_service(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., RunningService]]:
     """Start ``throttle-service`` (the real console entry point) with settings by field name;
@@ -112,28 +140,8 @@ def start_service(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Ca
     ) -> RunningService:
         if "kafka_admin_bootstrap_servers" not in settings and settings.get("storage_check_interval") != "PT0S":
             settings["kafka_admin_bootstrap_servers"] = request.getfixturevalue("kafka_cluster").bootstrap_servers
-        port = int(settings.get("http_port", 0)) or free_port()
-        env = environ_without_settings()
-        settings = {"http_host": "127.0.0.1", "http_port": str(port), "data_dir": str(tmp_path / f"data-{port}"), **settings}
-        for field, value in settings.items():
-            env[env_name(property_name(field))] = value
-        env.update(extra_env or {})
-        log_path = tmp_path / f"service-{port}.log"
-        process = subprocess.Popen(
-            [sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT
-        )
-        service = RunningService(process, ready_url or f"http://127.0.0.1:{port}", log_path, verify=ready_verify, env=env)
-        services.append(service)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise AssertionError(f"service exited with {process.returncode}:\n{service.log()}")
-            try:
-                if service.client.get("/healthz").status_code == 200:
-                    return service
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise AssertionError(f"service did not start:\n{service.log()}")
+        services.append(launch_service(tmp_path, extra_env, ready_url, ready_verify, **settings))
+        return services[-1]
 
     yield start
     for service in services:

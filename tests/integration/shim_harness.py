@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -100,7 +101,12 @@ class LoadProducer:
     throttle event (broker id, throttle time) the brokers report."""
 
     def __init__(
-        self, config: dict, topic: str = "load", partitions: int = 3, message_bytes: int = 4096, rate_per_partition: float = LOAD_RATE
+        self,
+        config: dict,
+        topic: str = "load",
+        partitions: int | Sequence[int] = 3,
+        message_bytes: int = 4096,
+        rate_per_partition: float = LOAD_RATE,
     ) -> None:
         self.rate_per_partition = rate_per_partition
         self.acked: list[tuple[float, int]] = []
@@ -109,6 +115,7 @@ class LoadProducer:
         self.topic = topic
         self.payload = os.urandom(message_bytes)
         self._stop = threading.Event()
+        self.partitions = list(range(partitions)) if isinstance(partitions, int) else list(partitions)
         self.producers = [
             Producer(
                 {
@@ -121,9 +128,9 @@ class LoadProducer:
                     **config,
                 }
             )
-            for _ in range(partitions)
+            for _ in self.partitions
         ]
-        self._threads = [threading.Thread(target=self._run, args=(p,), daemon=True) for p in range(partitions)]
+        self._threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(len(self.partitions))]
         for thread in self._threads:
             thread.start()
 
@@ -137,10 +144,11 @@ class LoadProducer:
         else:
             self.errors.append(str(err))
 
-    def _run(self, partition: int) -> None:
+    def _run(self, index: int) -> None:
         # A token bucket with a 0.2 s burst: a steady offered load that does not make up for
         # lost time after a pause.
-        producer = self.producers[partition]
+        producer = self.producers[index]
+        partition = self.partitions[index]
         size = len(self.payload)
         tokens, last = 0.0, time.monotonic()
         while not self._stop.is_set():
@@ -157,9 +165,13 @@ class LoadProducer:
             except BufferError:
                 producer.poll(0.05)
 
+    def bytes(self, start: float, end: float) -> int:
+        """Acknowledged bytes in [start, end)."""
+        return sum(size for at, size in list(self.acked) if start <= at < end)
+
     def rate(self, start: float, end: float) -> float:
         """Acknowledged bytes per second in [start, end)."""
-        return sum(size for at, size in list(self.acked) if start <= at < end) / (end - start)
+        return self.bytes(start, end) / (end - start)
 
     def throttled_brokers(self, since: float) -> dict[int, float]:
         """Broker id -> time of its first throttle event since ``since``."""
@@ -240,3 +252,96 @@ def wait_for_shims(cluster: LocalKafkaCluster, before: dict[int, int], timeout: 
         timeout,
         "every broker's shim holding a table from the service",
     )
+
+
+class VolumeRamp:
+    """Drives a broker's volume along a straight line with a filler file on its tmpfs (what
+    statvfs, and so DescribeLogDirs, reports): usable bytes go from ``start`` to ``end`` over
+    ``seconds``, then stay at ``end`` until ``free()`` deletes the file. Kafka itself writes
+    nothing for it, so a producer elsewhere is measured against a factor that falls at a known
+    pace."""
+
+    def __init__(self, mount_point: Path, start: int, end: int, seconds: float) -> None:
+        self.path = mount_point / "ramp-filler"
+        self.mount_point = mount_point
+        self.start, self.end, self.seconds = start, end, seconds
+        self.started_at = time.monotonic()
+        self.freed_at: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def usable(self) -> int:
+        stats = os.statvfs(self.mount_point)
+        return stats.f_bavail * stats.f_frsize
+
+    def target(self, at: float) -> int:
+        done = min(1.0, max(0.0, (at - self.started_at) / self.seconds))
+        return int(self.start + (self.end - self.start) * done)
+
+    def _run(self) -> None:
+        with open(self.path, "ab") as filler:
+            while not self._stop.is_set():
+                missing = self.usable() - self.target(time.monotonic())
+                if missing > 0:
+                    filler.write(b"\0" * missing)
+                    filler.flush()
+                time.sleep(0.02)
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def free(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.path.unlink(missing_ok=True)
+        self.freed_at = time.monotonic()
+
+
+class FactorTimeline:
+    """Follows the service's decision with the same long-poll a shim uses and records when each
+    factor came into force (monotonic seconds, factor, state)."""
+
+    def __init__(self, base_url: str) -> None:
+        self.changes: list[tuple[float, float, str]] = []
+        self.errors: list[str] = []
+        self._client = httpx.Client(base_url=base_url, timeout=40)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        etag = None
+        while not self._stop.is_set():
+            try:
+                response = self._client.get(
+                    "/throttle-factor", params={"wait": "5s"} if etag else None, headers={"If-None-Match": etag} if etag else {}
+                )
+            except httpx.HTTPError as exc:
+                self.errors.append(repr(exc))
+                time.sleep(0.1)
+                continue
+            if response.status_code == 200:
+                etag = response.headers.get("ETag")
+                decision = response.json()
+                if not self.changes or self.changes[-1][1:] != (decision["factor"], decision["state"]):
+                    self.changes.append((time.monotonic(), decision["factor"], decision["state"]))
+
+    def first(self, state: str, since: float = 0.0) -> float | None:
+        return next((at for at, _, s in list(self.changes) if s == state and at >= since), None)
+
+    def intervals(self, start: float, end: float) -> list[tuple[float, float, float, str]]:
+        """(from, to, factor, state) for each factor in force within [start, end)."""
+        changes = list(self.changes)
+        out = []
+        for i, (at, factor, state) in enumerate(changes):
+            until = changes[i + 1][0] if i + 1 < len(changes) else end
+            lo, hi = max(at, start), min(until, end)
+            if hi > lo:
+                out.append((lo, hi, factor, state))
+        return out
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._client.close()

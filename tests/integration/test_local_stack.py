@@ -143,7 +143,10 @@ def test_local_stack_protects_the_cluster_and_ctrl_c_leaves_nothing_behind(tmp_p
         out = demo.stdout
         assert out.index("-> PAUSE") < out.index("== freeing") < out.index("PAUSE -> OPEN"), out
         assert min(_demo_rates(out, "OPEN")[:3]) > 2.4 * MiB, out  # healthy: the offered 3 MiB/s
+        assert min(_demo_rates(out, "THROTTLE")) < 1.5 * MiB, out  # the ramp slows the producer before PAUSE
         assert max(_demo_rates(out, "PAUSE")[2:]) <= 256 * 1024, out  # paused: held to the 64 KiB/s floor
+        paused = re.search(r"PAUSE +from \d+ s, producer (\d+) KiB/s from its third second", out)
+        assert paused and int(paused.group(1)) <= 128, out  # the summary's rate while paused: the floor, not the second before
         assert _demo_rates(out, "OPEN")[-1] > 2.4 * MiB, out  # recovered
         seen.update(_descendants(process.pid))
     finally:

@@ -58,11 +58,19 @@ final class QuotaResolver {
      * (user, default client-id) quota and the (user) level), the empty client id's answer wins.
      */
     static Double limitForTags(QuotaTable table, ClientQuotaType type, Map<String, String> tags, double factor) {
+        return limitForTags(table, type, tags, factor, 1.0);
+    }
+
+    /**
+     * The same with the floor raised {@code floorGrowth} times: Kafka's bound in a fresh quota
+     * epoch (see {@link FactorTrack#floorGrowth}).
+     */
+    static Double limitForTags(QuotaTable table, ClientQuotaType type, Map<String, String> tags, double factor, double floorGrowth) {
         String groupName = tags.get(GROUP_TAG);
         if (groupName != null) {
             QuotaTable.Group group = table.groups.get(groupName);
             Double base = group == null ? null : group.limits().get(type);
-            return base == null ? null : applyFactor(table, type, base, factor)[1];
+            return base == null ? null : applyFactor(table, type, base, factor, floorGrowth)[1];
         }
         String user = tags.getOrDefault(USER_TAG, "");
         String clientId = tags.getOrDefault(CLIENT_ID_TAG, "");
@@ -72,20 +80,20 @@ final class QuotaResolver {
         if (!user.isEmpty()) {
             Resolution resolution = resolve(table, user, clientId, type, factor);
             if (resolution.tags().equals(tags)) {
-                return resolution.limit();
+                return applyFactor(table, type, resolution.baseLimit(), factor, floorGrowth)[1];
             }
             if (!clientId.isEmpty()) {
                 return null;
             }
-            return namedOrDefault(table, new EntityKey(user, null), new EntityKey(EntityKey.DEFAULT, null), type, factor);
+            return namedOrDefault(table, new EntityKey(user, null), new EntityKey(EntityKey.DEFAULT, null), type, factor, floorGrowth);
         }
         if (!clientId.isEmpty()) {
-            return namedOrDefault(table, new EntityKey(null, clientId), new EntityKey(null, EntityKey.DEFAULT), type, factor);
+            return namedOrDefault(table, new EntityKey(null, clientId), new EntityKey(null, EntityKey.DEFAULT), type, factor, floorGrowth);
         }
         // Every client matches (default client-id) before the defaults, so when it sets this type,
         // only empty client ids (tagged like the defaults) can be here.
         Double base = value(table, null, EntityKey.DEFAULT, type);
-        return applyFactor(table, type, base != null ? base : table.defaults.get(type), factor)[1];
+        return applyFactor(table, type, base != null ? base : table.defaults.get(type), factor, floorGrowth)[1];
     }
 
     /**
@@ -94,10 +102,14 @@ final class QuotaResolver {
      * factor is 0, where a pause must pause.
      */
     static Double[] applyFactor(QuotaTable table, ClientQuotaType type, Double base, double factor) {
+        return applyFactor(table, type, base, factor, 1.0);
+    }
+
+    private static Double[] applyFactor(QuotaTable table, ClientQuotaType type, Double base, double factor, double floorGrowth) {
         if (!table.factorTypes.contains(type) || factor >= 1.0) {
             return new Double[] {1.0, base};
         }
-        double floor = table.floors.get(type);
+        double floor = table.floors.get(type) * floorGrowth;
         if (base == null) {
             return new Double[] {factor, factor <= 0.0 ? floor : null};
         }
@@ -105,12 +117,13 @@ final class QuotaResolver {
     }
 
     /** The limit of the named entity's quota, else of its kind's default entity; null: neither sets one. */
-    private static Double namedOrDefault(QuotaTable table, EntityKey named, EntityKey fallback, ClientQuotaType type, double factor) {
+    private static Double namedOrDefault(QuotaTable table, EntityKey named, EntityKey fallback, ClientQuotaType type, double factor,
+            double floorGrowth) {
         Double base = value(table, named.user(), named.clientId(), type);
         if (base == null) {
             base = value(table, fallback.user(), fallback.clientId(), type);
         }
-        return base == null ? null : applyFactor(table, type, base, factor)[1];
+        return base == null ? null : applyFactor(table, type, base, factor, floorGrowth)[1];
     }
 
     private static Double value(QuotaTable table, String user, String clientId, ClientQuotaType type) {

@@ -1,22 +1,16 @@
 package io.kafkathrottle.shim;
 
-import java.util.Arrays;
 import java.util.Map;
 
 import org.apache.kafka.server.quota.ClientQuotaType;
 
 /**
  * What the broker's quota managers see at one moment: the table (the service's, merged with
- * Kafka's own quotas), the factor in force, where it came from, when it expires, and the quota
- * epoch of each type. Immutable; the callback swaps whole views.
- *
- * <p>Epochs exist because Kafka judges a new quota against the bytes already recorded in its
- * window (11 s by default) and serves the resulting throttle time without an upper bound: a
- * producer that wrote 100 MB/s and meets a paused 64 KiB/s quota would be muted for half an
- * hour, long after the pause ended. When the factor of a type falls below {@value #EPOCH_DROP}
- * of the highest factor seen in the current epoch (and always on a pause), the shim starts a new
- * epoch: the epoch is a metric tag, so Kafka starts fresh sensors with an empty window. Within
- * an epoch the history can add at most (1 / 0.8 − 1) × 11 s = 2.75 s of throttle.
+ * Kafka's own quotas), the factor in force, where it came from, when it expires, and for each
+ * quota type its {@link FactorTrack}: the quota epoch (a metric tag, so a new epoch means fresh
+ * Kafka sensors) and the factor Kafka's sensors are given, as of the view's time. Immutable; the
+ * feed swaps whole views, on every change and, while some type's Kafka factor moves with time,
+ * every quarter of a quota sample.
  */
 final class QuotaView {
     enum Mode {
@@ -30,64 +24,100 @@ final class QuotaView {
         FALLBACK
     }
 
-    static final double EPOCH_DROP = 0.8;
     static final long NO_EXPIRY = Long.MIN_VALUE;
-    private static final int TYPES = ClientQuotaType.values().length;
+    private static final ClientQuotaType[] TYPES = ClientQuotaType.values();
 
     final Mode mode;
     final ServiceTable service; // the last table the service sent; null before the first
     final QuotaTable table; // the service's table (or an empty one) merged with Kafka's quotas
     final double factor;
     final long expiresAtNanos; // NO_EXPIRY: does not expire
-    private final long[] epochs;
-    private final double[] epochFactors; // the highest factor seen in each type's current epoch
+    final QuotaWindow window;
+    private final FactorTrack[] tracks;
+    private final double[] kafkaFactors; // each type's factor for Kafka's sensors, as of the view's time
+    private final double[] floorGrowths; // and how far each type's floor has grown
     private final String[] epochTags;
 
-    private QuotaView(Mode mode, ServiceTable service, QuotaTable table, double factor, long expiresAtNanos, long[] epochs, double[] epochFactors) {
+    private QuotaView(Mode mode, ServiceTable service, QuotaTable table, double factor, long expiresAtNanos, QuotaWindow window,
+            FactorTrack[] tracks, long asOfNanos) {
         this.mode = mode;
         this.service = service;
         this.table = table;
         this.factor = factor;
         this.expiresAtNanos = expiresAtNanos;
-        this.epochs = epochs;
-        this.epochFactors = epochFactors;
-        this.epochTags = Arrays.stream(epochs).mapToObj(Long::toString).toArray(String[]::new);
+        this.window = window;
+        this.tracks = tracks;
+        this.kafkaFactors = new double[TYPES.length];
+        this.floorGrowths = new double[TYPES.length];
+        this.epochTags = new String[TYPES.length];
+        for (int i = 0; i < TYPES.length; i++) {
+            kafkaFactors[i] = tracks[i].kafkaFactor(asOfNanos, window);
+            floorGrowths[i] = tracks[i].floorGrowth(asOfNanos, window);
+            epochTags[i] = Long.toString(tracks[i].epoch);
+        }
     }
 
-    static QuotaView starting(double fallbackFactor) {
+    static QuotaView starting(double fallbackFactor, QuotaWindow window, long nowNanos) {
         QuotaTable empty = QuotaTable.empty();
-        double[] factors = new double[TYPES];
-        for (ClientQuotaType type : ClientQuotaType.values()) {
-            factors[type.ordinal()] = applied(empty, fallbackFactor, type);
+        FactorTrack[] tracks = new FactorTrack[TYPES.length];
+        for (ClientQuotaType type : TYPES) {
+            // Controller mutations are a token bucket in Kafka, the other types a sample window.
+            tracks[type.ordinal()] = FactorTrack.starting(applied(empty, fallbackFactor, type), type != ClientQuotaType.CONTROLLER_MUTATION);
         }
-        return new QuotaView(Mode.STARTING, null, empty, fallbackFactor, NO_EXPIRY, new long[TYPES], factors);
+        return new QuotaView(Mode.STARTING, null, empty, fallbackFactor, NO_EXPIRY, window, tracks, nowNanos);
     }
 
     /** The view after a new table from the service. */
-    QuotaView withService(ServiceTable next, long expiresAtNanos, Map<EntityKey, Map<ClientQuotaType, Double>> kafkaQuotas) {
-        return successor(Mode.SERVICE, next, next.table().withKafkaQuotas(kafkaQuotas), next.factor(), expiresAtNanos);
+    QuotaView withService(ServiceTable next, long expiresAtNanos, Map<EntityKey, Map<ClientQuotaType, Double>> kafkaQuotas, long nowNanos) {
+        return successor(Mode.SERVICE, next, next.table().withKafkaQuotas(kafkaQuotas), next.factor(), expiresAtNanos, nowNanos);
     }
 
     /** The same view with Kafka's own quotas changed. */
-    QuotaView withKafkaQuotas(Map<EntityKey, Map<ClientQuotaType, Double>> kafkaQuotas) {
+    QuotaView withKafkaQuotas(Map<EntityKey, Map<ClientQuotaType, Double>> kafkaQuotas, long nowNanos) {
         QuotaTable base = service == null ? QuotaTable.empty() : service.table();
-        return successor(mode, service, base.withKafkaQuotas(kafkaQuotas), factor, expiresAtNanos);
+        return successor(mode, service, base.withKafkaQuotas(kafkaQuotas), factor, expiresAtNanos, nowNanos);
     }
 
-    QuotaView kept() {
-        return successor(Mode.KEPT, service, table, factor, expiresAtNanos);
+    QuotaView kept(long nowNanos) {
+        return successor(Mode.KEPT, service, table, factor, expiresAtNanos, nowNanos);
     }
 
-    QuotaView fallback(double fallbackFactor) {
-        return successor(Mode.FALLBACK, service, table, fallbackFactor, NO_EXPIRY);
+    QuotaView fallback(double fallbackFactor, long nowNanos) {
+        return successor(Mode.FALLBACK, service, table, fallbackFactor, NO_EXPIRY, nowNanos);
+    }
+
+    /** The same decisions with Kafka's factors as of {@code nowNanos}. */
+    QuotaView at(long nowNanos) {
+        return new QuotaView(mode, service, table, factor, expiresAtNanos, window, tracks, nowNanos);
+    }
+
+    /** Whether some type's Kafka factor or floor is different at {@code nowNanos} than in this view. */
+    boolean movesBy(long nowNanos) {
+        for (int i = 0; i < TYPES.length; i++) {
+            if (tracks[i].kafkaFactor(nowNanos, window) != kafkaFactors[i] || tracks[i].floorGrowth(nowNanos, window) != floorGrowths[i]) {
+                return true;
+            }
+        }
+        return false;
     }
 
     boolean expired(long nowNanos) {
         return expiresAtNanos != NO_EXPIRY && nowNanos - expiresAtNanos >= 0;
     }
 
+    /** The factor this type's quotas are scaled by in the decision (1.0 for a type the factor does not apply to). */
     double factorFor(ClientQuotaType type) {
-        return applied(table, factor, type);
+        return tracks[type.ordinal()].factor();
+    }
+
+    /** The factor this type's quotas are scaled by for Kafka's sensors now (see {@link FactorTrack}). */
+    double kafkaFactor(ClientQuotaType type) {
+        return kafkaFactors[type.ordinal()];
+    }
+
+    /** How many times the floor this type's quotas have for Kafka's sensors now (see {@link FactorTrack#floorGrowth}). */
+    double floorGrowth(ClientQuotaType type) {
+        return floorGrowths[type.ordinal()];
     }
 
     /** The factor a table's quotas of this type are scaled by. */
@@ -101,7 +131,8 @@ final class QuotaView {
 
     /** Whether any quota limit of this type may differ between the two views. */
     boolean differsFor(ClientQuotaType type, QuotaView other) {
-        return factorFor(type) != other.factorFor(type) || epochs[type.ordinal()] != other.epochs[type.ordinal()]
+        int i = type.ordinal();
+        return kafkaFactors[i] != other.kafkaFactors[i] || floorGrowths[i] != other.floorGrowths[i] || tracks[i].epoch != other.tracks[i].epoch
                 || !table.sameFor(type, other.table);
     }
 
@@ -109,20 +140,11 @@ final class QuotaView {
         return factor >= 1.0 ? "OPEN" : factor <= 0.0 ? "PAUSE" : "THROTTLE";
     }
 
-    private QuotaView successor(Mode nextMode, ServiceTable nextService, QuotaTable nextTable, double nextFactor, long nextExpiry) {
-        long[] nextEpochs = epochs.clone();
-        double[] nextEpochFactors = epochFactors.clone();
-        for (ClientQuotaType type : ClientQuotaType.values()) {
-            int i = type.ordinal();
-            double scaled = applied(nextTable, nextFactor, type);
-            boolean paused = scaled <= 0.0 && epochFactors[i] > 0.0;
-            if (paused || scaled < EPOCH_DROP * epochFactors[i]) {
-                nextEpochs[i] = epochs[i] + 1;
-                nextEpochFactors[i] = scaled;
-            } else {
-                nextEpochFactors[i] = Math.max(epochFactors[i], scaled);
-            }
+    private QuotaView successor(Mode nextMode, ServiceTable nextService, QuotaTable nextTable, double nextFactor, long nextExpiry, long nowNanos) {
+        FactorTrack[] next = new FactorTrack[TYPES.length];
+        for (ClientQuotaType type : TYPES) {
+            next[type.ordinal()] = tracks[type.ordinal()].next(applied(nextTable, nextFactor, type), nowNanos, window);
         }
-        return new QuotaView(nextMode, nextService, nextTable, nextFactor, nextExpiry, nextEpochs, nextEpochFactors);
+        return new QuotaView(nextMode, nextService, nextTable, nextFactor, nextExpiry, window, next, nowNanos);
     }
 }

@@ -1,7 +1,5 @@
 package io.kafkathrottle.shim;
 
-import java.time.Duration;
-import java.util.EnumMap;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -18,29 +16,23 @@ import org.slf4j.LoggerFactory;
 /**
  * A {@link ClientQuotaCallback} that applies the throttle service's decisions in a broker.
  *
- * <p>A daemon thread polls {@code GET <url>/quotas} (ETag, long-poll) and swaps in an immutable
- * {@link QuotaView}; the methods Kafka calls on every request only read that view, never block
- * and never do I/O. Expiry of the last table is judged when the view is read, so no timer is
- * needed. One log line per change of state.
+ * <p>The {@link QuotaFeed} it shares with any other instance in the JVM (a combined KRaft node
+ * builds two) polls the service and swaps in immutable {@link QuotaView}s; the methods Kafka
+ * calls on every request only read the view, never block and never do I/O. Each instance keeps
+ * its own reset flags, one per quota type, for the quota managers that ask it.
  */
 public final class ServiceQuotaCallback implements ClientQuotaCallback {
     static final String EPOCH_TAG = "throttle-epoch";
     private static final Logger LOG = LoggerFactory.getLogger(ServiceQuotaCallback.class);
 
     private final LongSupplier nanoTime;
-    private final Object lock = new Object();
     private final AtomicBoolean[] resetRequired = new AtomicBoolean[ClientQuotaType.values().length];
-    private final Map<EntityKey, Map<ClientQuotaType, Double>> kafkaQuotas = new HashMap<>(); // guarded by lock
     private final AtomicBoolean errorReported = new AtomicBoolean();
-    private volatile QuotaView view = QuotaView.starting(1.0);
-    private volatile boolean running;
-    private ShimConfig config;
-    private TableFetcher fetcher;
-    private Thread poller;
-    private String etag;
+    private final QuotaFeed.Listener listener = this::changed;
+    private volatile QuotaFeed feed;
 
     public ServiceQuotaCallback() {
-        this(System::nanoTime);
+        this(QuotaFeed.SYSTEM_CLOCK);
     }
 
     ServiceQuotaCallback(LongSupplier nanoTime) {
@@ -52,23 +44,13 @@ public final class ServiceQuotaCallback implements ClientQuotaCallback {
 
     @Override
     public void configure(Map<String, ?> configs) {
-        config = ShimConfig.parse(configs);
-        fetcher = new TableFetcher(config);
-        synchronized (lock) {
-            view = QuotaView.starting(config.fallbackFactor).withKafkaQuotas(kafkaQuotas);
-        }
-        LOG.info("Throttle service shim: polling {} (long-poll wait {} ms, fallback factor {})", config.quotasUri,
-                config.longPollWait.toMillis(), config.fallbackFactor);
-        running = true;
-        try {
-            // The first table before the broker serves clients, so they start under the right quotas.
-            pollOnce();
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
-        }
-        poller = new Thread(this::pollLoop, "throttle-service-shim-poller");
-        poller.setDaemon(true);
-        poller.start();
+        feed = QuotaFeed.acquire(ShimConfig.parse(configs), nanoTime, listener);
+    }
+
+    /** Configures this instance on a feed of its own that starts no thread (tests drive it). */
+    QuotaFeed configureUnstarted(Map<String, ?> configs) {
+        feed = QuotaFeed.unstarted(ShimConfig.parse(configs), nanoTime, listener);
+        return feed;
     }
 
     @Override
@@ -76,7 +58,7 @@ public final class ServiceQuotaCallback implements ClientQuotaCallback {
         String user = principal == null ? "" : principal.getName();
         String client = clientId == null ? "" : clientId;
         try {
-            QuotaView current = currentView();
+            QuotaView current = feed.view();
             Map<String, String> tags = new HashMap<>(QuotaResolver.resolve(current.table, user, client, quotaType, current.factor).tags());
             tags.put(EPOCH_TAG, current.epochTag(quotaType));
             return tags;
@@ -89,13 +71,13 @@ public final class ServiceQuotaCallback implements ClientQuotaCallback {
     @Override
     public Double quotaLimit(ClientQuotaType quotaType, Map<String, String> metricTags) {
         try {
-            QuotaView current = currentView();
+            QuotaView current = feed.view();
             if (!current.epochTag(quotaType).equals(metricTags.get(EPOCH_TAG))) {
                 return null; // a sensor of a past epoch: no client uses these tags any more
             }
             Map<String, String> tags = new HashMap<>(metricTags);
             tags.remove(EPOCH_TAG);
-            return QuotaResolver.limitForTags(current.table, quotaType, tags, current.factor);
+            return QuotaResolver.limitForTags(current.table, quotaType, tags, current.kafkaFactor(quotaType), current.floorGrowth(quotaType));
         } catch (RuntimeException e) {
             reportError("quotaLimit", e);
             return null;
@@ -105,7 +87,7 @@ public final class ServiceQuotaCallback implements ClientQuotaCallback {
     @Override
     public boolean quotaResetRequired(ClientQuotaType quotaType) {
         try {
-            currentView();
+            feed.view();
             AtomicBoolean flag = resetRequired[quotaType.ordinal()];
             return flag.get() && flag.getAndSet(false);
         } catch (RuntimeException e) {
@@ -117,10 +99,7 @@ public final class ServiceQuotaCallback implements ClientQuotaCallback {
     @Override
     public void updateQuota(ClientQuotaType quotaType, ClientQuotaEntity quotaEntity, double newValue) {
         try {
-            synchronized (lock) {
-                kafkaQuotas.computeIfAbsent(entityKey(quotaEntity), e -> new EnumMap<>(ClientQuotaType.class)).put(quotaType, newValue);
-                publish(view.withKafkaQuotas(kafkaQuotas));
-            }
+            feed.updateKafkaQuota(quotaType, entityKey(quotaEntity), newValue);
         } catch (RuntimeException e) {
             reportError("updateQuota", e);
         }
@@ -129,17 +108,7 @@ public final class ServiceQuotaCallback implements ClientQuotaCallback {
     @Override
     public void removeQuota(ClientQuotaType quotaType, ClientQuotaEntity quotaEntity) {
         try {
-            synchronized (lock) {
-                EntityKey key = entityKey(quotaEntity);
-                Map<ClientQuotaType, Double> limits = kafkaQuotas.get(key);
-                if (limits != null) {
-                    limits.remove(quotaType);
-                    if (limits.isEmpty()) {
-                        kafkaQuotas.remove(key);
-                    }
-                }
-                publish(view.withKafkaQuotas(kafkaQuotas));
-            }
+            feed.removeKafkaQuota(quotaType, entityKey(quotaEntity));
         } catch (RuntimeException e) {
             reportError("removeQuota", e);
         }
@@ -152,115 +121,24 @@ public final class ServiceQuotaCallback implements ClientQuotaCallback {
 
     @Override
     public void close() {
-        running = false;
-        Thread thread = poller;
-        if (thread != null) {
-            thread.interrupt();
-            try {
-                thread.join(1_000);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
+        QuotaFeed current = feed;
+        if (current != null) {
+            current.release(listener);
         }
     }
 
     /** The view in force now (for tests and diagnostics). */
     QuotaView view() {
-        return currentView();
+        return feed.view();
     }
 
-    private QuotaView currentView() {
-        QuotaView current = view;
-        if (current.expired(nanoTime.getAsLong())) {
-            synchronized (lock) {
-                if (view == current) {
-                    publish(current.fallback(config.fallbackFactor));
-                    LOG.warn("Throttle service shim: the last quota table expired; fallback factor {} ({}) applies until {} answers",
-                            config.fallbackFactor, view.state(), config.quotasUri);
-                }
-                return view;
-            }
-        }
-        return current;
+    /** The feed this instance reads (for tests). */
+    QuotaFeed feed() {
+        return feed;
     }
 
-    private void pollLoop() {
-        while (running) {
-            try {
-                boolean again = pollOnce();
-                if (!again) {
-                    Thread.sleep(config.pollInterval.toMillis());
-                }
-            } catch (InterruptedException e) {
-                return;
-            } catch (RuntimeException e) {
-                reportError("poll", e);
-                try {
-                    Thread.sleep(config.pollInterval.toMillis());
-                } catch (InterruptedException interrupted) {
-                    return;
-                }
-            }
-        }
-    }
-
-    /** One poll and its effect on the view; true when the next poll may follow at once (a long-poll). */
-    private boolean pollOnce() throws InterruptedException {
-        boolean longPoll = !config.longPollWait.isZero();
-        TableFetcher.Outcome outcome = fetcher.fetch(etag, config.longPollWait);
-        if (outcome instanceof TableFetcher.Changed changed) {
-            onTable(changed);
-            etag = changed.etag();
-            return longPoll && etag != null;
-        }
-        if (outcome instanceof TableFetcher.Failed failed) {
-            etag = null; // the next answer must be a whole table, to learn its validity afresh
-            onFailure(failed.reason());
-            return false;
-        }
-        currentView(); // a 304: nothing new, but the table may have expired meanwhile
-        return longPoll;
-    }
-
-    private void onTable(TableFetcher.Changed changed) {
-        ServiceTable table = changed.table();
-        long expiresAt = changed.remaining() == null ? QuotaView.NO_EXPIRY : nanoTime.getAsLong() + changed.remaining().toNanos();
-        synchronized (lock) {
-            QuotaView previous = view;
-            QuotaView next = previous.withService(table, expiresAt, kafkaQuotas);
-            publish(next);
-            if (previous.mode != QuotaView.Mode.SERVICE) {
-                LOG.info("Throttle service shim: table from {}: factor {} ({}, source {}), {} overrides, {} groups{}", config.quotasUri,
-                        table.factor(), next.state(), table.source(), table.table().overrides.size(), table.table().groups.size(),
-                        changed.remaining() == null ? "" : ", valid for " + changed.remaining().toMillis() + " ms");
-            } else if (!previous.state().equals(next.state()) || !previous.service.source().equals(table.source())) {
-                LOG.info("Throttle service shim: factor {} ({}, source {}), was {} ({}, source {})", table.factor(), next.state(), table.source(),
-                        previous.factor, previous.state(), previous.service.source());
-            }
-        }
-    }
-
-    private void onFailure(String reason) {
-        synchronized (lock) {
-            QuotaView current = view;
-            if (current.mode == QuotaView.Mode.SERVICE && current.expiresAtNanos != QuotaView.NO_EXPIRY) {
-                publish(current.kept());
-                long left = Duration.ofNanos(current.expiresAtNanos - nanoTime.getAsLong()).toMillis();
-                LOG.warn("Throttle service shim: {}; keeping the last table (factor {}, {}) for up to {} ms", reason, current.factor,
-                        current.state(), Math.max(left, 0));
-            } else if (current.mode == QuotaView.Mode.SERVICE || current.mode == QuotaView.Mode.STARTING) {
-                publish(current.fallback(config.fallbackFactor));
-                LOG.warn("Throttle service shim: {}; fallback factor {} ({}) applies until it answers", reason, config.fallbackFactor,
-                        view.state());
-            }
-        }
-        currentView();
-    }
-
-    /** Swaps in the next view and flags a reset for every quota type whose limits may change. */
-    private void publish(QuotaView next) {
-        QuotaView previous = view;
-        view = next;
+    /** Flags a reset for every quota type whose limits may differ in the new view. */
+    private void changed(QuotaView previous, QuotaView next) {
         for (ClientQuotaType type : ClientQuotaType.values()) {
             if (next.differsFor(type, previous)) {
                 resetRequired[type.ordinal()].set(true);

@@ -7,8 +7,10 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.KeyStore;
 import java.time.Duration;
+import java.util.Collections;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.TreeSet;
 
 import javax.net.ssl.SSLContext;
@@ -67,8 +69,12 @@ final class ShimConfig {
     final double fallbackFactor;
     final Password token;
     final SSLContext sslContext; // null: the JVM default
+    /** Kafka's window for the byte-rate and request quotas (the broker's own settings). */
+    final QuotaWindow window;
+    /** The settings that make two callback instances share a poller (see QuotaFeed): equal maps, one poller. */
+    final Map<String, String> identity;
 
-    private ShimConfig(AbstractConfig config) {
+    private ShimConfig(AbstractConfig config, QuotaWindow window, Map<String, String> identity) {
         String base = config.getString(URL);
         this.quotasUri = URI.create((base.endsWith("/") ? base.substring(0, base.length() - 1) : base) + "/quotas");
         this.pollInterval = Duration.ofMillis(config.getLong(POLL_INTERVAL_MS));
@@ -79,6 +85,8 @@ final class ShimConfig {
         String location = config.getString(TRUSTSTORE_LOCATION);
         this.sslContext = location == null ? null
                 : sslContext(location, config.getPassword(TRUSTSTORE_PASSWORD), config.getString(TRUSTSTORE_TYPE));
+        this.window = window;
+        this.identity = identity;
     }
 
     /** Parses the broker's configuration; throws ConfigException naming the key on any bad value. */
@@ -93,7 +101,13 @@ final class ShimConfig {
             throw new ConfigException("Unknown configuration " + String.join(", ", unknown) + "; the throttle service shim knows "
                     + new TreeSet<>(DEFINITION.names()));
         }
-        return new ShimConfig(new AbstractConfig(DEFINITION, brokerConfigs, false));
+        AbstractConfig parsed = new AbstractConfig(DEFINITION, brokerConfigs, false);
+        QuotaWindow window = QuotaWindow.fromBrokerConfig(brokerConfigs);
+        Map<String, String> identity = new TreeMap<>();
+        parsed.values().forEach((key, value) -> identity.put(key, value instanceof Password p ? p.value() : String.valueOf(value)));
+        identity.put(QuotaWindow.SAMPLES_CONFIG, Integer.toString(window.samples()));
+        identity.put(QuotaWindow.SIZE_CONFIG, Long.toString(window.sampleNanos()));
+        return new ShimConfig(parsed, window, Collections.unmodifiableMap(identity));
     }
 
     private static void validateUrl(String name, Object value) {

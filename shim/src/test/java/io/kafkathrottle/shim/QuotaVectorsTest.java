@@ -143,7 +143,8 @@ class QuotaVectorsTest {
     @Test
     void stateNamesAreTheServices() {
         for (JsonNode state : VECTORS.get("states")) {
-            assertEquals(state.get("state").asText(), QuotaView.starting(state.get("factor").asDouble()).state(), state.toString());
+            assertEquals(state.get("state").asText(), QuotaView.starting(state.get("factor").asDouble(), QuotaWindow.KAFKA_DEFAULT, 0L).state(),
+                    state.toString());
         }
     }
 

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.time.Duration;
@@ -26,6 +27,8 @@ class ServiceQuotaCallbackTest {
     private static final ClientQuotaType FETCH = ClientQuotaType.FETCH;
     private static final String DEFAULTS = "{\"produce\": 1048576}";
     private static final String NO_OVERRIDES = "[]";
+    /** The 64 KiB/s floor in a fresh epoch, a tick (of Kafka's default window) old: 10.75 / 10.5 of it. */
+    private static final double FRESH_FLOOR = 65536.0 * 10.75 / 10.5;
 
     private final AtomicLong nanos = new AtomicLong(1_000_000_000L);
     private StubService service;
@@ -45,6 +48,12 @@ class ServiceQuotaCallbackTest {
     }
 
     private ServiceQuotaCallback configure(Map<String, Object> extra) {
+        callback = new ServiceQuotaCallback(nanos::get);
+        callback.configure(settings(extra));
+        return callback;
+    }
+
+    private Map<String, Object> settings(Map<String, Object> extra) {
         Map<String, Object> configs = new HashMap<>();
         configs.put("broker.id", "1"); // the broker's own settings are passed too and ignored
         configs.put(ShimConfig.URL, service.url());
@@ -53,9 +62,11 @@ class ServiceQuotaCallbackTest {
         configs.put(ShimConfig.REQUEST_TIMEOUT_MS, "1000");
         configs.put(ShimConfig.FALLBACK_FACTOR, "0.0");
         configs.putAll(extra);
-        callback = new ServiceQuotaCallback(nanos::get);
-        callback.configure(configs);
-        return callback;
+        return configs;
+    }
+
+    private static ServiceTable parsed(String json) throws Exception {
+        return ServiceTable.fromJson(new com.fasterxml.jackson.databind.ObjectMapper().readTree(json));
     }
 
     private static KafkaPrincipal user(String name) {
@@ -114,7 +125,72 @@ class ServiceQuotaCallbackTest {
         assertTrue(callback.quotaResetRequired(PRODUCE), "produce limits changed");
         assertFalse(callback.quotaResetRequired(PRODUCE), "a reset is asked for once");
         assertFalse(callback.quotaResetRequired(FETCH), "fetch is not scaled: nothing changed");
-        assertEquals(262144.0, limit("alice", "app", PRODUCE));
+        assertEquals(FRESH_FLOOR, limit("alice", "app", PRODUCE), 1e-6, "a fall to a quarter starts fresh sensors, given the floor at first");
+        nanos.addAndGet(Duration.ofSeconds(11).toNanos());
+        callback.feed().tick();
+        assertTrue(callback.quotaResetRequired(PRODUCE), "the fresh sensors' bound grew with their age");
+        assertEquals(262144.0, limit("alice", "app", PRODUCE), "a young sensor's whole window at the new factor");
+    }
+
+    @Test
+    void whileKafkasBoundMovesWithTimeEachTickAsksForAResetAndOnceItSettlesNoneAreAsked() throws Exception {
+        callback = new ServiceQuotaCallback(nanos::get);
+        QuotaFeed feed = callback.configureUnstarted(settings(Map.of())); // no threads: this test ticks
+        feed.onTable(parsed(StubService.table(1.0, DEFAULTS, NO_OVERRIDES, null)), null);
+        callback.quotaResetRequired(PRODUCE); // the first table's flags
+        callback.quotaResetRequired(FETCH);
+        feed.onTable(parsed(StubService.table(0.9, DEFAULTS, NO_OVERRIDES, null)), null);
+        assertFalse(callback.quotaResetRequired(PRODUCE), "Kafka's bound has not moved yet");
+        assertEquals(1048576.0, limit("alice", "app", PRODUCE), "Kafka's window still holds a whole span at 1.0");
+        nanos.addAndGet(Duration.ofMillis(5750).toNanos());
+        feed.tick();
+        assertTrue(callback.quotaResetRequired(PRODUCE));
+        assertEquals(1048576.0 * 0.95, limit("alice", "app", PRODUCE), 1.0, "half of Kafka's window forgotten");
+        nanos.addAndGet(Duration.ofMillis(250).toNanos());
+        feed.tick();
+        assertTrue(callback.quotaResetRequired(PRODUCE), "moved on");
+        assertFalse(callback.quotaResetRequired(FETCH), "fetch is not scaled");
+        nanos.addAndGet(Duration.ofSeconds(6).toNanos());
+        feed.tick();
+        assertTrue(callback.quotaResetRequired(PRODUCE));
+        assertEquals(1048576.0 * 0.9, limit("alice", "app", PRODUCE), 1.0, "the whole window at 0.9");
+        nanos.addAndGet(Duration.ofSeconds(1).toNanos());
+        feed.tick();
+        assertFalse(callback.quotaResetRequired(PRODUCE), "settled: nothing more to tell Kafka");
+    }
+
+    @Test
+    void twoInstancesWithTheSameSettingsShareOnePollerAndEachGetsItsOwnResets() throws Exception {
+        service.table(StubService.table(1.0, DEFAULTS, NO_OVERRIDES, Instant.now().plusSeconds(60)));
+        configure(Map.of());
+        ServiceQuotaCallback broker = callback;
+        ServiceQuotaCallback controller = new ServiceQuotaCallback(nanos::get);
+        try {
+            controller.configure(settings(Map.of()));
+            assertSame(broker.feed(), controller.feed(), "a combined node's two instances read one feed");
+            eventually(() -> service.requests.size() >= 2, "the long-poll waiting");
+            Thread.sleep(300);
+            assertEquals(2, service.requests.size(), "one poll waiting, not one per instance");
+            broker.quotaResetRequired(PRODUCE);
+            controller.quotaResetRequired(PRODUCE);
+            service.table(StubService.table(0.0, DEFAULTS, NO_OVERRIDES, Instant.now().plusSeconds(60)));
+            eventually(() -> controller.view().factor == 0.0, "the pause");
+            eventually(() -> broker.quotaResetRequired(PRODUCE), "the broker's quota managers reset");
+            eventually(() -> controller.quotaResetRequired(PRODUCE), "and the controller's, though the broker's asked first");
+            assertEquals(broker.quotaMetricTags(PRODUCE, user("alice"), "app"), controller.quotaMetricTags(PRODUCE, user("alice"), "app"),
+                    "one set of epochs");
+        } finally {
+            controller.close();
+        }
+        service.table(StubService.table(0.5, DEFAULTS, NO_OVERRIDES, Instant.now().plusSeconds(60)));
+        eventually(() -> broker.view().factor == 0.5, "the remaining instance still polls");
+        broker.close();
+        callback = null;
+        Thread.sleep(300);
+        int afterClose = service.requests.size();
+        service.table(StubService.table(0.25, DEFAULTS, NO_OVERRIDES, Instant.now().plusSeconds(60)));
+        Thread.sleep(500);
+        assertEquals(afterClose, service.requests.size(), "the last close stops polling");
     }
 
     @Test
@@ -162,7 +238,7 @@ class ServiceQuotaCallbackTest {
         nanos.addAndGet(Duration.ofSeconds(32).toNanos()); // past valid_until (the Date header is whole seconds)
         assertTrue(callback.quotaResetRequired(PRODUCE), "expiry is noticed when Kafka asks, and changes produce limits");
         assertEquals(QuotaView.Mode.FALLBACK, callback.view().mode);
-        assertEquals(65536.0, limit("alice", "app", PRODUCE), "fallback 0.0 pauses: the base quota down to the floor");
+        assertEquals(FRESH_FLOOR, limit("alice", "app", PRODUCE), 1e-6, "fallback 0.0 pauses: the base quota down to the floor");
         assertNull(callback.quotaLimit(PRODUCE, before), "the sensor from before the pause belongs to a past epoch");
         service.failing(false);
         eventually(() -> callback.view().mode == QuotaView.Mode.SERVICE, "the service back");
@@ -209,7 +285,7 @@ class ServiceQuotaCallbackTest {
         eventually(() -> callback.view().factor == 0.0, "the pause");
         Map<String, String> paused = callback.quotaMetricTags(PRODUCE, user("alice"), "app");
         assertNotEquals(open.get(ServiceQuotaCallback.EPOCH_TAG), paused.get(ServiceQuotaCallback.EPOCH_TAG));
-        assertEquals(65536.0, callback.quotaLimit(PRODUCE, paused));
+        assertEquals(FRESH_FLOOR, callback.quotaLimit(PRODUCE, paused), 1e-6, "the floor, in a fresh epoch");
         assertEquals(open.get(ServiceQuotaCallback.EPOCH_TAG), callback.quotaMetricTags(FETCH, user("alice"), "app").get(
                 ServiceQuotaCallback.EPOCH_TAG), "fetch is not scaled, so its epoch stays");
     }
