@@ -18,12 +18,12 @@ from .asgi import run_scenario
 
 def make_app(clock, **overrides):
     overrides.setdefault("data_dir", tempfile.mkdtemp(prefix="throttle-test-"))
+    overrides.setdefault("throttle_factor_fallback", "0.0")
     settings = load_settings(
         environ={},
         kafka_admin_bootstrap_servers="127.0.0.1:1",
         storage_per_volume_limit_min_available_bytes="100",
         throttle_factor_validity_duration="PT2M",
-        throttle_factor_fallback="0.0",
         **overrides,
     )
     return create_app(settings, clock=clock, observe=False)
@@ -99,6 +99,20 @@ def test_a_long_poll_sleeps_through_rounds_that_change_nothing_a_client_acts_on(
         assert renewed != table.json()["valid_until"] and quotas.headers["throttle-valid-until"] == renewed
 
     run(scenario)
+
+
+def test_the_quota_tables_etag_changes_when_it_stops_expiring_even_with_the_same_factor():
+    async def scenario(client, observer, clock):
+        observer.apply_round(healthy(clock))
+        table = await client.get("/quotas")
+        assert table.json()["valid_until"] is not None
+        clock.advance(121)  # the factor expires; the fallback (1.0 here) has no expiry
+        after = await client.get("/quotas", headers={"If-None-Match": table.headers["etag"]})
+        assert after.status_code == 200, "a shim holding an expiring table must learn that it no longer expires"
+        assert (after.json()["factor"], after.json()["valid_until"]) == (table.json()["factor"], None)
+        assert "throttle-valid-until" not in after.headers
+
+    run(scenario, throttle_factor_fallback="1.0")
 
 
 def test_expiry_is_judged_on_read_and_changes_the_etag():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -243,9 +244,12 @@ def table_from_json(data: dict) -> QuotaTable:
 
 
 # What a change of /quotas' ETag means: everything a shim resolves with; not the validity and
-# source, which move with the rounds (the validity travels in headers).
-TABLE_ETAG_FIELDS = "every field but valid_until and source"
+# source, which move with the rounds (the validity travels in headers), except whether the table
+# expires at all (a shim holding a table that expires must learn when it no longer does).
+TABLE_ETAG_FIELDS = "every field but valid_until and source; valid_until going from a time to null or back"
 
 
 def table_etag_basis(model: QuotaTableModel) -> bytes:
-    return model.model_dump_json(exclude={"valid_until", "source"}).encode()
+    basis = model.model_dump(mode="json", exclude={"valid_until", "source"})
+    basis["expires"] = model.valid_until is not None
+    return json.dumps(basis, sort_keys=True).encode()

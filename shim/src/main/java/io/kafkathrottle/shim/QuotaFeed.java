@@ -236,6 +236,9 @@ final class QuotaFeed {
             onFailure(failed.reason());
             return false;
         }
+        if (outcome instanceof TableFetcher.NotModified notModified && notModified.remaining() != null) {
+            onRenewed(notModified.remaining());
+        }
         view(); // a 304: nothing new, but the table may have expired meanwhile
         return longPoll;
     }
@@ -256,6 +259,17 @@ final class QuotaFeed {
                 LOG.info("Throttle service shim: factor {} ({}, source {}), was {} ({}, source {})", table.factor(), next.state(), table.source(),
                         previous.factor, previous.state(), previous.service.source());
             }
+        }
+    }
+
+    /** A 304 that says how long the table the shim holds stays valid now. */
+    void onRenewed(Duration remaining) {
+        ServiceTable table;
+        synchronized (lock) {
+            table = view.service;
+        }
+        if (table != null) {
+            onTable(table, remaining);
         }
     }
 

@@ -28,12 +28,18 @@ final class TableFetcher {
     record Changed(ServiceTable table, String etag, Duration remaining) implements Outcome {
     }
 
-    record NotModified() implements Outcome {
+    /**
+     * Nothing the shim acts on changed. {@code remaining} is how long the table now stays valid,
+     * from the {@code Throttle-Valid-Until} header (the service renews the validity every round),
+     * measured on the service's clock; null when the answer carries none.
+     */
+    record NotModified(Duration remaining) implements Outcome {
     }
 
     record Failed(String reason) implements Outcome {
     }
 
+    static final String VALID_UNTIL_HEADER = "Throttle-Valid-Until";
     private static final ObjectMapper JSON = new ObjectMapper();
 
     private final ShimConfig config;
@@ -68,7 +74,7 @@ final class TableFetcher {
             return new Failed("cannot reach " + config.quotasUri + ": " + describe(e));
         }
         if (response.statusCode() == 304) {
-            return new NotModified();
+            return new NotModified(validUntilHeader(response).map(until -> Duration.between(serverNow(response), until)).orElse(null));
         }
         if (response.statusCode() != 200) {
             return new Failed(config.quotasUri + " answered HTTP " + response.statusCode());
@@ -79,12 +85,22 @@ final class TableFetcher {
         } catch (IOException | IllegalArgumentException e) {
             return new Failed(config.quotasUri + " sent an unusable quota table: " + e.getMessage());
         }
-        Duration remaining = null;
-        if (table.validUntil() != null) {
-            Instant serverNow = serverDate(response).orElseGet(Instant::now);
-            remaining = Duration.between(serverNow, table.validUntil());
-        }
+        Duration remaining = table.validUntil() == null ? null : Duration.between(serverNow(response), table.validUntil());
         return new Changed(table, response.headers().firstValue("ETag").orElse(null), remaining);
+    }
+
+    private static Instant serverNow(HttpResponse<?> response) {
+        return serverDate(response).orElseGet(Instant::now);
+    }
+
+    private static Optional<Instant> validUntilHeader(HttpResponse<?> response) {
+        return response.headers().firstValue(VALID_UNTIL_HEADER).flatMap(text -> {
+            try {
+                return Optional.of(Instant.parse(text));
+            } catch (DateTimeParseException e) {
+                return Optional.empty();
+            }
+        });
     }
 
     private static Optional<Instant> serverDate(HttpResponse<?> response) {

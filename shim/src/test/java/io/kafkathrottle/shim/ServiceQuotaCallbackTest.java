@@ -315,4 +315,31 @@ class ServiceQuotaCallbackTest {
         };
         return () -> List.of(part);
     }
+
+    @Test
+    void each304RenewsTheTablesValidityFromItsHeaderSoAnIdleServiceNeverLetsItExpire() throws Exception {
+        service.table(StubService.table(0.5, DEFAULTS, NO_OVERRIDES, Instant.now().plusSeconds(30)));
+        configure(Map.of(ShimConfig.LONG_POLL_WAIT_MS, "100")); // long-polls time out at once: 304 after 304
+        long expiresBefore = callback.view().expiresAtNanos;
+        int polled = service.requests.size();
+        service.validUntilHeader(Instant.now().plusSeconds(600));
+        eventually(() -> service.requests.size() > polled + 2, "a few 304s carrying the renewed validity");
+        long renewed = callback.view().expiresAtNanos;
+        assertTrue(renewed - expiresBefore > Duration.ofSeconds(500).toNanos(), "the 304s renewed the table's validity");
+        nanos.addAndGet(Duration.ofSeconds(60).toNanos()); // past the valid_until of the table's body
+        assertEquals(QuotaView.Mode.SERVICE, callback.view().mode, "still the service's table: its validity was renewed");
+        assertEquals(524288.0, limit("alice", "app", PRODUCE));
+    }
+
+    @Test
+    void a304WithoutAValidityHeaderKeepsTheTablesOwnExpiry() throws Exception {
+        service.table(StubService.table(0.5, DEFAULTS, NO_OVERRIDES, Instant.now().plusSeconds(30)));
+        configure(Map.of(ShimConfig.LONG_POLL_WAIT_MS, "100"));
+        long expiresBefore = callback.view().expiresAtNanos;
+        int polled = service.requests.size();
+        eventually(() -> service.requests.size() > polled + 2, "a few plain 304s");
+        assertEquals(expiresBefore, callback.view().expiresAtNanos);
+        nanos.addAndGet(Duration.ofSeconds(32).toNanos());
+        assertEquals(QuotaView.Mode.FALLBACK, callback.view().mode);
+    }
 }

@@ -26,6 +26,7 @@ final class StubService implements AutoCloseable {
     private String body;
     private int generation;
     private boolean failing;
+    private Instant validUntilHeader; // sent on every answer when set, as the service does
 
     StubService() throws IOException {
         server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
@@ -40,6 +41,11 @@ final class StubService implements AutoCloseable {
 
     String url() {
         return "http://127.0.0.1:" + server.getAddress().getPort();
+    }
+
+    /** The service renewing its table's validity: answers (304s too) carry Throttle-Valid-Until. */
+    synchronized void validUntilHeader(Instant validUntil) {
+        validUntilHeader = validUntil;
     }
 
     synchronized void table(String json) {
@@ -87,6 +93,9 @@ final class StubService implements AutoCloseable {
             }
             answer = body;
             etag = etag();
+            if (validUntilHeader != null) {
+                exchange.getResponseHeaders().set(TableFetcher.VALID_UNTIL_HEADER, validUntilHeader.toString());
+            }
         }
         exchange.getResponseHeaders().set("ETag", etag);
         if (etag.equals(ifNoneMatch)) {
