@@ -34,6 +34,7 @@ class ThrottleDecider:
         self.active_brokers: tuple[int, ...] = ()
         self.fenced_brokers: tuple[int, ...] = ()
         self.evicted: list[VolumeObservation] = []
+        self.last_success_at = started_at
         self._breaching: frozenset[VolumeKey] = frozenset()
         self._view: Timeline | None = None  # the latest round's view of the cache over time
 
@@ -55,6 +56,7 @@ class ThrottleDecider:
         covered = self.cache.brokers()
         if not round_.failed and all(broker in covered for broker in round_.active_brokers):
             self.holder.record_success(view)
+            self.last_success_at = now
         else:
             self.holder.record_failure(view)
         return evaluation
@@ -79,6 +81,8 @@ class ThrottleDecider:
             reading=reading,
             policy=self.policy,
             fallback=self.fallback,
+            validity_seconds=self.validity_seconds,
+            last_success_at=self.last_success_at,
             evaluation=step.evaluation if shown else None,
             latest_round=self.latest_round,
             active_brokers=len(self.active_brokers),

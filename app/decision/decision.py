@@ -15,6 +15,10 @@ class Decision:
     reading: FactorReading
     policy: StoragePolicy
     fallback: float
+    validity_seconds: float
+    # When the latest successful round (one that renewed the factor) finished; until one has,
+    # the start-up time, from which the initial factor is valid as if computed then.
+    last_success_at: float
     # The evaluation of the observations in the view now; None before the first round, once
     # everything has expired, or with observation switched off.
     evaluation: Evaluation | None

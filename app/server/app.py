@@ -10,8 +10,6 @@ from pathlib import Path
 
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
-from prometheus_fastapi_instrumentator import Instrumentator
-from prometheus_fastapi_instrumentator import metrics as http_metrics
 
 from app.clock import Clock, system_clock
 from app.decision.decider import ThrottleDecider
@@ -25,7 +23,7 @@ from app.quotas.kafka_store import KafkaQuotaStore
 from app.quotas.service import QuotaService
 from app.quotas.store import QuotaStore
 from app.server.loop import ObservationLoop
-from app.server.metrics import ServiceMetrics
+from app.server.metrics import ServiceMetrics, instrument_http
 from app.server.problems import install_problem_handlers
 from app.server.publishing import Publication, Rendering
 from app.server.routes import health, metrics, quotas, throttle, volumes
@@ -35,7 +33,6 @@ from app.server.state import ServiceState
 from app.settings import Settings
 
 API_VERSION = "0.1.0"
-HTTP_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 300.0)
 QUOTA_STORE_FILE = "quotas.sqlite3"
 
 
@@ -115,7 +112,7 @@ def create_app(
     registry = CollectorRegistry()
     service_metrics = ServiceMetrics(registry)
     decider = decider_from(settings, clock)
-    service_metrics.bind_reading(lambda: decider.reading(clock()))
+    service_metrics.bind_decision(lambda: decider.decision(clock()))
     service_metrics.bind_volumes(decider.cache.volumes)
     loop = ObservationLoop(decider, service_metrics, clock, source, settings.storage_check_interval.total_seconds())
     decisions: Publication[ThrottleDecision] = Publication(lambda now: _decision_body(decider, now), clock)
@@ -166,14 +163,7 @@ def create_app(
     install_problem_handlers(app)
     for routes in (throttle.routes, quotas.routes, volumes.routes, health.routes):
         routes.install(app)
-    # Request counts and latencies per handler; the request/response size summaries of the
-    # default set are left out: they double the cost of instrumenting the hot endpoints.
-    instrumentator = Instrumentator(registry=registry, excluded_handlers=["/metrics"])
-    instrumentator.add(
-        http_metrics.requests(registry=registry),
-        http_metrics.latency(registry=registry, buckets=HTTP_LATENCY_BUCKETS),
-    )
-    instrumentator.instrument(app)
+    instrument_http(app, registry)
     metrics.routes.install(app)
     return app
 

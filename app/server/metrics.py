@@ -1,38 +1,60 @@
 """Prometheus metrics of the decision (proposal 047 and "Re-thinking" names in comments).
 
-Each app gets its own registry, so several apps (tests, benchmarks) never collide. Gauges
-that describe the factor read the published decision at scrape time: expiry is judged when
-read, for metrics as for HTTP."""
+Each app gets its own registry, so several apps (tests, benchmarks) never collide; it also
+carries the process, platform and garbage collector metrics the default registry would have.
+What describes the decision in force (factor, state, validity, limits) is read from the
+domain's Decision at scrape time: expiry is judged when read, for metrics as for HTTP. No
+``*_created`` series: they double the counters and histograms and no rule reads them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from importlib.metadata import PackageNotFoundError, version
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from fastapi import FastAPI
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    disable_created_metrics,
+)
+from prometheus_client.core import GaugeMetricFamily, StateSetMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_fastapi_instrumentator import Instrumentator
+from prometheus_fastapi_instrumentator import metrics as http_metrics
+from prometheus_fastapi_instrumentator.metrics import Info as RequestInfo
 
-from app.decision.factor import FactorReading, FactorSource
-from app.decision.policy import Evaluation, State
+from app.decision.decision import Decision
+from app.decision.factor import FactorSource
+from app.decision.policy import Evaluation, LimitKind, State
 from app.observation.model import ObservationRound, VolumeObservation
+from app.server.conditional import WAIT_PARAMETER
 
-_STATE_VALUE = {State.OPEN: 0, State.THROTTLE: 1, State.PAUSE: 2}
+HTTP_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 300.0)
+# Long-polls are held up to the wait asked for (at most 300 s): their own histogram, so that
+# the latency of the answers given at once is not buried under the time spent waiting.
+LONG_POLL_BUCKETS = (0.01, 0.1, 1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+def _package_version() -> str:
+    try:
+        return version("kafka-throttle-service")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
 
 
 class ServiceMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
-        self.throttle_factor = Gauge(  # [ThrottleFactor]
-            "kafka_throttle_factor", "Throttle factor in force (1 = no throttling, 0 = producers paused)", registry=registry
-        )
-        self.state = Gauge(
-            "kafka_throttle_state", "Throttle state in force: 0 OPEN, 1 THROTTLE, 2 PAUSE", registry=registry
-        )
-        self.lack_of_data = Gauge(  # "Throttling applied due lack of data"
-            "kafka_throttle_fallback_in_force",
-            "1 while the fallback factor applies for lack of valid data, else 0",
-            registry=registry,
-        )
+        disable_created_metrics()  # process-wide; the service's registries are the only ones
+        for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+            registry.register(collector)
+        Info("kafka_throttle_build", "The running service's version", registry=registry).info({"version": _package_version()})
         self.fallback_applied = Counter(  # [FallbackThrottleFactorApplied]
             "kafka_throttle_fallback_applied",
             "Times the fallback factor took over after the last valid factor expired",
@@ -57,6 +79,11 @@ class ServiceMetrics:
         )
         self.unjudged_log_dirs = Gauge(
             "kafka_throttle_unjudged_log_dirs", "Log dirs reporting no TotalBytes/UsableBytes (-1)", registry=registry
+        )
+        self.offline_log_dirs = Gauge(
+            "kafka_throttle_offline_log_dirs",
+            "Log dirs reported with an error (offline, e.g. KAFKA_STORAGE_ERROR), each counted as breaching",
+            registry=registry,
         )
         self.observation_errors = Counter(
             "kafka_throttle_observation_errors",
@@ -94,12 +121,10 @@ class ServiceMetrics:
         for limit in ("hard", "soft"):
             self.limit_violations.labels(limit)
 
-    def bind_reading(self, read: Callable[[], FactorReading]) -> None:
-        """Gauges of the factor in force, judged at scrape time (scrapes run on a worker
-        thread: ``read`` must be safe there, as the decider's pure reading is)."""
-        self.throttle_factor.set_function(lambda: read().factor)
-        self.state.set_function(lambda: _STATE_VALUE[State.of(read().factor)])
-        self.lack_of_data.set_function(lambda: 1.0 if read().source is FactorSource.FALLBACK else 0.0)
+    def bind_decision(self, decision: Callable[[], Decision]) -> None:
+        """The decision in force, judged at scrape time (scrapes run on a worker thread:
+        ``decision`` must be safe there, as the decider's pure decision is)."""
+        self.registry.register(DecisionCollector(decision))
 
     def bind_volumes(self, volumes: Callable[[], Iterable[VolumeObservation]]) -> None:
         self.registry.register(VolumeCollector(volumes))
@@ -115,10 +140,75 @@ class ServiceMetrics:
         self.fenced_brokers.set(fenced_brokers)
         self.active_log_dirs.set(evaluation.volume_count)
         self.unjudged_log_dirs.set(len(evaluation.unjudged))
+        self.offline_log_dirs.set(sum(1 for verdict in evaluation.breaching if verdict.volume.error is not None))
         if evaluation.breaching:
             self.limit_violations.labels("hard").inc(len(evaluation.breaching))
         if evaluation.ramping:
             self.limit_violations.labels("soft").inc(len(evaluation.ramping))
+
+
+class DecisionCollector(Collector):
+    """The decision in force: factor, state, where it comes from, until when it holds, the
+    latest successful round, the validity and the limit levels."""
+
+    def __init__(self, decision: Callable[[], Decision]) -> None:
+        self._decision = decision
+
+    def collect(self) -> Iterator[GaugeMetricFamily | StateSetMetricFamily]:
+        decision = self._decision()
+        reading = decision.reading
+        yield GaugeMetricFamily(  # [ThrottleFactor]
+            "kafka_throttle_factor", "Throttle factor in force (1 = no throttling, 0 = producers paused)", value=reading.factor
+        )
+        yield StateSetMetricFamily(
+            "kafka_throttle_state",
+            "Throttle state in force: 1 for the state in force (OPEN, THROTTLE or PAUSE), 0 for the others",
+            value={state.value: state is decision.state for state in State},
+        )
+        yield GaugeMetricFamily(  # "Throttling applied due lack of data"
+            "kafka_throttle_fallback_in_force",
+            "1 while the fallback factor applies for lack of valid data, else 0",
+            value=1.0 if reading.source is FactorSource.FALLBACK else 0.0,
+        )
+        yield GaugeMetricFamily(
+            "kafka_throttle_factor_validity_seconds",
+            "How long a computed factor stays valid without a successful round (the validity duration)",
+            value=decision.validity_seconds,
+        )
+        if reading.valid_until is not None:
+            yield GaugeMetricFamily(
+                "kafka_throttle_factor_valid_until_timestamp_seconds",
+                "When the factor in force expires unless a round renews it (absent while the fallback applies)",
+                value=reading.valid_until,
+            )
+        if reading.source is not FactorSource.DISABLED:
+            yield GaugeMetricFamily(
+                "kafka_throttle_last_successful_round_timestamp_seconds",
+                "When the latest successful observation round finished (the start-up time until one has)",
+                value=decision.last_success_at,
+            )
+        yield from _limit_levels(decision)
+
+
+def _limit_levels(decision: Decision) -> Iterator[GaugeMetricFamily]:
+    """The configured limits, in the unit of their kind (one kind per service)."""
+    policy = decision.policy
+    if policy.kind is LimitKind.MIN_AVAILABLE_BYTES:
+        family = GaugeMetricFamily(
+            "kafka_throttle_limit_min_available_bytes",
+            "Limit level: a volume with this many usable bytes or fewer breaches (hard) or ramps (soft)",
+            labels=["limit"],
+        )
+    else:
+        family = GaugeMetricFamily(
+            "kafka_throttle_limit_min_available_ratio",
+            "Limit level: a volume whose usable/total ratio is this or lower breaches (hard) or ramps (soft)",
+            labels=["limit"],
+        )
+    family.add_metric(["hard"], policy.hard_level)
+    if policy.soft_level is not None:
+        family.add_metric(["soft"], policy.soft_level)
+    yield family
 
 
 class VolumeCollector(Collector):
@@ -126,7 +216,9 @@ class VolumeCollector(Collector):
 
     Setting 2 x 12,000 labelled gauges every round would cost more than the whole decision;
     reading the cache when Prometheus asks costs nothing between scrapes, and a volume that
-    leaves the cache leaves the metrics with it."""
+    leaves the cache leaves the metrics with it. A log dir without capacity figures (before
+    Kafka 3.3, or offline) has no bytes series: a -1 would read as a full volume; such log
+    dirs are counted by kafka_throttle_unjudged_log_dirs and kafka_throttle_offline_log_dirs."""
 
     def __init__(self, volumes: Callable[[], Iterable[VolumeObservation]]) -> None:
         self._volumes = volumes
@@ -135,8 +227,31 @@ class VolumeCollector(Collector):
         available = GaugeMetricFamily("kafka_throttle_volume_available_bytes", "Usable bytes of a log dir's volume", labels=["broker_id", "log_dir"])
         total = GaugeMetricFamily("kafka_throttle_volume_total_bytes", "Total bytes of a log dir's volume", labels=["broker_id", "log_dir"])
         for volume in self._volumes():
+            if not volume.capacity_known:
+                continue
             labels = [str(volume.broker_id), volume.log_dir]
             available.add_metric(labels, volume.usable_bytes)
             total.add_metric(labels, volume.total_bytes)
         yield available
         yield total
+
+
+def instrument_http(app: FastAPI, registry: CollectorRegistry) -> None:
+    """Request counts and latencies per handler, long-polls (``?wait=``) in a histogram of
+    their own. The request/response size summaries of the default set are left out: they
+    double the cost of instrumenting the hot endpoints."""
+    answered = http_metrics.latency(registry=registry, buckets=HTTP_LATENCY_BUCKETS)
+    long_polls = http_metrics.latency(
+        metric_name="http_long_poll_duration_seconds",
+        metric_doc="Duration of long-poll requests (?wait=) in seconds, the time held waiting for a change included",
+        registry=registry,
+        buckets=LONG_POLL_BUCKETS,
+    )
+    assert answered is not None and long_polls is not None  # a fresh registry has neither yet
+
+    def latency(info: RequestInfo) -> None:
+        (long_polls if WAIT_PARAMETER["name"] in info.request.query_params else answered)(info)
+
+    instrumentator = Instrumentator(registry=registry, excluded_handlers=["/metrics"])
+    instrumentator.add(http_metrics.requests(registry=registry), latency)
+    instrumentator.instrument(app)

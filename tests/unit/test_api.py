@@ -205,7 +205,7 @@ def test_metrics_expose_the_decision_and_the_http_metrics():
         await client.get("/throttle-factor")
         text = (await client.get("/metrics")).text
         assert "kafka_throttle_factor 0.0" in text
-        assert "kafka_throttle_state 2.0" in text
+        assert 'kafka_throttle_state{kafka_throttle_state="PAUSE"} 1.0' in text
         assert 'kafka_throttle_limit_violations_total{limit="hard"} 1.0' in text
         assert "kafka_throttle_active_brokers 2.0" in text
         assert "kafka_throttle_active_log_dirs 2.0" in text
