@@ -1,13 +1,17 @@
-"""docker-compose.yml, the Dockerfiles and the Prometheus configuration, checked without a
-Docker engine: the compose file validates against the Compose Specification JSON schema,
-every setting it passes exists (the service's settings model, the shim's ConfigDef, the
-Kafka image's KAFKA_* naming rule) and matches the no-Docker local stack, and every one is
-documented in docs/deploying.md."""
+"""docker-compose.yml, the Dockerfiles, the Prometheus and Grafana configuration, checked without
+a Docker engine: the compose file validates against the Compose Specification JSON schema
+(with a validator of the schema's own draft), publishes its ports on localhost only, every
+setting it passes exists (the service's settings model, the shim's ConfigDef, the Kafka
+image's KAFKA_* naming rule) and matches the no-Docker local stack, every one is documented
+in docs/deploying.md, and Prometheus and Grafana get the files they are meant to load.
+A real Prometheus runs the same rules and dashboard expressions in
+tests/integration/test_prometheus_on_kafka.py."""
 
 from __future__ import annotations
 
 import hashlib
 import io
+import json
 import re
 import subprocess
 import sys
@@ -73,20 +77,54 @@ def broker_properties(compose: dict, service: str) -> dict[str, str]:
     return {image_property(k): str(v) for k, v in env.items() if k.startswith("KAFKA_")}
 
 
+def schema_validator() -> jsonschema.protocols.Validator:
+    """A validator of the draft the schema declares (2020-12): an older draft's validator
+    ignores keywords such as unevaluatedProperties, and with them misspelt keys."""
+    schema = compose_schema()
+    validator = jsonschema.validators.validator_for(schema, default=None)
+    assert validator is jsonschema.Draft202012Validator, schema.get("$schema")
+    validator.check_schema(schema)
+    return validator(schema)
+
+
 def test_compose_file_is_valid_against_the_compose_specification(compose):
-    jsonschema.validate(compose, compose_schema(), cls=jsonschema.Draft7Validator)
+    schema_validator().validate(compose)
+
+
+@pytest.mark.parametrize(
+    "service, key, misspelt",
+    [
+        ("throttle-service", "environment", "enviroment"),
+        ("broker-1", "healthcheck", "healtcheck"),
+        ("prometheus", "volumes", "volums"),
+        ("grafana", "depends_on", "depend_on"),
+    ],
+)
+def test_a_misspelt_key_fails_the_schema_check(service, key, misspelt):
+    broken = yaml.safe_load(COMPOSE.read_text())
+    broken["services"][service][misspelt] = broken["services"][service].pop(key)
+    errors = list(schema_validator().iter_errors(broken))
+    assert any(misspelt in error.message for error in errors), [error.message for error in errors]
 
 
 def test_the_schema_check_rejects_what_compose_would_reject(compose):
-    schema = compose_schema()
+    validator = schema_validator()
     broken = yaml.safe_load(COMPOSE.read_text())
     broken["services"]["broker-1"]["depends_on"]["controller"]["condition"] = "service_up"
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(broken, schema, cls=jsonschema.Draft7Validator)
+        validator.validate(broken)
     broken = yaml.safe_load(COMPOSE.read_text())
     broken["services"]["broker-1"]["healthcheck"]["intervall"] = "10s"
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(broken, schema, cls=jsonschema.Draft7Validator)
+        validator.validate(broken)
+
+
+def test_every_port_is_published_on_localhost_only(compose):
+    published = {name: svc["ports"] for name, svc in compose["services"].items() if "ports" in svc}
+    assert set(published) == {*BROKERS, "throttle-service", "prometheus", "grafana"}
+    for name, ports in published.items():
+        for port in ports:
+            assert isinstance(port, str) and port.startswith("127.0.0.1:"), f"{name} publishes {port!r} beyond localhost"
 
 
 def test_kafka_image_is_pinned_to_the_test_clusters_version(compose):
@@ -158,6 +196,7 @@ def test_start_up_order_rests_on_health_checks(compose):
                 assert "healthcheck" in services[dependency], f"{name} waits for {dependency}, which has no health check"
     assert set(services["throttle-service"]["depends_on"]) == set(BROKERS)
     assert services["prometheus"]["depends_on"] == {"throttle-service": {"condition": "service_healthy"}}
+    assert services["grafana"]["depends_on"] == {"prometheus": {"condition": "service_healthy"}}
 
 
 def test_every_setting_the_compose_file_passes_is_documented_in_the_readme(compose):
@@ -169,12 +208,66 @@ def test_every_setting_the_compose_file_passes_is_documented_in_the_readme(compo
     assert missing == [], f"compose settings not explained in docs/deploying.md: {missing}"
 
 
-def test_prometheus_scrapes_the_service():
-    config = yaml.safe_load((ROOT / "deploy/prometheus.yml").read_text())
+def mounts(compose: dict, service: str) -> dict[str, Path]:
+    """Container path -> host path of a service's read-only bind mounts."""
+    found = {}
+    for volume in compose["services"][service]["volumes"]:
+        source, target, mode = volume.split(":")
+        assert mode == "ro" and source.startswith("./"), volume
+        found[target] = ROOT / source
+    return found
+
+
+def test_prometheus_scrapes_the_service_and_loads_the_alert_rules(compose):
+    (directory,) = mounts(compose, "prometheus").items()
+    assert directory == ("/etc/prometheus", ROOT / "deploy/prometheus")
+    config = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
     job = jobs["kafka-throttle-service"]
     assert job.get("metrics_path", "/metrics") == "/metrics"
     assert job["static_configs"][0]["targets"] == ["throttle-service:8080"]
+    assert config["rule_files"] == ["alerts.yml"]
+    assert (ROOT / "deploy/prometheus/alerts.yml").exists()
+    # The alert rules select the job by this name.
+    assert 'job="kafka-throttle-service"' in (ROOT / "deploy/prometheus/alerts.yml").read_text()
+
+
+def test_grafana_is_provisioned_with_the_compose_prometheus_and_the_dashboard(compose):
+    files = mounts(compose, "grafana")
+    assert {target.rsplit("/", 1)[0] for target in files} == {
+        "/etc/grafana/provisioning/datasources",
+        "/etc/grafana/provisioning/dashboards",
+        "/etc/grafana/dashboards",
+    }
+    by_dir = {target.rsplit("/", 1)[0]: source for target, source in files.items()}
+    (datasource,) = yaml.safe_load(by_dir["/etc/grafana/provisioning/datasources"].read_text())["datasources"]
+    assert (datasource["type"], datasource["url"]) == ("prometheus", "http://prometheus:9090")
+    scrape = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())["global"]["scrape_interval"]
+    assert datasource["jsonData"]["timeInterval"] == scrape
+    (provider,) = yaml.safe_load(by_dir["/etc/grafana/provisioning/dashboards"].read_text())["providers"]
+    assert provider["type"] == "file" and provider["options"]["path"] == "/etc/grafana/dashboards"
+    dashboard = json.loads(by_dir["/etc/grafana/dashboards"].read_text())
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["query"] == "prometheus"
+    assert variables["datasource"]["current"]["value"] == datasource["uid"]
+    env = compose["services"]["grafana"]["environment"]
+    assert env["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"] in files
+
+
+def test_every_dashboard_panel_queries_prometheus_through_the_variables_it_defines():
+    dashboard = json.loads((ROOT / "deploy/grafana/kafka-throttle-service.json").read_text())
+    defined = {v["name"] for v in dashboard["templating"]["list"]} | {"__rate_interval"}
+    panels = [panel for panel in dashboard["panels"] if panel["type"] != "row"]
+    ids = [panel["id"] for panel in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+    assert len(panels) >= 15
+    for panel in panels:
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
+        assert panel["targets"] and panel.get("description"), panel["title"]
+        for target in panel["targets"]:
+            used = set(re.findall(r"\$(\w+)", target["expr"]))
+            assert used <= defined, (panel["title"], used - defined)
+            assert 'instance=~"$instance"' in target["expr"], (panel["title"], target["expr"])
 
 
 def dockerfile_stages() -> dict[str, str]:
