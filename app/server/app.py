@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 from prometheus_client import CollectorRegistry
 
 from app.clock import Clock, system_clock
@@ -148,7 +149,9 @@ def create_app(
             loop.publications.remove(state.quota_table)
             store.close()
 
-    app = FastAPI(
+    # /docs and /redoc from the Swagger UI and ReDoc assets the fastapi-offline package ships:
+    # no CDN, so the pages work on a host without internet access.
+    app = FastAPIOffline(
         title="Kafka throttle decision service",
         version=API_VERSION,
         description=(
