@@ -5,8 +5,10 @@ topology as docker-compose.yml on loopback: a KRaft controller and three brokers
 Apache Kafka jars (each broker's log dir on its own 64 MiB tmpfs when run as root, plain
 directories with a warning otherwise), the broker shim built and installed on every broker,
 and the service with demonstration limits. It prints the URLs and how to try it, and on
-Ctrl-C (or SIGTERM) stops everything. With a cluster configured it only runs the service,
-exactly as ``throttle-service`` does."""
+Ctrl-C (or SIGTERM) stops everything. Its quota store and history go to ``.local-stack/`` in
+the checkout (unless a data dir is configured), never to a real service's default data dir,
+so a report on a real service's history never mixes in demonstration rows. With a cluster
+configured it only runs the service, exactly as ``throttle-service`` does."""
 
 from __future__ import annotations
 
@@ -18,9 +20,10 @@ import socket
 import sys
 from pathlib import Path
 
-from app.settings import ConfigurationError, load_settings
+from app.settings import ConfigurationError, Settings, load_settings
 from app.settings.loading import configured_value
 from app.settings.model import env_name, property_name
+from devtools.devcluster.jars import repo_root
 
 MiB = 1024 * 1024
 
@@ -58,15 +61,29 @@ def _fail(message: str) -> None:
     raise SystemExit(2)
 
 
-def _local_environ() -> dict[str, str]:
+def local_data_dir() -> Path:
+    """The local stack's own data folder (quota store, history), kept between runs."""
+    return repo_root() / ".local-stack"
+
+
+def _local_environ(config: Path | None = None) -> dict[str, str]:
     environ = {env_name(property_name(field)): value for field, value in LOCAL_DEFAULTS.items()}
     environ[env_name(property_name("http_host"))] = "127.0.0.1"
+    if configured_value(config, "data_dir") is None:
+        environ[env_name(property_name("data_dir"))] = str(local_data_dir())
     environ.update(os.environ)
     return environ
 
 
-def _banner(cluster, base: str, demo: str) -> str:
+def _report_command(history: Path, output: Path) -> str:
+    script = Path(sys.executable).with_name("throttle-report")
+    command = str(script) if script.exists() else f"{sys.executable} -m spark.cli"
+    return f"{command} --input {history} --output {output}"
+
+
+def _banner(cluster, base: str, demo: str, settings: Settings) -> str:
     brokers = "".join(f"  broker {b}: log dir {cluster.log_dir(b)}\n" for b in cluster.broker_ids)
+    data = Path(settings.data_dir)
     return (
         f"\nKafka: controller and {len(cluster.broker_ids)} brokers, bootstrap servers {cluster.bootstrap_servers}\n"
         f"{brokers}"
@@ -78,6 +95,8 @@ def _banner(cluster, base: str, demo: str) -> str:
         f"  curl -s {base}/metrics | grep kafka_throttle\n"
         f"\nWatch it protect the cluster (fills broker 1's volume, then frees it):\n"
         f"  {demo}\n"
+        f"\ndata (quota store, history; kept between runs): {data}\n"
+        f"  report on the history: {_report_command(settings.effective_history_dir, data / 'report')}\n"
         "\nCtrl-C stops the service, the brokers and the controller.\n"
     )
 
@@ -100,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
 
     # The service's settings first: a bad configuration or a busy port should not cost a
     # cluster start.
-    environ = _local_environ()
+    environ = _local_environ(args.config)
     try:
         settings = load_settings(args.config, environ=environ, kafka_admin_bootstrap_servers="127.0.0.1:9092")
     except ConfigurationError as exc:
@@ -139,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
         environ[env_name(property_name("kafka_admin_bootstrap_servers"))] = cluster.bootstrap_servers
         os.environ.update(environ)
         demo = f"{sys.executable} -m devtools.demo --bootstrap-servers {cluster.bootstrap_servers} --service {base}"
-        print(_banner(cluster, base, demo), flush=True)
+        print(_banner(cluster, base, demo, settings), flush=True)
         service_main(service_args)
     except (KeyboardInterrupt, _Stop):
         pass

@@ -114,6 +114,9 @@ def test_local_stack_protects_the_cluster_and_ctrl_c_leaves_nothing_behind(tmp_p
         banner = _wait_for_output(log, process, "Ctrl-C stops", 300)
         base = f"http://127.0.0.1:{port}"
         assert f"service: {base}" in banner
+        data = tmp_path / "data"
+        assert f"data (quota store, history; kept between runs): {data}" in banner
+        assert f"throttle-report --input {data / 'history'} --output {data / 'report'}" in banner
         bootstrap = re.search(r"bootstrap servers (\S+)", banner).group(1)
         base_dir = Path(re.search(r"broker logs \(.*\): (\S+)/broker-<id>/server.log", banner).group(1))
 
@@ -148,6 +151,7 @@ def test_local_stack_protects_the_cluster_and_ctrl_c_leaves_nothing_behind(tmp_p
         paused = re.search(r"PAUSE +from \d+ s, producer (\d+) KiB/s from its third second", out)
         assert paused and int(paused.group(1)) <= 128, out  # the summary's rate while paused: the floor, not the second before
         assert _demo_rates(out, "OPEN")[-1] > 2.4 * MiB, out  # recovered
+        assert (data / "quotas.sqlite3").exists() and list((data / "history").glob("date=*/*")), "the data stays where printed"
         seen.update(_descendants(process.pid))
     finally:
         process.send_signal(signal.SIGINT)
