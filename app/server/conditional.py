@@ -64,6 +64,14 @@ _JSON = (b"content-type", b"application/json")
 _NO_CACHE = (b"cache-control", b"no-cache")
 
 
+def conditional_responses(what: str, client: str, etag_covers: str) -> dict[int | str, dict]:
+    """The OpenAPI description of a conditional GET's 200 and 304."""
+    return {
+        200: {"description": f"{what}, with its ETag and validity", "headers": response_headers(etag_covers)},
+        304: {"description": f"Nothing {client} acts on changed since the ETag given in If-None-Match", "headers": response_headers(etag_covers)},
+    }
+
+
 def response_headers(etag_covers: str) -> dict[str, dict]:
     """The OpenAPI description of the headers of a conditional GET's 200 and 304."""
     return {

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Path, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from app.server.conditional import WAIT_PARAMETER, conditional_get, response_headers
+from app.server.conditional import WAIT_PARAMETER, conditional_get, conditional_responses
 from app.server.routes.route_set import RouteSet
 from app.server.problems import ProblemError, problem_responses
 from app.quotas.model import QuotaEntity, QuotaGroup, QuotaType
@@ -60,11 +60,7 @@ def quota_service(request: Request) -> QuotaService:
     "/quotas",
     response_model=QuotaTableModel,
     summary="The whole quota table and the factor in force",
-    responses={
-        200: {"description": "The table, with its ETag and validity", "headers": response_headers(TABLE_ETAG_FIELDS)},
-        304: {"description": "Nothing a shim acts on changed since the ETag given in If-None-Match", "headers": response_headers(TABLE_ETAG_FIELDS)},
-        **problem_responses(422, 503),
-    },
+    responses={**conditional_responses("The table", "a shim", TABLE_ETAG_FIELDS), **problem_responses(422, 503)},
     openapi_extra={"parameters": [WAIT_PARAMETER]},
 )
 async def quota_table(request: Request) -> Response:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import Request, Response
 
-from app.server.conditional import WAIT_PARAMETER, conditional_get, response_headers
+from app.server.conditional import WAIT_PARAMETER, conditional_get, conditional_responses
 from app.server.routes.route_set import RouteSet
 from app.server.state import service_state
 from app.server.problems import problem_responses
@@ -17,11 +17,7 @@ routes = RouteSet(tags=["throttle"])
     "/throttle-factor",
     response_model=ThrottleDecision,
     summary="The throttle factor in force and why",
-    responses={
-        200: {"description": "The decision, with its ETag and validity", "headers": response_headers(DECISION_ETAG_FIELDS)},
-        304: {"description": "Nothing a client acts on changed since the ETag given in If-None-Match", "headers": response_headers(DECISION_ETAG_FIELDS)},
-        **problem_responses(422),
-    },
+    responses={**conditional_responses("The decision", "a client", DECISION_ETAG_FIELDS), **problem_responses(422)},
     openapi_extra={"parameters": [WAIT_PARAMETER]},
 )
 async def throttle_factor(request: Request) -> Response:
