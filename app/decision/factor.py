@@ -77,7 +77,7 @@ class ThrottleFactorHolder:
                 source = FactorSource.INITIAL
             else:
                 source = FactorSource.OBSERVED if self._latest_succeeded else FactorSource.LAST_VALID
-            reading = FactorReading(step.factor, source, step.start, step.valid_until, timeline.next_change_after(now))
+            reading = FactorReading(step.factor, source, step.start, timeline.factor_holds_until(now), timeline.next_change_after(now))
         else:
             # The fallback has no expiry of its own; it started when the last factor expired.
             reading = FactorReading(self._fallback, FactorSource.FALLBACK, timeline.end, None, None)
@@ -87,7 +87,9 @@ class ThrottleFactorHolder:
             change = self._known.next_change_after(now)
             next_change = change if reading.next_change_at is None or change is None else min(change, reading.next_change_at)
             if known.factor < reading.factor:
-                valid_until = known.valid_until if reading.valid_until is None else min(known.valid_until, reading.valid_until)
+                known_until = self._known.factor_holds_until(now)
+                assert known_until is not None  # a step is in force
+                valid_until = known_until if reading.valid_until is None else min(known_until, reading.valid_until)
                 reading = FactorReading(known.factor, reading.source, reading.computed_at, valid_until, next_change)
             else:
                 reading = FactorReading(reading.factor, reading.source, reading.computed_at, reading.valid_until, next_change)

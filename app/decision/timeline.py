@@ -48,6 +48,12 @@ class Timeline:
         """The first instant after ``now`` at which the step in force changes."""
         raise NotImplementedError
 
+    def factor_holds_until(self, now: float) -> float | None:
+        """The end of the run of steps from ``now`` on that keep the factor in force: a client
+        holding that factor may use it until then (a stale observation leaving the view at the
+        same factor changes nothing a client acts on). None once everything has expired."""
+        raise NotImplementedError
+
 
 class SteadyTimeline(Timeline):
     """One factor from ``start`` until ``until``: the start-up grace, or a test's factor."""
@@ -64,6 +70,9 @@ class SteadyTimeline(Timeline):
 
     def next_change_after(self, now: float) -> float | None:
         return self._step.valid_until if now <= self._step.valid_until else None
+
+    def factor_holds_until(self, now: float) -> float | None:
+        return self.next_change_after(now)
 
 
 class ViewTimeline(Timeline):
@@ -95,8 +104,9 @@ class ViewTimeline(Timeline):
 
     def at(self, now: float) -> Step | None:
         index = bisect.bisect_left(self._bounds, now)  # the first bound at or after now
-        if index == len(self._bounds):
-            return None
+        return self._step(index) if index < len(self._bounds) else None
+
+    def _step(self, index: int) -> Step:
         step = self._steps.get(index)
         if step is None:
             volumes: list[VolumeObservation] = []
@@ -110,3 +120,12 @@ class ViewTimeline(Timeline):
     def next_change_after(self, now: float) -> float | None:
         index = bisect.bisect_left(self._bounds, now)
         return self._bounds[index] if index < len(self._bounds) else None
+
+    def factor_holds_until(self, now: float) -> float | None:
+        index = bisect.bisect_left(self._bounds, now)
+        if index == len(self._bounds):
+            return None
+        factor = self._step(index).factor
+        while index + 1 < len(self._bounds) and self._step(index + 1).factor == factor:
+            index += 1
+        return self._bounds[index]

@@ -3,7 +3,8 @@
 The ETag covers what a client acts on (the factor and state, the quota table), not what moves
 every round (``computed_at``, ``valid_until``, the volumes' figures): it is a weak ETag (RFC
 9110 8.8.1), equal for representations that are equivalent for a client. Long-poll waiters
-wake only when it changes, so an idle cluster costs a polling client one 304 per wait; the
+wake only when it changes (or the client's copy is about to lapse), so an idle cluster costs a
+polling client one 304 per wait, or per validity duration when that is shorter; the
 validity travels on every answer in headers (``Throttle-Valid-Until`` and ``Cache-Control``
 ``max-age``), so a client renews its copy's validity on a 304.
 
@@ -26,6 +27,9 @@ from pydantic import BaseModel
 from app.clock import Clock
 
 Model = TypeVar("Model", bound=BaseModel)
+
+# How long before a long-polling client's copy lapses the service answers with a renewal.
+RENEW_MARGIN = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +66,8 @@ class Publication(Generic[Model]):
     def __init__(self, render: Callable[[float], Rendering[Model]], clock: Clock) -> None:
         self._render = render
         self._clock = clock
-        self._changed = asyncio.Event()
+        self._changed = asyncio.Event()  # set when what the ETag covers changes
+        self._published = asyncio.Event()  # set on every publication (a renewal too)
         self._current: Published[Model] | None = None
 
     def publish(self) -> Published[Model]:
@@ -76,6 +81,8 @@ class Publication(Generic[Model]):
         if previous is None or previous.etag != etag:
             changed, self._changed = self._changed, asyncio.Event()
             changed.set()
+        published, self._published = self._published, asyncio.Event()
+        published.set()
         return self._current
 
     def current(self) -> Published[Model]:
@@ -85,16 +92,33 @@ class Publication(Generic[Model]):
         return published
 
     async def wait_for_change(self, etag: str | None, timeout: float) -> Published[Model]:
-        """Return as soon as the representation differs from ``etag``, or after ``timeout``."""
-        deadline = asyncio.get_running_loop().time() + timeout
+        """Return as soon as the representation differs from ``etag``, or after ``timeout``,
+        or, when the client's copy is about to lapse, as soon as a later validity is published.
+
+        The client holds the ``valid_until`` of the representation it matched; a wait longer
+        than what is left of it would let its copy expire while the service renews it every
+        round (and a shim would apply its fallback). So from ``RENEW_MARGIN`` before that
+        instant the waiter answers with the first renewal, a 304 whose headers carry it. Without
+        a renewal the copy lapses with the representation itself, which changes the ETag."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        held_until = self.current().valid_until
+        renew_at = None if held_until is None else held_until - min(RENEW_MARGIN, max(0.0, held_until - self._clock()) / 2)
         while True:
             published = self.current()
-            remaining = deadline - asyncio.get_running_loop().time()
+            remaining = deadline - loop.time()
             if published.etag != etag or remaining <= 0:
                 return published
+            now = self._clock()
+            renewing = renew_at is not None and now >= renew_at
+            if renewing and published.valid_until != held_until:
+                return published
             if published.expires_at is not None:
-                remaining = min(remaining, max(0.0, published.expires_at - self._clock()) + 0.001)
+                remaining = min(remaining, max(0.0, published.expires_at - now) + 0.001)
+            if renew_at is not None and not renewing:
+                remaining = min(remaining, renew_at - now)
+            event = self._published if renewing else self._changed
             try:
-                await asyncio.wait_for(self._changed.wait(), remaining)
+                await asyncio.wait_for(event.wait(), remaining)
             except TimeoutError:
                 pass

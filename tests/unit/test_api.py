@@ -19,11 +19,11 @@ from .asgi import run_scenario
 def make_app(clock, **overrides):
     overrides.setdefault("data_dir", tempfile.mkdtemp(prefix="throttle-test-"))
     overrides.setdefault("throttle_factor_fallback", "0.0")
+    overrides.setdefault("throttle_factor_validity_duration", "PT2M")
     settings = load_settings(
         environ={},
         kafka_admin_bootstrap_servers="127.0.0.1:1",
         storage_per_volume_limit_min_available_bytes="100",
-        throttle_factor_validity_duration="PT2M",
         **overrides,
     )
     return create_app(settings, clock=clock, observe=False)
@@ -99,6 +99,40 @@ def test_a_long_poll_sleeps_through_rounds_that_change_nothing_a_client_acts_on(
         assert renewed != table.json()["valid_until"] and quotas.headers["throttle-valid-until"] == renewed
 
     run(scenario)
+
+
+def test_a_long_poll_longer_than_the_clients_validity_answers_with_the_renewal_before_it_lapses():
+    """A shim holding a table valid for 2 s that long-polls for 10 s must hear of the next
+    round's renewal before its copy lapses, or it applies its fallback while nothing changed."""
+
+    async def scenario(client, observer, clock):
+        observer.apply_round(healthy(clock))
+        for path in ("/throttle-factor", "/quotas"):
+            first = await client.get(path)
+            held = first.headers["throttle-valid-until"]
+            loop = asyncio.get_running_loop()
+            loop.call_later(0.1, lambda: (clock.advance(1.5), observer.apply_round(healthy(clock, usable=700))))
+            started = loop.time()
+            answer = await client.get(path, params={"wait": "10"}, headers={"If-None-Match": first.headers["etag"]})
+            assert answer.status_code == 304, path
+            assert loop.time() - started < 3, f"{path}: held past the validity the client had"
+            renewed = answer.headers["throttle-valid-until"]
+            assert renewed > held and renewed == (await client.get(path)).json()["valid_until"], path
+
+    run(scenario, throttle_factor_validity_duration="PT2S", storage_check_interval="PT1S")
+
+
+def test_a_long_poll_past_an_unrenewed_validity_answers_with_the_fallback_at_the_expiry():
+    async def scenario(client, observer, clock):
+        observer.apply_round(healthy(clock))
+        first = await client.get("/throttle-factor")
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.1, lambda: clock.advance(1.5))  # past the renewal point, and no round
+        loop.call_later(1.5, lambda: clock.advance(1.0))  # past the validity
+        answer = await client.get("/throttle-factor", params={"wait": "10"}, headers={"If-None-Match": first.headers["etag"]})
+        assert answer.status_code == 200 and answer.json()["source"] == "fallback"
+
+    run(scenario, throttle_factor_validity_duration="PT2S", storage_check_interval="PT1S")
 
 
 def test_the_quota_tables_etag_changes_when_it_stops_expiring_even_with_the_same_factor():

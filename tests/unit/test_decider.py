@@ -133,11 +133,27 @@ def test_a_stale_observation_leaves_the_view_at_the_instant_it_expires_never_a_f
         d.apply_round(round_(second, [1], [obs(1, 500, second)]))
     decision, reading = decide(d, 20.0)
     assert (decision.source, decision.active_log_dirs, reading.next_change_at) == ("observed", 2, 20.0)
-    assert reading.valid_until == 20.0
+    # The factor after broker 2 leaves the view is the same: a client may hold it until 40 s.
+    assert reading.valid_until == 40.0
     for now in (20.001, 20.5, 20.999):
         decision, reading = decide(d, now)
         assert (decision.source, decision.factor, decision.active_log_dirs) == ("observed", 1.0, 1), now
         assert reading.valid_until == 40.0 and reading.computed_at == 20.0
+
+
+def test_valid_until_is_the_end_of_the_run_of_steps_with_the_same_factor():
+    # A shim holding the factor until the stale observation's expiry would fall back there,
+    # though the view after it keeps the same factor; a change of factor still ends it.
+    d = ThrottleDecider(StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, hard_level=100, soft_level=300), 20.0, 0.0, started_at=0.0, keep_fenced=False)
+    d.apply_round(round_(0, [1, 2, 3], [obs(1, 500, 0), obs(2, 500, 0), obs(3, 200, 0)]))
+    d.apply_round(round_(5, [1, 3], [obs(1, 500, 5), obs(3, 200, 5)]))  # broker 2 stopped
+    d.apply_round(round_(10, [1], [obs(1, 500, 10)]))  # broker 3 stopped
+    _, reading = decide(d, 10.0)
+    assert (reading.factor, reading.next_change_at, reading.valid_until) == (0.5, 20.0, 25.0)
+    _, reading = decide(d, 20.5)
+    assert (reading.factor, reading.valid_until) == (0.5, 25.0)
+    _, reading = decide(d, 25.5)
+    assert (reading.factor, reading.valid_until) == (1.0, 30.0)
 
 
 def test_an_expiring_breach_re_judges_the_factor_from_the_volumes_left():

@@ -32,6 +32,8 @@ final class QuotaFeed {
     }
 
     static final LongSupplier SYSTEM_CLOCK = System::nanoTime;
+    /** The shortest wait a table's validity brings a long-poll down to: at most a poll a second. */
+    static final Duration SHORTEST_CAPPED_WAIT = Duration.ofSeconds(1);
     private static final Logger LOG = LoggerFactory.getLogger(ServiceQuotaCallback.class);
     private static final Map<Map<String, String>, QuotaFeed> FEEDS = new HashMap<>(); // guarded by itself
 
@@ -225,7 +227,7 @@ final class QuotaFeed {
     /** One poll and its effect on the view; true when the next poll may follow at once (a long-poll). */
     private boolean pollOnce() throws InterruptedException {
         boolean longPoll = !config.longPollWait.isZero();
-        TableFetcher.Outcome outcome = fetcher.fetch(etag, config.longPollWait);
+        TableFetcher.Outcome outcome = fetcher.fetch(etag, longPollWait(config.longPollWait, view.expiresAtNanos, nanoTime.getAsLong()));
         if (outcome instanceof TableFetcher.Changed changed) {
             onTable(changed.table(), changed.remaining());
             etag = changed.etag();
@@ -241,6 +243,20 @@ final class QuotaFeed {
         }
         view(); // a 304: nothing new, but the table may have expired meanwhile
         return longPoll;
+    }
+
+    /**
+     * How long the next long-poll may be held: the configured wait, but at most half of what is
+     * left of the table's validity (and at least {@link #SHORTEST_CAPPED_WAIT}). The service
+     * renews the validity every round and tells it in its answers; a poll held past the table's
+     * expiry would let the fallback apply while the service still holds the same factor.
+     */
+    static Duration longPollWait(Duration configured, long expiresAtNanos, long nowNanos) {
+        if (configured.isZero() || expiresAtNanos == QuotaView.NO_EXPIRY) {
+            return configured;
+        }
+        long cap = Math.max((expiresAtNanos - nowNanos) / 2, SHORTEST_CAPPED_WAIT.toNanos());
+        return configured.toNanos() <= cap ? configured : Duration.ofNanos(cap);
     }
 
     /** A new table from the service, valid for {@code remaining} (null: no expiry). */

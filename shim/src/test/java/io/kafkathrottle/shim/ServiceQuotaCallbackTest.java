@@ -111,6 +111,27 @@ class ServiceQuotaCallbackTest {
     }
 
     @Test
+    void aLongPollIsHeldForAtMostHalfOfWhatIsLeftOfTheTablesValidity() throws Exception {
+        service.table(StubService.table(1.0, DEFAULTS, NO_OVERRIDES, Instant.now().plusSeconds(4)));
+        configure(Map.of(ShimConfig.LONG_POLL_WAIT_MS, "10000"));
+        eventually(() -> service.requests.size() >= 2, "a long-poll");
+        double wait = Double.parseDouble(service.requests.get(1).query().substring("wait=".length()));
+        assertTrue(wait >= 1.0 && wait <= 2.5, "held at most half of the 4-5 s left of the table (Date has whole seconds), not 10 s: " + wait);
+    }
+
+    @Test
+    void theLongPollWaitIsCappedByTheValidityLeftButNeverBelowASecond() {
+        long now = 5_000_000_000L;
+        Duration thirty = Duration.ofSeconds(30);
+        assertEquals(thirty, QuotaFeed.longPollWait(thirty, QuotaView.NO_EXPIRY, now), "a table without expiry");
+        assertEquals(thirty, QuotaFeed.longPollWait(thirty, now + Duration.ofMinutes(5).toNanos(), now), "plenty of validity left");
+        assertEquals(Duration.ofSeconds(4), QuotaFeed.longPollWait(thirty, now + Duration.ofSeconds(8).toNanos(), now));
+        assertEquals(Duration.ofSeconds(1), QuotaFeed.longPollWait(thirty, now + Duration.ofMillis(500).toNanos(), now), "nearly expired");
+        assertEquals(Duration.ofSeconds(1), QuotaFeed.longPollWait(thirty, now - Duration.ofSeconds(3).toNanos(), now), "expired");
+        assertEquals(Duration.ZERO, QuotaFeed.longPollWait(Duration.ZERO, now + Duration.ofSeconds(8).toNanos(), now), "no long-poll");
+    }
+
+    @Test
     void aLongPollDeliversAChangeAtOnceAndFlagsAResetForTheTypesItAffects() throws Exception {
         service.table(StubService.table(1.0, DEFAULTS, NO_OVERRIDES, Instant.now().plusSeconds(60)));
         configure(Map.of());
