@@ -139,6 +139,33 @@ class KafkaQuotaManagerTest {
         assertEquals(0.5 * BASE, held, 0.15 * 0.5 * BASE, "held over 30 s");
     }
 
+    @Test
+    void afterASteepDropWithoutAPauseEndsNoThrottleOutlivesItBeyondAQuarterSpan() {
+        broker = new Broker(5 * MIB); // more than the quota: the sensor is full when the drop comes
+        broker.factor(1.0);
+        broker.run(30);
+        double open = broker.rate(20, 30);
+        assertEquals(BASE, open, 0.1 * BASE, "held to the quota while OPEN");
+        double dropped = broker.seconds();
+        broker.factor(0.2);
+        broker.run(10);
+        double held = broker.rate(dropped + 2, dropped + 10);
+        assertEquals(0.2 * BASE, held, 0.25 * 0.2 * BASE, "the steep drop bites at once");
+        double raised = broker.seconds();
+        broker.factor(1.0);
+        broker.run(10);
+        double recovered = raised;
+        while (broker.rate(recovered - 0.5, recovered) <= 0.5 * open && recovered < raised + 10) {
+            recovered += 0.05;
+        }
+        assertTrue(recovered - raised <= 2.0, "back above half the OPEN rate " + (recovered - raised) + " s after the factor rose");
+        for (double[] throttle : broker.throttles) {
+            if (throttle[0] < raised) {
+                assertTrue(throttle[0] + throttle[1] <= raised + QUARTER_SPAN_S, "a throttle outlived the drop by " + (throttle[0] + throttle[1] - raised) + " s");
+            }
+        }
+    }
+
     /** Kafka's Time on the simulated clock the shim reads too. */
     private static final class ManualTime implements Time {
         private long nanos = 1_000_000_000_000L;
