@@ -270,13 +270,47 @@ class Demo:
             quotas = [s.quota for s in throttled if s.quota is not None]
             print(
                 f"  THROTTLE  {throttled[0].at:.0f} s to {throttled[-1].at:.0f} s: factor {throttled[0].factor:.2f} down to "
-                f"{throttled[-1].factor:.2f}, quota {_rate(max(quotas, default=None))} down to {_rate(min(quotas, default=None))}, "
-                f"producer {_rate(throttled[0].rate)} down to {_rate(throttled[-1].rate)}"
+                f"{throttled[-1].factor:.2f}, quota {_rate(max(quotas, default=None))} down to {_rate(min(quotas, default=None))}"
             )
+            for stretch in ramp_stretches(throttled):
+                print(f"            {stretch}")
         floor = min((s.quota for s in paused if s.quota is not None), default=None)
         print(f"  PAUSE     from {first(filling, 'PAUSE'):.0f} s, producer {_rate(_mean([s.rate for s in paused]))} from its third second"
               f" (quota floor {_rate(floor)})")
         print(f"  freed     OPEN again at {first(freeing, 'OPEN'):.0f} s, producer {_rate(_mean([s.rate for s in recovered[-3:]]))}")
+
+
+RAMP_STRETCH_SECONDS = 4
+
+
+@dataclass(frozen=True)
+class Stretch:
+    """A few seconds of THROTTLE: the mean factor, quota and producer rate over them. A second's
+    rate swings with Kafka's throttles (it mutes a connection for up to a second at a time);
+    over a few seconds the producer is seen to follow its quota down."""
+
+    start: float
+    end: float
+    factor: float
+    quota: float | None
+    rate: float
+
+    def __str__(self) -> str:
+        quota = "unlimited" if self.quota is None else _rate(self.quota)
+        return f"{self.start:3.0f}-{self.end:3.0f} s  factor {self.factor:.2f}  quota {quota:>11}  producer {_rate(self.rate):>11}"
+
+
+def ramp_stretches(samples: list[Sample], seconds: int = RAMP_STRETCH_SECONDS) -> list[Stretch]:
+    """Consecutive samples in stretches of ``seconds`` (the last may be shorter)."""
+    stretches = []
+    for i in range(0, len(samples), seconds):
+        part = samples[i : i + seconds]
+        quotas = [s.quota for s in part if s.quota is not None]
+        stretches.append(Stretch(
+            part[0].at, part[-1].at, _mean([s.factor for s in part]),
+            _mean(quotas) if len(quotas) == len(part) else None, _mean([s.rate for s in part]),
+        ))
+    return stretches
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -30,12 +30,14 @@ MiB = 1024 * 1024
 # Demonstration settings of the local stacks (this one and docker-compose.yml, which a test
 # keeps in step); anything the user configured wins.
 LOCAL_DEFAULTS = {
-    # Rounds every second: a 64 MiB volume filling at a few MiB/s crosses the 16 MiB ramp in
-    # seconds, and each round must see it on the way.
+    # Rounds every second: a 64 MiB volume filling at a few MiB/s crosses the ramp in tens of
+    # seconds, and each round must see it on the way. The ramp is 40 MiB wide: a producer held to
+    # quota x factor fills it at a rate that falls with the factor, 40 MiB / 4 MiB/s = 10 s per
+    # factor of e, so THROTTLE lasts 30-40 s, several of Kafka's 11 s quota windows.
     "storage_check_interval": "PT1S",
     "throttle_factor_validity_duration": "PT1M",
     "storage_per_volume_limit_min_available_bytes": str(8 * MiB),
-    "storage_per_volume_soft_limit_min_available_bytes": str(24 * MiB),
+    "storage_per_volume_soft_limit_min_available_bytes": str(48 * MiB),
     # A base produce quota per broker, so that the soft-limit ramp slows producers down
     # (an unlimited quota stays unlimited until PAUSE).
     "produce": str(4 * MiB),

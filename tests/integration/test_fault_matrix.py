@@ -419,6 +419,8 @@ def test_a_gracefully_stopped_broker_never_flaps_the_decision_when_its_observati
     keeping.wait_for(lambda d: d["source"] == "observed" and d["round"]["complete"], 30, "observed")
     log_dirs = keeping.decision()["active_log_dirs"]
     samples = {"expire": recorder(expiring, interval=0.05), "keep": recorder(keeping, interval=0.05)}
+    # The shims poll the expiring service with long-polls longer than the validity.
+    fallbacks = fell_back(cluster)
     cluster.stop_broker(2)
     stopped = time.monotonic()
     expiring.wait_for(lambda d: d["active_log_dirs"] == log_dirs and d["active_brokers"] == 2, 10, "broker 2 fenced")
@@ -428,6 +430,8 @@ def test_a_gracefully_stopped_broker_never_flaps_the_decision_when_its_observati
         assert decisions.sequence("state", "source") == [("OPEN", "observed")], (policy, decisions.sequence("state", "source", "valid_until"))
         assert len([1 for at, _ in decisions.samples if at >= stopped]) > 100, policy
     assert expiring.decision()["active_log_dirs"] == log_dirs - 1, "with expire, broker 2's log dir is forgotten after the validity"
+    running = [b for b in cluster.broker_ids if b != 2]
+    assert {b: fell_back(cluster)[b] for b in running} == {b: fallbacks[b] for b in running}, "a shim fell back:\n" + shim_lines(cluster)[-3000:]
     assert [f["broker_id"] for f in keeping.decision()["fenced_brokers"]] == [2], "with keep, it stays while registered"
     cluster.start_broker(2)
     for service in (expiring, keeping):
