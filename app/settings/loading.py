@@ -3,6 +3,9 @@
 A bad configuration must stop start-up with one line per problem naming the key, the value
 and what is allowed; this module turns pydantic's errors and the cross-field rules (exactly
 one hard limit, a soft limit looser than the hard one, ...) into such lines.
+
+A problem about a secret key shows ``<hidden>`` for its value, whatever the value is: the key
+decides, and no other text of a message is searched for secret values and rewritten.
 """
 
 from __future__ import annotations
@@ -30,23 +33,27 @@ from app.settings.model import (
     env_name,
     property_name,
 )
-from app.redaction import HIDDEN, is_secret_key, redact, secret_values_of
+from app.redaction import HIDDEN, is_secret_key
 from app.settings.durations import format_duration
 from app.settings.properties import read_properties
 from app.kafka.admin_config import to_kafka_python
 
 # Properties under our prefixes that belong to later features or to the broker-side plugin.
 _OWN_PREFIXES = (STATIC_PREFIX, SERVICE_PREFIX)
-SECRET_FIELDS = frozenset(f for f in PROPERTY_FIELDS.values() if is_secret_key(property_name(f)))  # never echoed
+_QUOTED = re.compile(r'"([^"]*)"')
 _HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[^\s:,\[\]]+):(\d{1,5})$")
 
 
 @dataclass(frozen=True)
 class Problem:
     key: str
-    value: str | None
+    value: str | None  # None: not given; a secret key's value is never held, only HIDDEN
     allowed: str
     origin: str = ""
+
+    def __post_init__(self) -> None:
+        if self.value is not None and is_secret_key(self.key):
+            object.__setattr__(self, "value", HIDDEN)
 
     def __str__(self) -> str:
         shown = "<missing>" if self.value is None else repr(self.value)
@@ -100,9 +107,9 @@ def _history_producer_problems(s: Settings, origin_of: dict[str, str]) -> list[P
         reason = str(exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else exc)
         named = next((k for k in config if f'"{k}"' in reason or k in reason), None)
         key = HISTORY_PRODUCER_PREFIX + (named or "*")
+        if is_secret_key(key):  # librdkafka quotes values ('Invalid value "..." for ...'): keep only names
+            reason = _QUOTED.sub(lambda m: m.group(0) if m.group(1) in config else f'"{HIDDEN}"', reason)
         value = config.get(named) if named else None
-        if value is not None and is_secret_key(key):
-            value = HIDDEN
         return [Problem(key, value, f"a property librdkafka accepts ({reason})", origin_of.get(key, ""))]
     return []
 
@@ -111,7 +118,7 @@ def _unknown_key_problem(key: str, value: _Value) -> Problem:
     close = difflib.get_close_matches(key, list(PROPERTY_FIELDS), n=1, cutoff=0.8)
     allowed = f"did you mean {close[0]}?" if close else "a known setting (see docs/configuration.md)"
     # A misspelt secret key (admin.tokn) still holds the secret.
-    secret = is_secret_key(key) or (close and is_secret_key(close[0]))
+    secret = bool(close) and is_secret_key(close[0])
     return Problem(key, HIDDEN if secret else value.raw, allowed, value.origin)
 
 
@@ -251,14 +258,6 @@ def prepare_directory(field: str, directory: Path) -> None:
         raise ConfigurationError([Problem(property_name(field), str(directory), f"{allowed_values(field)} ({reason})")]) from None
 
 
-def _scrubbed(problems: list[Problem], secrets: set[str]) -> list[Problem]:
-    """The problems with every configured secret value replaced, wherever it appears."""
-    return [
-        Problem(p.key, None if p.value is None else redact(p.value, secrets), redact(p.allowed, secrets), p.origin)
-        for p in problems
-    ]
-
-
 def load_settings(
     config_file: Path | None = None,
     environ: Mapping[str, str] | None = None,
@@ -275,9 +274,6 @@ def load_settings(
             raise ConfigurationError([Problem("--config", str(config_file), f"a readable properties file ({exc})")]) from exc
         source = str(config_file)
     values = _collect(properties, source, environ)
-    secrets: set[str] = set()
-    for key, value in values.items():
-        secrets |= secret_values_of(key, value.raw)
 
     problems: list[Problem] = []
     kwargs: dict[str, Any] = {}
@@ -306,7 +302,7 @@ def load_settings(
             if field not in Settings.model_fields:
                 continue
             bad_fields.add(field)
-            raw = "<hidden>" if field in SECRET_FIELDS else kwargs.get(field)
+            raw = kwargs.get(field)
             reason = str(error["msg"]).removeprefix("Value error, ")
             allowed = allowed_values(field)
             if reason.removeprefix("expected ") not in allowed:
@@ -316,12 +312,12 @@ def load_settings(
         try:
             settings = Settings(**{k: v for k, v in kwargs.items() if k not in bad_fields})
         except ValidationError:
-            raise ConfigurationError(_scrubbed(problems, secrets)) from exc
+            raise ConfigurationError(problems) from exc
         problems.extend(p for p in _cross_field_problems(settings, origin_of, kwargs) if PROPERTY_FIELDS.get(p.key) not in bad_fields)
-        raise ConfigurationError(_scrubbed(problems, secrets)) from exc
+        raise ConfigurationError(problems) from exc
     problems.extend(_cross_field_problems(settings, origin_of, kwargs))
     if problems:
-        raise ConfigurationError(_scrubbed(problems, secrets))
+        raise ConfigurationError(problems)
     return settings
 
 

@@ -135,30 +135,57 @@ def test_misspelt_or_unsupported_secret_keys_do_not_echo_their_values(tmp_path):
     assert "typo-token-secret-77" not in text and "plain-secret-88" not in text
 
 
-def test_log_records_of_any_logger_are_scrubbed_of_configured_secrets():
+class Kept(logging.Handler):
+    """Keeps the records one logger emits, as a handler would see them."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+        self.logger = logging.getLogger(name)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def __enter__(self) -> list[logging.LogRecord]:
+        self.logger.addHandler(self)
+        self.level, self.logger.level = self.logger.level, logging.DEBUG
+        return self.records
+
+    def __exit__(self, *exc_info) -> None:
+        self.logger.removeHandler(self)
+        self.logger.level = self.level
+
+
+def test_log_records_of_library_loggers_are_scrubbed_of_configured_secrets():
     secret = "scrub-me-" + os.urandom(4).hex()
-    install_log_redaction({secret, "abc"})  # too short to scrub: would garble ordinary words
-    records: list[logging.LogRecord] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            records.append(record)
-
-    logger = logging.getLogger("kafka.some.library")
-    handler = Keep()
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    try:
-        logger.debug("Starting with configuration: %s", {"sasl_plain_password": secret, "other": "abc"})
+    short = os.urandom(3).hex() + "z"  # 7 characters: too short to scrub, it would garble ordinary words
+    install_log_redaction({secret, short})
+    with Kept("kafka.some.library") as records:
+        logger = logging.getLogger("kafka.some.library")
+        logger.debug("Starting with configuration: %s", {"sasl_plain_password": secret, "other": short})
         try:
             raise RuntimeError(f"failed with {secret}")
         except RuntimeError:
             logger.exception("boom")
-    finally:
-        logger.removeHandler(handler)
-    assert secret not in records[0].getMessage() and "<hidden>" in records[0].getMessage() and "abc" in records[0].getMessage()
+    assert secret not in records[0].getMessage() and "<hidden>" in records[0].getMessage() and short in records[0].getMessage()
     assert secret not in (records[1].exc_text or "") and "failed with <hidden>" in records[1].exc_text
     assert redact(f"x{secret}y", {secret}) == "x<hidden>y"
+
+
+def test_the_services_own_log_lines_are_never_rewritten_by_value():
+    """What the service writes itself hides secrets by key, so a secret that happens to be
+    words of its messages leaves them whole; exception text is still scrubbed."""
+    words = "material unusable " + os.urandom(4).hex()
+    install_log_redaction({words})
+    with Kept("app.kafka.volume_source") as records:
+        logger = logging.getLogger("app.kafka.volume_source")
+        logger.warning("admin client TLS %s: ssl.keystore.location", words)
+        try:
+            raise RuntimeError(f"library said {words}")
+        except RuntimeError:
+            logger.exception("round failed")
+    assert records[0].getMessage() == f"admin client TLS {words}: ssl.keystore.location"
+    assert "library said <hidden>" in records[1].exc_text
 
 
 def test_the_fingerprint_changes_with_the_content_even_when_the_mtime_does_not(tmp_path):

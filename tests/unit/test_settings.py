@@ -200,3 +200,24 @@ def test_factor_types_and_quota_defaults():
 def test_the_admin_token_is_never_echoed():
     lines = problems(environ={**MINIMAL, "THROTTLE_SERVICE_ADMIN_TOKEN": "short-secret"})
     assert len(lines) == 1 and "short-secret" not in lines[0] and "<hidden>" in lines[0]
+
+
+TOKEN = "THROTTLE_SERVICE_ADMIN_TOKEN"
+HARD_RATIO = "CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_LIMIT_MIN_AVAILABLE_RATIO"
+ORIGIN = "(from environment variable {})"
+
+
+def test_a_secret_is_hidden_by_its_key_and_no_other_text_is_rewritten():
+    lines = problems(environ={**MINIMAL, TOKEN: "short"})
+    assert lines == [
+        f"throttle.service.admin.token='<hidden>' {ORIGIN.format(TOKEN)}: "
+        "allowed: a secret of at least 16 characters; unset: changes to quotas are refused (too short)"
+    ]
+    # A valid token that happens to be words of another problem's message leaves that message whole.
+    token = "a number in [0.0, 1.0]"
+    lines = problems(environ={**MINIMAL, TOKEN: token, "CLIENT_QUOTA_CALLBACK_STATIC_THROTTLE_FACTOR_FALLBACK": "2"})
+    assert lines == [
+        f"{P}throttle.factor.fallback='2' {ORIGIN.format('CLIENT_QUOTA_CALLBACK_STATIC_THROTTLE_FACTOR_FALLBACK')}: "
+        "allowed: a number in [0.0, 1.0] (out of range)"
+    ]
+
