@@ -221,3 +221,33 @@ def test_a_secret_is_hidden_by_its_key_and_no_other_text_is_rewritten():
         "allowed: a number in [0.0, 1.0] (out of range)"
     ]
 
+def test_an_invalid_hard_limit_beside_another_is_reported_with_the_conflict():
+    lines = problems(environ={**MINIMAL, HARD_RATIO: "1.5"})
+    ratio = f"{P}storage.per.volume.limit.min.available.ratio='1.5' {ORIGIN.format(HARD_RATIO)}: allowed: "
+    bytes_origin = ORIGIN.format("CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_LIMIT_MIN_AVAILABLE_BYTES")
+    assert sorted(lines) == sorted([
+        ratio + "a number in [0.0, 1.0] (out of range)",
+        ratio + f"exactly one hard limit: either {P}storage.per.volume.limit.min.available.bytes or {P}storage.per.volume.limit.min.available.ratio, not both",
+        f"{P}storage.per.volume.limit.min.available.bytes='1000000000' {bytes_origin}: allowed: "
+        f"exactly one hard limit: either {P}storage.per.volume.limit.min.available.bytes or {P}storage.per.volume.limit.min.available.ratio, not both",
+    ])
+
+
+def test_a_value_that_was_given_is_never_reported_missing():
+    env = {
+        "CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_BOOTSTRAP_SERVERS": "a:1",
+        HARD_RATIO: "lots",
+        "CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_SOFT_LIMIT_MIN_AVAILABLE_BYTES": "5000",
+    }
+    lines = problems(environ=env)
+    assert not [line for line in lines if "<missing>" in line], lines
+    assert any(line.startswith(f"{P}storage.per.volume.limit.min.available.ratio='lots'") for line in lines), lines
+    assert any(line.startswith(f"{P}storage.per.volume.soft.limit.min.available.bytes='5000'") and "same kind as the hard limit (ratio)" in line for line in lines), lines
+
+
+def test_rules_between_settings_never_judge_an_invalid_value_by_its_default():
+    # The validity is longer than the interval that was meant; the default interval (PT1M) must not be held against it.
+    lines = problems(environ={**MINIMAL, "CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_CHECK_INTERVAL": "10s",
+                              "CLIENT_QUOTA_CALLBACK_STATIC_THROTTLE_FACTOR_VALIDITY_DURATION": "PT30S"})
+    assert len(lines) == 1 and lines[0].startswith(f"{P}storage.check.interval='10s'"), lines
+
