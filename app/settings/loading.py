@@ -1,7 +1,7 @@
 """Load settings from a properties file and the environment, and report every problem.
 
 A bad configuration must stop start-up with one line per problem naming the key, the value
-and what is allowed; this module turns pydantic's errors and the
+and what is allowed; this module turns the file's syntax errors, pydantic's errors and the
 rules between settings (exactly one hard limit, a soft limit looser than the hard one, ...)
 into such lines, all of them at once. A value that was given but is invalid still counts as
 given for the rules between settings (two hard limits conflict even when one is out of
@@ -40,7 +40,7 @@ from app.settings.model import (
 )
 from app.redaction import HIDDEN, is_secret_key
 from app.settings.durations import format_duration
-from app.settings.properties import read_properties
+from app.settings.properties import MalformedEntry, PropertiesSyntaxError, escape_key, read_properties
 from app.kafka.admin_config import to_kafka_python
 
 # Properties under our prefixes that belong to later features or to the broker-side plugin.
@@ -63,7 +63,7 @@ class Problem:
     def __str__(self) -> str:
         shown = "<missing>" if self.value is None else repr(self.value)
         where = f" (from {self.origin})" if self.origin else ""
-        return f"{self.key}={shown}{where}: allowed: {self.allowed}"
+        return f"{escape_key(self.key)}={shown}{where}: allowed: {self.allowed}"
 
 
 class ConfigurationError(Exception):
@@ -280,6 +280,16 @@ def prepare_directory(field: str, directory: Path) -> None:
         raise ConfigurationError([Problem(property_name(field), str(directory), f"{allowed_values(field)} ({reason})")]) from None
 
 
+_UNREADABLE = "java.util.Properties refuses this file too"
+
+
+def _malformed_problem(entry: MalformedEntry, source: str) -> Problem:
+    origin = f"{source}, line {entry.line}"
+    if entry.key is None:
+        return Problem("--config", source, f"a key with \\uXXXX escapes of four hexadecimal digits ({_UNREADABLE})", origin)
+    return Problem(entry.key, entry.raw, f"\\uXXXX escapes with four hexadecimal digits ({_UNREADABLE})", origin)
+
+
 def load_settings(
     config_file: Path | None = None,
     environ: Mapping[str, str] | None = None,
@@ -289,6 +299,7 @@ def load_settings(
     environ = os.environ if environ is None else environ
     problems: list[Problem] = []
     properties: dict[str, str] = {}
+    unreadable: list[MalformedEntry] = []
     source = ""
     if config_file is not None:
         source = str(config_file)
@@ -296,6 +307,9 @@ def load_settings(
             properties = read_properties(config_file)
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigurationError([Problem("--config", source, f"a readable properties file ({exc})")]) from exc
+        except PropertiesSyntaxError as exc:  # reported, and the rest of the file judged too
+            properties, unreadable = exc.entries, exc.malformed
+            problems.extend(_malformed_problem(entry, source) for entry in unreadable)
     values = _collect(properties, source, environ)
 
     kwargs: dict[str, Any] = {}
@@ -313,6 +327,15 @@ def load_settings(
             origin_of[key] = value.origin
         else:
             problems.append(_unknown_key_problem(key, value))
+    for entry in unreadable:
+        if entry.key is None or entry.key in values:  # not ours, or the environment sets it
+            continue
+        if entry.key in PROPERTY_FIELDS:
+            field = PROPERTY_FIELDS[entry.key]
+            invalid.add(field)
+            given_raw[field], origin_of[field] = entry.raw, f"{source}, line {entry.line}"
+        elif (prefix := _wildcard_prefix(entry.key)) is not None:
+            invalid.add(WILDCARD_FIELDS[prefix])  # a family of client properties with one unknown
     for prefix, field in WILDCARD_FIELDS.items():
         kwargs[field] = wildcards[prefix]
     kwargs.update(overrides)
@@ -351,6 +374,8 @@ def configured_value(config_file: Path | None, field: str, environ: Mapping[str,
             properties = read_properties(config_file)
         except (OSError, UnicodeDecodeError):
             pass
+        except PropertiesSyntaxError as exc:
+            properties = exc.entries
     value = _collect(properties, "", os.environ if environ is None else environ).get(property_name(field))
     return value.raw if value is not None else None
 

@@ -221,6 +221,7 @@ def test_a_secret_is_hidden_by_its_key_and_no_other_text_is_rewritten():
         "allowed: a number in [0.0, 1.0] (out of range)"
     ]
 
+
 def test_an_invalid_hard_limit_beside_another_is_reported_with_the_conflict():
     lines = problems(environ={**MINIMAL, HARD_RATIO: "1.5"})
     ratio = f"{P}storage.per.volume.limit.min.available.ratio='1.5' {ORIGIN.format(HARD_RATIO)}: allowed: "
@@ -251,3 +252,27 @@ def test_rules_between_settings_never_judge_an_invalid_value_by_its_default():
                               "CLIENT_QUOTA_CALLBACK_STATIC_THROTTLE_FACTOR_VALIDITY_DURATION": "PT30S"})
     assert len(lines) == 1 and lines[0].startswith(f"{P}storage.check.interval='10s'"), lines
 
+
+def test_a_malformed_unicode_escape_is_refused_with_its_key_and_line_and_everything_else_reported(tmp_path):
+    path = write(tmp_path, (
+        f"# java.util.Properties refuses these\n"
+        f"{P}throttle.factor.fallback=0.\\u00\n"
+        f"throttle.service.admin.token=0123456789abcdef\\u12G4\n"
+        f"ke\\u00y=broker setting\n"
+        f"{P}storage.per.volume.limit.min.available.bytes=100\n"
+        f"{P}storage.per.volume.limit.min.available.ratio=0.1\n"
+        f"{P}kafka.admin.bootstrap.servers=a:1\n"
+    ))
+    lines = problems(config_file=path, environ={})
+    escape = "allowed: \\uXXXX escapes with four hexadecimal digits (java.util.Properties refuses this file too)"
+    assert f"{P}throttle.factor.fallback='0.\\\\u00' (from {path}, line 2): {escape}" in lines
+    assert f"throttle.service.admin.token='<hidden>' (from {path}, line 3): {escape}" in lines
+    assert f"--config='{path}' (from {path}, line 4): allowed: a key with \\uXXXX escapes of four hexadecimal digits (java.util.Properties refuses this file too)" in lines
+    assert sum("not both" in line for line in lines) == 2  # and the rest of the file is judged too
+    assert len(lines) == 5 and "12G4" not in "\n".join(lines)
+
+
+def test_properties_follow_java_on_line_ends_and_lone_backslashes():
+    assert parse_properties("a=1\fb=2\x85c\u2028d\n") == {"a": "1\fb=2\x85c\u2028d"}
+    assert parse_properties("a=1\\\n  # still the value\nb") == {"a": "1# still the value", "b": ""}
+    assert parse_properties("\\\n#a comment\nk=v\n\\") == {"k": "v", "": ""}
