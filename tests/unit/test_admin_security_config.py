@@ -233,3 +233,20 @@ def test_a_broken_log_call_is_left_to_logging_to_report_not_raised_by_the_scrubb
     install_log_redaction({"scrub-me-too-1234"})
     record = logging.getLogRecordFactory()("app.test", logging.WARNING, __file__, 1, "two placeholders %s %s", ("one",), None)
     assert record.msg == "two placeholders %s %s"  # the handler's formatting reports it, as without the scrubber
+
+
+def test_the_admin_connection_logs_its_settings_with_secrets_hidden_by_key(caplog):
+    """The service's own lines are not scrubbed by value, so this one hides the SASL password
+    by its key, whatever its length."""
+    from app.kafka.admin_connection import AdminConnection
+
+    password = "pw-" + os.urandom(3).hex()
+    connection = AdminConnection("127.0.0.1:1", 300, {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
+                                                      "sasl_plain_username": "svc", "sasl_plain_password": password})
+    caplog.set_level(logging.DEBUG, logger="app.kafka.admin_connection")
+    try:
+        connection._build().close()
+    finally:
+        connection.close()
+    line = next(r.getMessage() for r in caplog.records if "building the admin connection" in r.getMessage())
+    assert password not in line and "'sasl_plain_password': '<hidden>'" in line and "'sasl_plain_username': 'svc'" in line
