@@ -45,7 +45,8 @@ FRAGMENTS = [
 # Malformed unicode escapes: Java refuses a text with one outside a comment.
 MALFORMED = ["\\u", "\\u0", "\\u00", "\\u004", "\\u12G4", "\\u 123", "\\u-123", "\\u\u00e9\u00e9\u00e9\u00e9", "\\u00\n1"]
 
-# Named cases, each a known difference between Python's str methods and Java's reader.
+# Named cases: the corners of the format, most of them where a reader built on Python's str
+# methods (splitlines, strip) and Java's disagree.
 KNOWN_CASES = [
     "a=1\fb=2",  # form feed: whitespace to Java, a line break to str.splitlines()
     "a=1\x85b=2\u2028c=3\u2029d=4\x1cx\x1dy\x1ez\vw",
