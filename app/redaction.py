@@ -2,9 +2,16 @@
 
 A setting is secret when its key says so (password, secret, token, a JAAS line, credentials):
 the admin token, the admin client's and the history producer's SASL and key store
-passwords. Secrets are never written on purpose; as a safety net for libraries that log
-their own configuration (kafka-python does at DEBUG), every log record is scrubbed of the
-configured secret values before any handler sees it.
+passwords. The service hides a secret by its key wherever it names a setting (configuration
+problems, the settings' representation) and never searches its own text for secret values:
+a short secret such as ``short`` would turn ``(too short)`` into ``(too <hidden>)``, garbling
+the message and revealing the secret at once.
+
+Libraries are another matter: kafka-python logs its whole configuration at DEBUG. As a
+safety net, the records of every logger outside the service's own (``app``), and the
+exception text of every record, are scrubbed of the configured secret values before any
+handler sees them. Values shorter than MIN_REDACTED_LENGTH are left alone: they match
+ordinary words, and the gaps they would leave spell them out.
 """
 
 from __future__ import annotations
@@ -16,7 +23,8 @@ from collections.abc import Iterable
 HIDDEN = "<hidden>"
 SECRET_WORDS = ("password", "secret", "token", "jaas", "credential")
 # Shorter values would turn ordinary words of log lines into <hidden>; the token needs 16.
-MIN_REDACTED_LENGTH = 4
+MIN_REDACTED_LENGTH = 8
+SERVICE_LOGGER = "app"  # the service's own loggers: app.decision, app.kafka.volume_source, ...
 _JAAS_PASSWORD = re.compile(r'password\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -46,8 +54,9 @@ _installed: set[str] = set()
 
 
 def install_log_redaction(secrets: Iterable[str]) -> None:
-    """Scrub ``secrets`` from every log record created from now on, whatever logger or
-    handler it goes to (uvicorn configures its own handlers, kafka-python its own loggers)."""
+    """Scrub ``secrets`` from every library's log records created from now on, whatever
+    handler they go to (uvicorn configures its own handlers, kafka-python its own loggers),
+    and from the exception text of every record."""
     new = {s for s in secrets if len(s) >= MIN_REDACTED_LENGTH}
     if not new:
         return
@@ -60,15 +69,20 @@ def install_log_redaction(secrets: Iterable[str]) -> None:
 
     def scrubbed_record(*args, **kwargs) -> logging.LogRecord:
         record = make_record(*args, **kwargs)
-        try:
-            message = record.getMessage()
-        except Exception:  # a broken format string: logging reports it when the handler formats
-            return record
-        clean = redact(message, _installed)
-        if clean != message:
-            record.msg, record.args = clean, ()
+        if not _is_service_logger(record.name):
+            try:
+                message = record.getMessage()
+            except Exception:  # a broken format string: logging reports it when the handler formats
+                return record
+            clean = redact(message, _installed)
+            if clean != message:
+                record.msg, record.args = clean, ()
         if record.exc_info and not record.exc_text:
             record.exc_text = redact(exception_formatter.formatException(record.exc_info), _installed)
         return record
 
     logging.setLogRecordFactory(scrubbed_record)
+
+
+def _is_service_logger(name: str) -> bool:
+    return name == SERVICE_LOGGER or name.startswith(SERVICE_LOGGER + ".")

@@ -30,6 +30,7 @@ from kafka import KafkaAdminClient
 from kafka.net.compat import KafkaNetClient
 from kafka.net.inet import KafkaNetSocket
 
+from app.redaction import HIDDEN, is_secret_key
 from app.kafka.tls import TlsFiles
 
 log = logging.getLogger(__name__)
@@ -98,8 +99,9 @@ class AdminConnection:
         if self._tls is not None:
             self._tls_loaded = self._tls.fingerprint()
             config["ssl_context"] = self._tls.context()  # reads the files now; may raise
-        # Secrets in it (SASL passwords) are scrubbed from every log record (app.redaction).
-        log.debug("building the admin connection with %s", config)
+        # The service hides secrets by key in its own lines; they are not scrubbed by value.
+        shown = {k: HIDDEN if v is not None and is_secret_key(k) else v for k, v in config.items()}
+        log.debug("building the admin connection with %s", shown)
         client = KafkaNetClient(metrics=None, **config)
         try:
             client._net.start()

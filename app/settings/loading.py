@@ -1,8 +1,15 @@
 """Load settings from a properties file and the environment, and report every problem.
 
 A bad configuration must stop start-up with one line per problem naming the key, the value
-and what is allowed; this module turns pydantic's errors and the cross-field rules (exactly
-one hard limit, a soft limit looser than the hard one, ...) into such lines.
+and what is allowed; this module turns the file's syntax errors, pydantic's errors and the
+rules between settings (exactly one hard limit, a soft limit looser than the hard one, ...)
+into such lines, all of them at once. A value that was given but is invalid still counts as
+given for the rules between settings (two hard limits conflict even when one is out of
+range), and a rule that would compare an invalid value is left out rather than judged
+against the default in its place.
+
+A problem about a secret key shows ``<hidden>`` for its value, whatever the value is: the key
+decides, and no other text of a message is searched for secret values and rewritten.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,28 +38,32 @@ from app.settings.model import (
     env_name,
     property_name,
 )
-from app.redaction import HIDDEN, is_secret_key, redact, secret_values_of
+from app.redaction import HIDDEN, is_secret_key
 from app.settings.durations import format_duration
-from app.settings.properties import read_properties
+from app.settings.properties import MalformedEntry, PropertiesSyntaxError, escape_key, read_properties
 from app.kafka.admin_config import to_kafka_python
 
 # Properties under our prefixes that belong to later features or to the broker-side plugin.
 _OWN_PREFIXES = (STATIC_PREFIX, SERVICE_PREFIX)
-SECRET_FIELDS = frozenset(f for f in PROPERTY_FIELDS.values() if is_secret_key(property_name(f)))  # never echoed
+_QUOTED = re.compile(r'"([^"]*)"')
 _HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[^\s:,\[\]]+):(\d{1,5})$")
 
 
 @dataclass(frozen=True)
 class Problem:
     key: str
-    value: str | None
+    value: str | None  # None: not given; a secret key's value is never held, only HIDDEN
     allowed: str
     origin: str = ""
+
+    def __post_init__(self) -> None:
+        if self.value is not None and is_secret_key(self.key):
+            object.__setattr__(self, "value", HIDDEN)
 
     def __str__(self) -> str:
         shown = "<missing>" if self.value is None else repr(self.value)
         where = f" (from {self.origin})" if self.origin else ""
-        return f"{self.key}={shown}{where}: allowed: {self.allowed}"
+        return f"{escape_key(self.key)}={shown}{where}: allowed: {self.allowed}"
 
 
 class ConfigurationError(Exception):
@@ -100,9 +112,9 @@ def _history_producer_problems(s: Settings, origin_of: dict[str, str]) -> list[P
         reason = str(exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else exc)
         named = next((k for k in config if f'"{k}"' in reason or k in reason), None)
         key = HISTORY_PRODUCER_PREFIX + (named or "*")
+        if is_secret_key(key):  # librdkafka quotes values ('Invalid value "..." for ...'): keep only names
+            reason = _QUOTED.sub(lambda m: m.group(0) if m.group(1) in config else f'"{HIDDEN}"', reason)
         value = config.get(named) if named else None
-        if value is not None and is_secret_key(key):
-            value = HIDDEN
         return [Problem(key, value, f"a property librdkafka accepts ({reason})", origin_of.get(key, ""))]
     return []
 
@@ -111,7 +123,7 @@ def _unknown_key_problem(key: str, value: _Value) -> Problem:
     close = difflib.get_close_matches(key, list(PROPERTY_FIELDS), n=1, cutoff=0.8)
     allowed = f"did you mean {close[0]}?" if close else "a known setting (see docs/configuration.md)"
     # A misspelt secret key (admin.tokn) still holds the secret.
-    secret = is_secret_key(key) or (close and is_secret_key(close[0]))
+    secret = bool(close) and is_secret_key(close[0])
     return Problem(key, HIDDEN if secret else value.raw, allowed, value.origin)
 
 
@@ -120,25 +132,34 @@ def _check_bootstrap(servers: str) -> bool:
     return all(match is not None and 0 < int(match.group(2)) < 65536 for match in matches)
 
 
-def _cross_field_problems(s: Settings, origin_of: dict[str, str], raw_of: dict[str, Any]) -> list[Problem]:
+_HARD_LIMITS = ("storage_per_volume_limit_min_available_bytes", "storage_per_volume_limit_min_available_ratio")
+_SOFT_LIMITS = ("storage_per_volume_soft_limit_min_available_bytes", "storage_per_volume_soft_limit_min_available_ratio")
+_HYSTERESIS = ("storage_per_volume_limit_hysteresis_bytes", "storage_per_volume_limit_hysteresis_ratio")
+
+
+def _cross_field_problems(s: Settings, origin_of: dict[str, str], given_raw: Mapping[str, Any], invalid: set[str]) -> list[Problem]:
+    """The rules between settings. ``s`` holds the valid values (an invalid one is left at its
+    default); ``invalid`` names the fields given with a value already reported as invalid."""
     problems: list[Problem] = []
 
     def problem(field: str, allowed: str) -> None:
-        value = raw_of.get(field, getattr(s, field))
-        shown = None if value is None else str(value)
+        value = given_raw.get(field, getattr(s, field))
+        shown = None if value is None else format_duration(value) if isinstance(value, timedelta) else str(value)
         problems.append(Problem(property_name(field), shown, allowed, origin_of.get(field, "")))
 
-    hard = [f for f in ("storage_per_volume_limit_min_available_bytes", "storage_per_volume_limit_min_available_ratio") if getattr(s, f) is not None]
-    soft = [f for f in ("storage_per_volume_soft_limit_min_available_bytes", "storage_per_volume_soft_limit_min_available_ratio") if getattr(s, f) is not None]
-    hysteresis = [f for f in ("storage_per_volume_limit_hysteresis_bytes", "storage_per_volume_limit_hysteresis_ratio") if getattr(s, f) is not None]
-    exactly_one = (
-        "exactly one hard limit: either "
-        + property_name("storage_per_volume_limit_min_available_bytes")
-        + " or "
-        + property_name("storage_per_volume_limit_min_available_ratio")
-    )
+    def given(field: str) -> bool:
+        return field in invalid or getattr(s, field) is not None
+
+    def valid(*fields: str) -> bool:
+        return invalid.isdisjoint(fields)
+
+    # Which limits are set is known even when a value is invalid; how they compare is not.
+    hard = [f for f in _HARD_LIMITS if given(f)]
+    soft = [f for f in _SOFT_LIMITS if given(f)]
+    hysteresis = [f for f in _HYSTERESIS if given(f)]
+    exactly_one = f"exactly one hard limit: either {property_name(_HARD_LIMITS[0])} or {property_name(_HARD_LIMITS[1])}"
     if not hard:
-        problem("storage_per_volume_limit_min_available_bytes", exactly_one)
+        problem(_HARD_LIMITS[0], exactly_one)
     elif len(hard) > 1:
         for field in hard:
             problem(field, exactly_one + ", not both")
@@ -150,8 +171,8 @@ def _cross_field_problems(s: Settings, origin_of: dict[str, str], raw_of: dict[s
         for field in soft:
             kind = "bytes" if field.endswith("bytes") else "ratio"
             if kind != hard_kind:
-                problem(field, f"a soft limit of the same kind as the hard limit ({hard[0].split('_')[-1]})")
-            elif len(soft) == 1 and getattr(s, field) <= getattr(s, hard[0]):
+                problem(field, f"a soft limit of the same kind as the hard limit ({hard_kind})")
+            elif len(soft) == 1 and valid(field, hard[0]) and getattr(s, field) <= getattr(s, hard[0]):
                 problem(field, f"a value strictly greater than the hard limit {property_name(hard[0])}={getattr(s, hard[0])}")
         for field in hysteresis:
             kind = "bytes" if field.endswith("bytes") else "ratio"
@@ -161,46 +182,54 @@ def _cross_field_problems(s: Settings, origin_of: dict[str, str], raw_of: dict[s
         for field in hysteresis:
             problem(field, "at most one hysteresis setting")
 
-    if s.throttle_factor_validity_duration.total_seconds() <= 0:
-        problem("throttle_factor_validity_duration", allowed_values("throttle_factor_validity_duration"))
-    elif s.observation_enabled and s.throttle_factor_validity_duration <= s.storage_check_interval:
-        problem(
-            "throttle_factor_validity_duration",
-            f"a duration longer than the check interval ({format_duration(s.storage_check_interval)}), "
-            "or every factor expires before the next round",
-        )
-    if s.observation_enabled:
-        if not s.kafka_admin_bootstrap_servers:
-            problem("kafka_admin_bootstrap_servers", allowed_values("kafka_admin_bootstrap_servers"))
-        elif not _check_bootstrap(s.kafka_admin_bootstrap_servers):
-            problem("kafka_admin_bootstrap_servers", "a comma-separated list of host:port, e.g. kafka-0:9092,kafka-1:9092")
+    interval_known = valid("storage_check_interval")
+    # Only PT0S turns observation off, so an invalid interval leaves it on.
+    observing = s.observation_enabled or not interval_known
+    if valid("throttle_factor_validity_duration"):
+        if s.throttle_factor_validity_duration.total_seconds() <= 0:
+            problem("throttle_factor_validity_duration", allowed_values("throttle_factor_validity_duration"))
+        elif interval_known and s.observation_enabled and s.throttle_factor_validity_duration <= s.storage_check_interval:
+            problem(
+                "throttle_factor_validity_duration",
+                f"a duration longer than the check interval ({format_duration(s.storage_check_interval)}), "
+                "or every factor expires before the next round",
+            )
+    bootstrap = "kafka_admin_bootstrap_servers"
+    if observing:
+        if valid(bootstrap):
+            if not s.kafka_admin_bootstrap_servers:
+                problem(bootstrap, allowed_values(bootstrap))
+            elif not _check_bootstrap(s.kafka_admin_bootstrap_servers):
+                problem(bootstrap, "a comma-separated list of host:port, e.g. kafka-0:9092,kafka-1:9092")
         timeout = s.effective_kafka_request_timeout
-        if timeout.total_seconds() <= 0 or timeout >= s.storage_check_interval:
+        if valid("kafka_request_timeout") and interval_known and (timeout.total_seconds() <= 0 or timeout >= s.storage_check_interval):
             problem("kafka_request_timeout", f"a duration greater than zero and shorter than the check interval ({format_duration(s.storage_check_interval)})")
-    if s.quota_store == "kafka" and not s.kafka_admin_bootstrap_servers:
-        problem("quota_store", "sqlite, or kafka with client.quota.callback.static.kafka.admin.bootstrap.servers set (the store's cluster)")
-    elif s.quota_store == "kafka" and not s.observation_enabled and not _check_bootstrap(s.kafka_admin_bootstrap_servers or ""):
-        problem("kafka_admin_bootstrap_servers", "a comma-separated list of host:port, e.g. kafka-0:9092,kafka-1:9092")
-    if (s.http_ssl_certfile is None) != (s.http_ssl_keyfile is None):
-        missing = "http_ssl_keyfile" if s.http_ssl_keyfile is None else "http_ssl_certfile"
+    if valid("quota_store", bootstrap) and s.quota_store == "kafka":
+        if not s.kafka_admin_bootstrap_servers:
+            problem("quota_store", "sqlite, or kafka with client.quota.callback.static.kafka.admin.bootstrap.servers set (the store's cluster)")
+        elif not observing and not _check_bootstrap(s.kafka_admin_bootstrap_servers):
+            problem(bootstrap, "a comma-separated list of host:port, e.g. kafka-0:9092,kafka-1:9092")
+    if given("http_ssl_certfile") != given("http_ssl_keyfile"):
+        missing = "http_ssl_certfile" if given("http_ssl_keyfile") else "http_ssl_keyfile"
         problem(missing, "set both the certificate and the key file for HTTPS, or neither")
     for field in ("http_ssl_certfile", "http_ssl_keyfile"):
         path = getattr(s, field)
-        if path is not None and not _is_file(path):
+        if valid(field) and path is not None and not _is_file(path):
             problem(field, "a readable file")
-    directories = [("data_dir", s.data_dir)]
-    if s.history_enabled and s.history_dir:  # unset: under the data dir
+    directories = [("data_dir", s.data_dir)] if valid("data_dir") else []
+    if valid("history_enabled", "history_dir") and s.history_enabled and s.history_dir:  # unset: under the data dir
         directories.append(("history_dir", s.history_dir))
     for field, directory in directories:
         reason = directory_problem(Path(directory))
         if reason:
             problem(field, f"{allowed_values(field)}; {reason}")
-    if s.history_kafka_enabled:
+    if valid("history_kafka_enabled", "history_kafka_producer", bootstrap) and s.history_kafka_enabled:
         problems.extend(_history_producer_problems(s, origin_of))
-    _, admin_problems = to_kafka_python(s.kafka_admin, load_tls=s.observation_enabled)
-    for admin_problem in admin_problems:
-        key = ADMIN_PREFIX + admin_problem.key
-        problems.append(Problem(key, admin_problem.value, admin_problem.allowed, origin_of.get(key, "")))
+    if valid("kafka_admin"):
+        _, admin_problems = to_kafka_python(s.kafka_admin, load_tls=observing)
+        for admin_problem in admin_problems:
+            key = ADMIN_PREFIX + admin_problem.key
+            problems.append(Problem(key, admin_problem.value, admin_problem.allowed, origin_of.get(key, "")))
     return problems
 
 
@@ -251,12 +280,14 @@ def prepare_directory(field: str, directory: Path) -> None:
         raise ConfigurationError([Problem(property_name(field), str(directory), f"{allowed_values(field)} ({reason})")]) from None
 
 
-def _scrubbed(problems: list[Problem], secrets: set[str]) -> list[Problem]:
-    """The problems with every configured secret value replaced, wherever it appears."""
-    return [
-        Problem(p.key, None if p.value is None else redact(p.value, secrets), redact(p.allowed, secrets), p.origin)
-        for p in problems
-    ]
+_UNREADABLE = "java.util.Properties refuses this file too"
+
+
+def _malformed_problem(entry: MalformedEntry, source: str) -> Problem:
+    origin = f"{source}, line {entry.line}"
+    if entry.key is None:
+        return Problem("--config", source, f"a key with \\uXXXX escapes of four hexadecimal digits ({_UNREADABLE})", origin)
+    return Problem(entry.key, entry.raw, f"\\uXXXX escapes with four hexadecimal digits ({_UNREADABLE})", origin)
 
 
 def load_settings(
@@ -266,62 +297,71 @@ def load_settings(
 ) -> Settings:
     """Build the settings, or raise ConfigurationError listing every problem."""
     environ = os.environ if environ is None else environ
+    problems: list[Problem] = []
     properties: dict[str, str] = {}
+    unreadable: list[MalformedEntry] = []
     source = ""
     if config_file is not None:
+        source = str(config_file)
         try:
             properties = read_properties(config_file)
         except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigurationError([Problem("--config", str(config_file), f"a readable properties file ({exc})")]) from exc
-        source = str(config_file)
+            raise ConfigurationError([Problem("--config", source, f"a readable properties file ({exc})")]) from exc
+        except PropertiesSyntaxError as exc:  # reported, and the rest of the file judged too
+            properties, unreadable = exc.entries, exc.malformed
+            problems.extend(_malformed_problem(entry, source) for entry in unreadable)
     values = _collect(properties, source, environ)
-    secrets: set[str] = set()
-    for key, value in values.items():
-        secrets |= secret_values_of(key, value.raw)
 
-    problems: list[Problem] = []
     kwargs: dict[str, Any] = {}
+    given_raw: dict[str, Any] = {}  # what each field was given, as written, for the messages
     origin_of: dict[str, str] = {}
+    invalid: set[str] = set()  # fields given a value that is reported as invalid
     wildcards: dict[str, dict[str, str]] = {prefix: {} for prefix in WILDCARD_FIELDS}
     for key, value in values.items():
         if key in PROPERTY_FIELDS:
             field = PROPERTY_FIELDS[key]
-            kwargs[field] = value.raw
+            kwargs[field] = given_raw[field] = value.raw
             origin_of[field] = value.origin
         elif (prefix := _wildcard_prefix(key)) is not None:
             wildcards[prefix][key[len(prefix) :]] = value.raw
             origin_of[key] = value.origin
         else:
             problems.append(_unknown_key_problem(key, value))
+    for entry in unreadable:
+        if entry.key is None or entry.key in values:  # not ours, or the environment sets it
+            continue
+        if entry.key in PROPERTY_FIELDS:
+            field = PROPERTY_FIELDS[entry.key]
+            invalid.add(field)
+            given_raw[field], origin_of[field] = entry.raw, f"{source}, line {entry.line}"
+        elif (prefix := _wildcard_prefix(entry.key)) is not None:
+            invalid.add(WILDCARD_FIELDS[prefix])  # a family of client properties with one unknown
     for prefix, field in WILDCARD_FIELDS.items():
         kwargs[field] = wildcards[prefix]
     kwargs.update(overrides)
+    given_raw.update(overrides)
 
     try:
         settings = Settings(**kwargs)
     except ValidationError as exc:
-        bad_fields: set[str] = set()
         for error in exc.errors():
             field = str(error["loc"][0]) if error["loc"] else ""
             if field not in Settings.model_fields:
                 continue
-            bad_fields.add(field)
-            raw = "<hidden>" if field in SECRET_FIELDS else kwargs.get(field)
+            invalid.add(field)
+            raw = kwargs.get(field)
             reason = str(error["msg"]).removeprefix("Value error, ")
             allowed = allowed_values(field)
             if reason.removeprefix("expected ") not in allowed:
                 allowed = f"{allowed} ({reason})"
             problems.append(Problem(property_name(field), None if raw is None else str(raw), allowed, origin_of.get(field, "")))
-        # Check the rules between settings too, leaving out the values already reported.
-        try:
-            settings = Settings(**{k: v for k, v in kwargs.items() if k not in bad_fields})
+        try:  # the valid values, for the rules between settings
+            settings = Settings(**{k: v for k, v in kwargs.items() if k not in invalid})
         except ValidationError:
-            raise ConfigurationError(_scrubbed(problems, secrets)) from exc
-        problems.extend(p for p in _cross_field_problems(settings, origin_of, kwargs) if PROPERTY_FIELDS.get(p.key) not in bad_fields)
-        raise ConfigurationError(_scrubbed(problems, secrets)) from exc
-    problems.extend(_cross_field_problems(settings, origin_of, kwargs))
+            raise ConfigurationError(problems) from exc
+    problems.extend(_cross_field_problems(settings, origin_of, given_raw, invalid))
     if problems:
-        raise ConfigurationError(_scrubbed(problems, secrets))
+        raise ConfigurationError(problems)
     return settings
 
 
@@ -334,6 +374,8 @@ def configured_value(config_file: Path | None, field: str, environ: Mapping[str,
             properties = read_properties(config_file)
         except (OSError, UnicodeDecodeError):
             pass
+        except PropertiesSyntaxError as exc:
+            properties = exc.entries
     value = _collect(properties, "", os.environ if environ is None else environ).get(property_name(field))
     return value.raw if value is not None else None
 

@@ -135,30 +135,57 @@ def test_misspelt_or_unsupported_secret_keys_do_not_echo_their_values(tmp_path):
     assert "typo-token-secret-77" not in text and "plain-secret-88" not in text
 
 
-def test_log_records_of_any_logger_are_scrubbed_of_configured_secrets():
+class Kept(logging.Handler):
+    """Keeps the records one logger emits, as a handler would see them."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+        self.logger = logging.getLogger(name)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def __enter__(self) -> list[logging.LogRecord]:
+        self.logger.addHandler(self)
+        self.level, self.logger.level = self.logger.level, logging.DEBUG
+        return self.records
+
+    def __exit__(self, *exc_info) -> None:
+        self.logger.removeHandler(self)
+        self.logger.level = self.level
+
+
+def test_log_records_of_library_loggers_are_scrubbed_of_configured_secrets():
     secret = "scrub-me-" + os.urandom(4).hex()
-    install_log_redaction({secret, "abc"})  # too short to scrub: would garble ordinary words
-    records: list[logging.LogRecord] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            records.append(record)
-
-    logger = logging.getLogger("kafka.some.library")
-    handler = Keep()
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    try:
-        logger.debug("Starting with configuration: %s", {"sasl_plain_password": secret, "other": "abc"})
+    short = os.urandom(3).hex() + "z"  # 7 characters: too short to scrub, it would garble ordinary words
+    install_log_redaction({secret, short})
+    with Kept("kafka.some.library") as records:
+        logger = logging.getLogger("kafka.some.library")
+        logger.debug("Starting with configuration: %s", {"sasl_plain_password": secret, "other": short})
         try:
             raise RuntimeError(f"failed with {secret}")
         except RuntimeError:
             logger.exception("boom")
-    finally:
-        logger.removeHandler(handler)
-    assert secret not in records[0].getMessage() and "<hidden>" in records[0].getMessage() and "abc" in records[0].getMessage()
+    assert secret not in records[0].getMessage() and "<hidden>" in records[0].getMessage() and short in records[0].getMessage()
     assert secret not in (records[1].exc_text or "") and "failed with <hidden>" in records[1].exc_text
     assert redact(f"x{secret}y", {secret}) == "x<hidden>y"
+
+
+def test_the_services_own_log_lines_are_never_rewritten_by_value():
+    """What the service writes itself hides secrets by key, so a secret that happens to be
+    words of its messages leaves them whole; exception text is still scrubbed."""
+    words = "material unusable " + os.urandom(4).hex()
+    install_log_redaction({words})
+    with Kept("app.kafka.volume_source") as records:
+        logger = logging.getLogger("app.kafka.volume_source")
+        logger.warning("admin client TLS %s: ssl.keystore.location", words)
+        try:
+            raise RuntimeError(f"library said {words}")
+        except RuntimeError:
+            logger.exception("round failed")
+    assert records[0].getMessage() == f"admin client TLS {words}: ssl.keystore.location"
+    assert "library said <hidden>" in records[1].exc_text
 
 
 def test_the_fingerprint_changes_with_the_content_even_when_the_mtime_does_not(tmp_path):
@@ -206,3 +233,20 @@ def test_a_broken_log_call_is_left_to_logging_to_report_not_raised_by_the_scrubb
     install_log_redaction({"scrub-me-too-1234"})
     record = logging.getLogRecordFactory()("app.test", logging.WARNING, __file__, 1, "two placeholders %s %s", ("one",), None)
     assert record.msg == "two placeholders %s %s"  # the handler's formatting reports it, as without the scrubber
+
+
+def test_the_admin_connection_logs_its_settings_with_secrets_hidden_by_key(caplog):
+    """The service's own lines are not scrubbed by value, so this one hides the SASL password
+    by its key, whatever its length."""
+    from app.kafka.admin_connection import AdminConnection
+
+    password = "pw-" + os.urandom(3).hex()
+    connection = AdminConnection("127.0.0.1:1", 300, {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN",
+                                                      "sasl_plain_username": "svc", "sasl_plain_password": password})
+    caplog.set_level(logging.DEBUG, logger="app.kafka.admin_connection")
+    try:
+        connection._build().close()
+    finally:
+        connection.close()
+    line = next(r.getMessage() for r in caplog.records if "building the admin connection" in r.getMessage())
+    assert password not in line and "'sasl_plain_password': '<hidden>'" in line and "'sasl_plain_username': 'svc'" in line

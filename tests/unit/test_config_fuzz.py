@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from app.server.cli import EXIT_INVALID_CONFIG, main
 from app.settings.loading import environ_without_settings
+from app.settings.properties import PropertiesSyntaxError, escape_key, parse_properties
 from app.settings.model import ADMIN_PREFIX, HISTORY_PRODUCER_PREFIX, PROPERTY_FIELDS, SERVICE_PREFIX, STATIC_PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,6 +46,7 @@ TYPICAL_VALUES = [
     "a:1", "kafka-0:9092,kafka-1:9092", "[::1]:9092", "host:99999", "User:alice", "Group:ops", "produce,fetch", "bytes",
     "/nonexistent/dir", "/etc/passwd", "/etc/passwd/sub", "/proc/self/nope", "~/x", "DEBUG", "debug", "TRACE",
     "9" * 400, "a" * 5000, "\u00e9\u00e8", "\u2603", "${env:HOME}", "'quoted'", '"quoted"', "x\\", "\\u00zz",
+    "\\u00", "\\u0041", "0.\\u0035", "a\fb", "1\x852", "1\u20282", "\\", "\\\\",
 ]
 values = st.one_of(st.sampled_from(TYPICAL_VALUES), st.text(max_size=40), st.integers().map(str), st.floats().map(str))
 keys = st.one_of(
@@ -53,7 +55,9 @@ keys = st.one_of(
     st.sampled_from([STATIC_PREFIX, SERVICE_PREFIX]).flatmap(lambda p: st.text("abcdefghijklmnopqrstuvwxyz.", min_size=1, max_size=20).map(lambda s: p + s)),
     st.text("abcdefghijklmnopqrstuvwxyz.", min_size=1, max_size=20),  # not ours: ignored, as broker keys are
 )
-separators = st.sampled_from(["=", ": ", " ", "\t", " = "])
+separators = st.sampled_from(["=", ": ", " ", "\t", " = ", "\f", ":"])
+# Java's line ends, and characters Python's str.splitlines() would wrongly take for one.
+line_ends = st.sampled_from(["\n", "\n", "\n", "\r", "\r\n", "\f", "\v", "\x1c", "\x85", "\u2028", "\u2029"])
 
 
 @st.composite
@@ -80,18 +84,29 @@ def property_files(draw) -> bytes:
         chosen = [f"{k}={v}" for k, v in MINIMAL.items()] + chosen
     if chosen and draw(st.booleans()):
         chosen.append(draw(st.sampled_from(chosen)))  # a duplicated line
-    data = "\n".join(chosen).encode("utf-8", "surrogatepass")
+    text = ""
+    for line in chosen:
+        text += line + draw(line_ends)
+    data = text.encode("utf-8", "surrogatepass")
     if draw(st.integers(0, 9)) == 0:
         data += draw(st.binary(min_size=1, max_size=20))  # not UTF-8 (mostly)
     return data
 
 
 def keys_in(data: bytes) -> set[str]:
-    text = data.decode("utf-8", "replace")
-    return {re.split(r"[=: \t]", line.strip(), maxsplit=1)[0] for line in text.splitlines()}
+    """The keys the file gives, as java.util.Properties reads them (the reader is compared
+    with the JDK's in test_properties_differential)."""
+    try:
+        keys = set(parse_properties(data.decode("utf-8")))
+    except UnicodeDecodeError:
+        return set()
+    except PropertiesSyntaxError as exc:
+        keys = set(exc.entries) | {m.key for m in exc.malformed if m.key is not None}
+    return {escape_key(key) for key in keys}  # as problem lines name them
 
 
-PROBLEM_LINE = re.compile(r"^  (\S+?)=(?:<missing>|'|\")")
+# the key as a file would write it: escapes for whitespace, separators and control characters
+PROBLEM_LINE = re.compile(r"^  ((?:\\.|[^\s\\=])+)=(<missing>|'|\")")
 
 
 def check_outcome(code: int | None, stdout: str, stderr: str, data: bytes, path: Path) -> None:
@@ -108,7 +123,9 @@ def check_outcome(code: int | None, stdout: str, stderr: str, data: bytes, path:
         assert match, f"a problem line that names no key: {line!r}"
         key = match.group(1)
         # the key is one in the file, or a known setting (e.g. a required one that is missing)
-        assert key == "--config" or key in PROPERTY_FIELDS or any(key.startswith(p) for p in (ADMIN_PREFIX, HISTORY_PRODUCER_PREFIX)) or any(key in k for k in present), line
+        assert key == "--config" or key in PROPERTY_FIELDS or any(key.startswith(p) for p in (ADMIN_PREFIX, HISTORY_PRODUCER_PREFIX)) or key in present, line
+        # ... and a key the file gives a value is never reported as missing
+        assert not (match.group(2) == "<missing>" and key in present), line
         assert "allowed:" in line, line
 
 
@@ -127,6 +144,7 @@ def run_check_in_process(path: Path) -> tuple[int | None, str, str]:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=property_files())
 @example(data=b"\xff\xfe not utf-8")
+@example(data=b"k\\n\\ y\\u0007=\\u00\n" + (STATIC_PREFIX + "produce\\u00e9=1\x0c" + STATIC_PREFIX + "fetch=\\u004").encode())
 @example(data=(STATIC_PREFIX + "storage.check.interval=" + "9" * 5000).encode())
 @example(data=(SERVICE_PREFIX + "data.dir=" + "a/" * 3000).encode() + b"\n" + b"\n".join(f"{k}={v}".encode() for k, v in MINIMAL.items()))
 @example(data=(SERVICE_PREFIX + "history.dir=/etc/passwd/x\n" + SERVICE_PREFIX + "data.dir=\\u0000").encode())

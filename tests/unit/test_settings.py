@@ -200,3 +200,79 @@ def test_factor_types_and_quota_defaults():
 def test_the_admin_token_is_never_echoed():
     lines = problems(environ={**MINIMAL, "THROTTLE_SERVICE_ADMIN_TOKEN": "short-secret"})
     assert len(lines) == 1 and "short-secret" not in lines[0] and "<hidden>" in lines[0]
+
+
+TOKEN = "THROTTLE_SERVICE_ADMIN_TOKEN"
+HARD_RATIO = "CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_LIMIT_MIN_AVAILABLE_RATIO"
+ORIGIN = "(from environment variable {})"
+
+
+def test_a_secret_is_hidden_by_its_key_and_no_other_text_is_rewritten():
+    lines = problems(environ={**MINIMAL, TOKEN: "short"})
+    assert lines == [
+        f"throttle.service.admin.token='<hidden>' {ORIGIN.format(TOKEN)}: "
+        "allowed: a secret of at least 16 characters; unset: changes to quotas are refused (too short)"
+    ]
+    # A valid token that happens to be words of another problem's message leaves that message whole.
+    token = "a number in [0.0, 1.0]"
+    lines = problems(environ={**MINIMAL, TOKEN: token, "CLIENT_QUOTA_CALLBACK_STATIC_THROTTLE_FACTOR_FALLBACK": "2"})
+    assert lines == [
+        f"{P}throttle.factor.fallback='2' {ORIGIN.format('CLIENT_QUOTA_CALLBACK_STATIC_THROTTLE_FACTOR_FALLBACK')}: "
+        "allowed: a number in [0.0, 1.0] (out of range)"
+    ]
+
+
+def test_an_invalid_hard_limit_beside_another_is_reported_with_the_conflict():
+    lines = problems(environ={**MINIMAL, HARD_RATIO: "1.5"})
+    ratio = f"{P}storage.per.volume.limit.min.available.ratio='1.5' {ORIGIN.format(HARD_RATIO)}: allowed: "
+    bytes_origin = ORIGIN.format("CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_LIMIT_MIN_AVAILABLE_BYTES")
+    assert sorted(lines) == sorted([
+        ratio + "a number in [0.0, 1.0] (out of range)",
+        ratio + f"exactly one hard limit: either {P}storage.per.volume.limit.min.available.bytes or {P}storage.per.volume.limit.min.available.ratio, not both",
+        f"{P}storage.per.volume.limit.min.available.bytes='1000000000' {bytes_origin}: allowed: "
+        f"exactly one hard limit: either {P}storage.per.volume.limit.min.available.bytes or {P}storage.per.volume.limit.min.available.ratio, not both",
+    ])
+
+
+def test_a_value_that_was_given_is_never_reported_missing():
+    env = {
+        "CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_BOOTSTRAP_SERVERS": "a:1",
+        HARD_RATIO: "lots",
+        "CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_SOFT_LIMIT_MIN_AVAILABLE_BYTES": "5000",
+    }
+    lines = problems(environ=env)
+    assert not [line for line in lines if "<missing>" in line], lines
+    assert any(line.startswith(f"{P}storage.per.volume.limit.min.available.ratio='lots'") for line in lines), lines
+    assert any(line.startswith(f"{P}storage.per.volume.soft.limit.min.available.bytes='5000'") and "same kind as the hard limit (ratio)" in line for line in lines), lines
+
+
+def test_rules_between_settings_never_judge_an_invalid_value_by_its_default():
+    # The validity is longer than the interval that was meant; the default interval (PT1M) must not be held against it.
+    lines = problems(environ={**MINIMAL, "CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_CHECK_INTERVAL": "10s",
+                              "CLIENT_QUOTA_CALLBACK_STATIC_THROTTLE_FACTOR_VALIDITY_DURATION": "PT30S"})
+    assert len(lines) == 1 and lines[0].startswith(f"{P}storage.check.interval='10s'"), lines
+
+
+def test_a_malformed_unicode_escape_is_refused_with_its_key_and_line_and_everything_else_reported(tmp_path):
+    path = write(tmp_path, (
+        f"# java.util.Properties refuses these\n"
+        f"{P}throttle.factor.fallback=0.\\u00\n"
+        f"throttle.service.admin.token=0123456789abcdef\\u12G4\n"
+        f"ke\\u00y=broker setting\n"
+        f"{P}storage.per.volume.limit.min.available.bytes=100\n"
+        f"{P}storage.per.volume.limit.min.available.ratio=0.1\n"
+        f"{P}kafka.admin.bootstrap.servers=a:1\n"
+    ))
+    lines = problems(config_file=path, environ={})
+    escape = "allowed: \\uXXXX escapes with four hexadecimal digits (java.util.Properties refuses this file too)"
+    assert f"{P}throttle.factor.fallback='0.\\\\u00' (from {path}, line 2): {escape}" in lines
+    assert f"throttle.service.admin.token='<hidden>' (from {path}, line 3): {escape}" in lines
+    assert f"--config='{path}' (from {path}, line 4): allowed: a key with \\uXXXX escapes of four hexadecimal digits (java.util.Properties refuses this file too)" in lines
+    assert sum("not both" in line for line in lines) == 2  # and the rest of the file is judged too
+    assert len(lines) == 5 and "12G4" not in "\n".join(lines)
+
+
+def test_properties_follow_java_on_line_ends_and_lone_backslashes():
+    assert parse_properties("a=1\fb=2\x85c\u2028d\n") == {"a": "1\fb=2\x85c\u2028d"}
+    assert parse_properties("a=1\\\n  # still the value\nb") == {"a": "1# still the value", "b": ""}
+    assert parse_properties("\\\n#a comment\nk=v\n\\") == {"k": "v", "": ""}
