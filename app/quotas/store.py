@@ -111,6 +111,15 @@ def integrity_problem(db: sqlite3.Connection) -> str | None:
     return "; ".join(line.strip() for finding in findings for line in finding.splitlines() if line.strip())[:300]
 
 
+def _rollback_journal_header(path: Path) -> bool:
+    """Whether the file's header says rollback journal, not WAL (bytes 18 and 19 are 1): a
+    backup's. The store itself is in WAL mode from its first opening on."""
+    with suppress(OSError), path.open("rb") as file:
+        header = file.read(20)
+        return header.startswith(b"SQLite format 3\x00") and header[18:20] == b"\x01\x01"
+    return False
+
+
 def _has_table(db: sqlite3.Connection, name: str) -> bool:
     return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
 
@@ -161,7 +170,9 @@ class QuotaStore:
         recorded = self._recorded()
         wal = wal_file(path)
         wal_holds_frames = wal.is_file() and wal.stat().st_size > 0
-        loss = self._lost_file(recorded, wal_holds_frames)  # before SQLite creates or initialises anything
+        if wal_holds_frames and _rollback_journal_header(path):
+            raise self._foreign_wal()
+        loss = self._lost_file(recorded)  # before SQLite creates or initialises anything
         if loss is not None and not accept_loss:
             raise loss
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -200,7 +211,17 @@ class QuotaStore:
             log.warning("%s cannot be read (%s): checking the quota store without it", self.generation_path, exc)
             return None
 
-    def _lost_file(self, recorded: Generation | None, wal_holds_frames: bool) -> StoreRefused | None:
+    def _foreign_wal(self) -> StoreRefused:
+        """A -wal file beside a file in rollback-journal mode: the file is a backup put in place
+        of a store that was not stopped cleanly, and the -wal file is that store's. SQLite
+        would apply it to the backup: the old store's pages over the restored ones."""
+        wal, shm = wal_file(self.path), self.path.with_name(self.path.name + "-shm")
+        return StoreRefused(
+            f"quota store {self.path} is a copy made by `throttle-service backup`, but {wal.name} beside it belongs to the store it replaced",
+            f"delete {wal.name} and {shm.name} (restoring means: stop the service, delete both, copy the backup into place), then start again",
+        )
+
+    def _lost_file(self, recorded: Generation | None) -> StoreRefused | None:
         if not self.path.exists():
             if recorded is None or recorded.empty:
                 return None  # a new store, or one that held nothing
@@ -208,8 +229,9 @@ class QuotaStore:
                 f"quota store {self.path} is missing, but {self.generation_path.name} beside it records {recorded.holding()} (change {recorded.number})",
                 f"put the file back, or copy {BACKUP_HINT} into its place, or {ACCEPT_HINT} to begin with an empty store",
             )
-        if self.path.stat().st_size == 0 and not wal_holds_frames and (recorded is None or not recorded.empty):
-            # SQLite writes a header into every file it creates: an empty one was emptied.
+        if self.path.stat().st_size == 0 and (recorded is None or not recorded.empty):
+            # SQLite writes a header into every file it creates (and drops the -wal file of an
+            # empty one): an empty file was emptied.
             recorded_text = f", but {self.generation_path.name} beside it records {recorded.holding()}" if recorded else ""
             return StoreRefused(
                 f"quota store {self.path} is empty (0 bytes){recorded_text}",

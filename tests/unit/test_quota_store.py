@@ -12,7 +12,7 @@ import pytest
 from app.quotas.backup import backup
 from app.quotas.generation import Generation, generation_path, read_generation
 from app.quotas.model import QuotaEntity, QuotaGroup, QuotaType
-from app.quotas.store import SCHEMA_VERSION, QuotaStore, StoreRefused
+from app.quotas.store import SCHEMA_VERSION, QuotaStore, StoreRefused, wal_file
 
 ALICE = QuotaEntity("alice", None)
 SCHEMA_1 = """
@@ -179,3 +179,23 @@ def test_a_backup_needs_a_store_and_a_directory_to_write_into(tmp_path):
     with pytest.raises(StoreRefused, match="is damaged"):
         backup(damaged, tmp_path / "backup.sqlite3")
     assert not (tmp_path / "backup.sqlite3").exists() and not (tmp_path / ".backup.sqlite3.partial").exists()
+
+
+def test_a_backup_put_in_place_beside_the_replaced_stores_wal_is_refused_not_mixed_with_it(tmp_path):
+    """SQLite would apply the -wal file a killed store left behind to the restored copy."""
+    path = tmp_path / "quotas.sqlite3"
+    store = QuotaStore(path)
+    store.put_override(ALICE, {QuotaType.PRODUCE: 5.0}, 0)
+    backup(path, tmp_path / "backup.sqlite3")
+    store.put_override(QuotaEntity("bob", None), {QuotaType.PRODUCE: 6.0}, 0)
+    left_behind = wal_file(path).read_bytes()  # as after kill -9
+    store.close()
+    shutil.copy(tmp_path / "backup.sqlite3", path)
+    wal_file(path).write_bytes(left_behind)
+    for accept_loss in (False, True):
+        with pytest.raises(StoreRefused, match="quotas.sqlite3-wal beside it belongs to the store it replaced: delete quotas.sqlite3-wal"):
+            QuotaStore(path, accept_loss=accept_loss)
+    wal_file(path).unlink()
+    restored = QuotaStore(path, accept_loss=True)  # older than the store it replaced, on purpose
+    assert restored.load_overrides() == {ALICE: {QuotaType.PRODUCE: 5.0}}
+    restored.close()
