@@ -57,8 +57,8 @@ CREATE TABLE IF NOT EXISTS store_state (
 );
 INSERT OR IGNORE INTO store_state VALUES (0, 0, 0);
 """
-BACKUP_HINT = "a backup made with `throttle-service backup`"
-ACCEPT_HINT = "start once with --accept-empty-store"
+_BACKUP_HINT = "a backup made with `throttle-service backup`"
+_ACCEPT_HINT = "start once with --accept-empty-store"
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class StoreRefused(Exception):
 def damaged_store(path: Path, what: str) -> StoreRefused:
     return StoreRefused(
         f"quota store {path} is damaged ({what})",
-        f"move it aside, then copy {BACKUP_HINT} into its place, or {ACCEPT_HINT} to begin with an empty store",
+        f"move it aside, then copy {_BACKUP_HINT} into its place, or {_ACCEPT_HINT} to begin with an empty store",
     )
 
 
@@ -227,7 +227,7 @@ class QuotaStore:
                 return None  # a new store, or one that held nothing
             return StoreRefused(
                 f"quota store {self.path} is missing, but {self.generation_path.name} beside it records {recorded.holding()} (change {recorded.number})",
-                f"put the file back, or copy {BACKUP_HINT} into its place, or {ACCEPT_HINT} to begin with an empty store",
+                f"put the file back, or copy {_BACKUP_HINT} into its place, or {_ACCEPT_HINT} to begin with an empty store",
             )
         if self.path.stat().st_size == 0 and (recorded is None or not recorded.empty):
             # SQLite writes a header into every file it creates (and drops the -wal file of an
@@ -235,7 +235,7 @@ class QuotaStore:
             recorded_text = f", but {self.generation_path.name} beside it records {recorded.holding()}" if recorded else ""
             return StoreRefused(
                 f"quota store {self.path} is empty (0 bytes){recorded_text}",
-                f"copy {BACKUP_HINT} into its place, or {ACCEPT_HINT} to begin with an empty store",
+                f"copy {_BACKUP_HINT} into its place, or {_ACCEPT_HINT} to begin with an empty store",
             )
         return None
 
@@ -251,7 +251,7 @@ class QuotaStore:
         if version > SCHEMA_VERSION:
             raise StoreRefused(
                 f"quota store {self.path} was written by a newer throttle-service (schema {version}; this one reads up to {SCHEMA_VERSION})",
-                f"run that version, or copy {BACKUP_HINT} of this version into its place",
+                f"run that version, or copy {_BACKUP_HINT} of this version into its place",
             )
         held, in_use = held_generation(self._db)
         if loss is None:
@@ -270,12 +270,12 @@ class QuotaStore:
             return StoreRefused(
                 f"quota store {self.path} holds {held.holding()} (change {held.number}), but {self.generation_path.name} beside it "
                 f"records {recorded.holding()} at change {recorded.number}, so it came back older (its -wal file lost, or an older copy put in place)",
-                f"put the latest copy back with its -wal file; to use it as it is (a backup restored on purpose), {ACCEPT_HINT}",
+                f"put the latest copy back with its -wal file; to use it as it is (a backup restored on purpose), {_ACCEPT_HINT}",
             )
         if in_use and not wal_holds_frames:
             return StoreRefused(
                 f"quota store {self.path} was copied without its -wal file while a service had it open, so it may lack the latest changes",
-                f"copy the {wal_file(self.path).name} file beside it, or use {BACKUP_HINT}; to use it as it is, {ACCEPT_HINT}",
+                f"copy the {wal_file(self.path).name} file beside it, or use {_BACKUP_HINT}; to use it as it is, {_ACCEPT_HINT}",
             )
         return None
 
