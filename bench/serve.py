@@ -14,9 +14,9 @@ import time
 import uvicorn
 from fastapi import FastAPI, Response
 
-from app.server.app import QUOTA_STORE_FILE, create_app
+from app.server.app import create_app
 from app.quotas.model import DEFAULT, QuotaEntity, QuotaType
-from app.quotas.store import QuotaStore
+from app.quotas.store import QuotaStore, store_file
 from app.settings import load_settings
 from app.observation.model import ObservationRound, VolumeObservation
 
@@ -27,7 +27,7 @@ QUOTA_OVERRIDES = 1000  # a realistic table behind /quotas and /quotas/resolve
 
 
 def seed_quota_store(data_dir: Path) -> None:
-    store = QuotaStore(data_dir / QUOTA_STORE_FILE)
+    store = QuotaStore(store_file(data_dir))
     for n in range(QUOTA_OVERRIDES):
         store.put_override(QuotaEntity(f"user-{n}", DEFAULT if n % 2 else None), {QuotaType.PRODUCE: 1e6 + n}, time.time())
     store.close()

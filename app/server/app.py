@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
@@ -22,7 +21,7 @@ from app.kafka.admin_config import to_kafka_python, to_librdkafka
 from app.observation.source import VolumeSource
 from app.quotas.kafka_store import KafkaQuotaStore
 from app.quotas.service import QuotaService
-from app.quotas.store import QuotaStore
+from app.quotas.store import QuotaStore, store_file
 from app.server.loop import ObservationLoop
 from app.server.metrics import ServiceMetrics, instrument_http
 from app.server.problems import install_problem_handlers
@@ -34,7 +33,6 @@ from app.server.state import ServiceState
 from app.settings import Settings
 
 API_VERSION = "0.1.0"
-QUOTA_STORE_FILE = "quotas.sqlite3"
 
 
 def kafka_source_from(settings: Settings, clock: Clock) -> VolumeSource:
@@ -60,7 +58,7 @@ def quota_store_from(settings: Settings) -> QuotaStore | KafkaQuotaStore:
         store = KafkaQuotaStore(settings.quota_store_topic, to_librdkafka(settings.kafka_admin, settings.kafka_admin_bootstrap_servers))
         store.start()
         return store
-    return QuotaStore(Path(settings.data_dir) / QUOTA_STORE_FILE)
+    return QuotaStore(store_file(settings.data_dir))  # checked once more: the command line checked it before serving
 
 
 def decider_from(settings: Settings, clock: Clock) -> ThrottleDecider:

@@ -1,4 +1,5 @@
-"""``throttle-service``: run the HTTP service, or check a configuration and exit."""
+"""``throttle-service``: run the HTTP service, or check a configuration, back up the quota
+store or move it to Kafka, and exit."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import logging
 import sys
 from pathlib import Path
 
+from app.quotas.backup import backup
+from app.quotas.store import QuotaStore, StoreRefused, store_file
 from app.redaction import install_log_redaction
 from app.settings import ConfigurationError, Settings, load_settings
 from app.settings.loading import prepare_directory
@@ -22,12 +25,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--config", type=Path, metavar="FILE", help="Kafka-style properties file")
     parser.add_argument("--check-config", action="store_true", help="validate the configuration and exit (0 valid, 2 invalid)")
+    parser.add_argument(
+        "--accept-empty-store",
+        action="store_true",
+        help="start on a SQLite quota store that came back empty or older than its last change, taking it as it is (once: it becomes the store to expect)",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     migrate = commands.add_parser(
         "migrate-store", help="copy the SQLite store's overrides and groups into the Kafka-backed store (throttle.service.quota.store=kafka)"
     )
     migrate.add_argument("--config", type=Path, metavar="FILE", default=argparse.SUPPRESS, help="Kafka-style properties file")
     migrate.add_argument("--from", dest="source", type=Path, metavar="FILE", help="the SQLite file (default: quotas.sqlite3 in the data dir)")
+    backup_command = commands.add_parser(
+        "backup", help="copy the SQLite quota store into FILE, also while the service runs; restore by copying FILE into its place"
+    )
+    backup_command.add_argument("--config", type=Path, metavar="FILE", default=argparse.SUPPRESS, help="Kafka-style properties file")
+    backup_command.add_argument("target", type=Path, metavar="FILE", help="the backup to write (replaced if it exists)")
     return parser
 
 
@@ -56,6 +69,41 @@ def _prepare_directories(settings: Settings) -> None:
         raise _invalid(exc) from None
 
 
+def _check_quota_store(settings: Settings, accept_loss: bool) -> None:
+    """Open the SQLite store once before serving, so that a store that cannot be trusted stops
+    start-up with one line here rather than in the app's lifespan, which uvicorn turns into
+    exit 3 and a traceback. The lifespan opens it again, checked again."""
+    if settings.quota_store != "sqlite":
+        return
+    try:
+        store = QuotaStore(store_file(settings.data_dir), accept_loss=accept_loss)
+    except StoreRefused as exc:
+        print(f"throttle-service: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_INVALID_CONFIG) from None
+    store.close()
+    log = logging.getLogger("app.quotas")
+    if store.accepted_loss is not None:
+        log.warning("accepted as it is (--accept-empty-store): %s", store.accepted_loss)
+    log.info("quota store %s checked: %s (change %d)", store.path, store.generation.holding(), store.generation.number)
+
+
+def _backup(settings: Settings, target: Path) -> int:
+    if settings.quota_store != "sqlite":
+        print("throttle-service backup: the quota store is the Kafka topic (throttle.service.quota.store=kafka), kept by Kafka's replicas: nothing to back up here", file=sys.stderr)
+        return EXIT_INVALID_CONFIG
+    store = store_file(settings.data_dir)
+    try:
+        held = backup(store, target)
+    except StoreRefused as exc:
+        print(f"throttle-service backup: {exc}", file=sys.stderr)
+        return EXIT_INVALID_CONFIG
+    except OSError as exc:
+        print(f"throttle-service backup: could not write {target}: {exc}", file=sys.stderr)
+        return 1
+    print(f"backed up {held.holding()} (change {held.number}) of {store} to {target}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     settings = _load(args.config)
@@ -66,6 +114,8 @@ def main(argv: list[str] | None = None) -> None:
         from app.server.migrate import migrate_store
 
         raise SystemExit(migrate_store(settings, args.source))
+    if args.command == "backup":
+        raise SystemExit(_backup(settings, args.target))
     _prepare_directories(settings)
     # Before any logging: no library may write a configured secret to the log.
     install_log_redaction(settings.secret_values)
@@ -74,6 +124,7 @@ def main(argv: list[str] | None = None) -> None:
         # kafka-python logs every failed attempt; failed rounds carry its latest error and
         # the service logs each change of state once.
         logging.getLogger("kafka").propagate = False
+    _check_quota_store(settings, args.accept_empty_store)
 
     import uvicorn
 

@@ -13,10 +13,9 @@ from pathlib import Path
 
 from app.kafka.admin_config import to_librdkafka
 from app.quotas.kafka_store import ChangeRefused, KafkaQuotaStore, StoreUnavailable
-from app.quotas.store import QuotaStore
+from app.quotas.store import QuotaStore, StoreRefused, store_file
 from app.settings import Settings
 
-QUOTA_STORE_FILE = "quotas.sqlite3"
 LOAD_TIMEOUT_SECONDS = 60.0
 
 
@@ -24,11 +23,15 @@ def migrate_store(settings: Settings, source: Path | None) -> int:
     if settings.quota_store != "kafka":
         print("throttle-service migrate-store: set throttle.service.quota.store=kafka (the store to copy into)", file=sys.stderr)
         return 2
-    path = source or Path(settings.data_dir) / QUOTA_STORE_FILE
+    path = source or store_file(settings.data_dir)
     if not path.is_file():
         print(f"throttle-service migrate-store: {path} does not exist: nothing to copy (--from FILE names another)", file=sys.stderr)
         return 2
-    sqlite = QuotaStore(path)
+    try:
+        sqlite = QuotaStore(path)
+    except StoreRefused as exc:
+        print(f"throttle-service migrate-store: {exc}", file=sys.stderr)
+        return 2
     overrides, groups = sqlite.load_overrides(), sqlite.load_groups()
     sqlite.close()
     assert settings.kafka_admin_bootstrap_servers is not None

@@ -1,5 +1,6 @@
 """docs/reliability.md's security model stays true: it names every secret setting and every
-endpoint with who may call it, and every test it cites exists."""
+endpoint with who may call it, and every test it cites exists; its quota store section names
+the store's files and commands, and the tests it cites exist."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import ast
 import re
 from pathlib import Path
 
+from app.quotas.generation import generation_path
+from app.quotas.store import store_file, wal_file
 from app.server.app import create_app
 from app.redaction import HIDDEN, MIN_REDACTED_LENGTH, is_secret_key
 from app.settings import load_settings
@@ -56,3 +59,17 @@ def test_every_cited_test_exists():
         tree = ast.parse((ROOT / path).read_text())
         names = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
         assert name in names, f"{path}::{name} is cited but does not exist"
+
+
+def test_the_quota_store_section_names_the_files_and_commands_and_its_tests_exist():
+    text = (ROOT / "docs" / "reliability.md").read_text()
+    section = text[text.index("## The quota store") :]
+    section = section[: section.index("\n## ")]
+    store = store_file(Path("/data"))
+    for name in (store.name, generation_path(store).name, wal_file(store).name, "--accept-empty-store", "throttle-service --config throttle.properties backup"):
+        assert name in section, name
+    cited = re.findall(r"`(tests/[\w/]+\.py)::(\w+)`", section)
+    assert len(cited) >= 8
+    for path, name in cited:
+        tree = ast.parse((ROOT / path).read_text())
+        assert name in {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}, f"{path}::{name} is cited but does not exist"
