@@ -200,3 +200,11 @@ def test_factor_types_and_quota_defaults():
 def test_the_admin_token_is_never_echoed():
     lines = problems(environ={**MINIMAL, "THROTTLE_SERVICE_ADMIN_TOKEN": "short-secret"})
     assert len(lines) == 1 and "short-secret" not in lines[0] and "<hidden>" in lines[0]
+
+
+@pytest.mark.parametrize("value", ["1023", "104857601", "1MiB", "-1"])
+def test_the_request_body_limit_is_an_integer_between_1_kib_and_100_mib(value):
+    lines = problems(environ={**MINIMAL, "THROTTLE_SERVICE_HTTP_MAX_BODY_BYTES": value})
+    assert len(lines) == 1 and lines[0].startswith(f"throttle.service.http.max.body.bytes={value!r}"), lines
+    assert "an integer from 1024 to 104857600" in lines[0]
+    assert load_settings(environ=MINIMAL).http_max_body_bytes == 1048576
