@@ -17,10 +17,11 @@ from pydantic import SecretStr
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.server.problems import problem_json
+from app.settings.model import env_name, property_name
 
 READ_METHODS = frozenset({"GET", "HEAD"})
-TOKEN_SETTING = "throttle.service.admin.token"
-BODY_LIMIT_SETTING = "throttle.service.http.max.body.bytes"
+TOKEN_SETTING = property_name("admin_token")
+BODY_LIMIT_SETTING = property_name("http_max_body_bytes")
 
 
 def is_write(scope: Scope) -> bool:
@@ -49,7 +50,7 @@ class AdminToken:
             refusal = problem_json(
                 path, 403, "Changes disabled",
                 f"quota changes are refused because no admin token is configured; set {TOKEN_SETTING} "
-                "(THROTTLE_SERVICE_ADMIN_TOKEN) to enable them",
+                f"({env_name(TOKEN_SETTING)}) to enable them",
             )
         else:
             scheme, _, credentials = (header(scope, b"authorization") or b"").partition(b" ")

@@ -74,7 +74,7 @@ class AuditLog:
     def _log(scope: Scope, status: int | None) -> None:
         client = scope.get("client")
         # raw_path: percent-encoded as sent, so it holds no control characters.
-        path = scope.get("raw_path", scope["path"].encode()).decode("ascii", "backslashreplace")
+        path = (scope.get("raw_path") or b"").decode("ascii", "backslashreplace") or scope["path"]
         named = entity(scope)
         result = "abandoned" if status is None else outcome(status)  # the client left before an answer
         logger.log(

@@ -9,6 +9,10 @@ from fastapi import FastAPI
 
 from app.settings import Settings
 
+# h11, not httptools: with httptools a request carrying "Upgrade: h2c" (every http:// request
+# of Java's java.net.http.HttpClient) reaches the app without its body (Kludex/uvicorn#2722).
+# h11 is pure Python and costs throughput; BENCHMARKS.md has the figures.
+HTTP_PARSER = "h11"
 # The request line and every header together; a longer head is refused with 400 before the
 # app sees it (h11 buffers at most this much of an incomplete head).
 MAX_REQUEST_HEAD_BYTES = 16 * 1024
@@ -26,9 +30,7 @@ def serve(app: FastAPI, settings: Settings) -> None:
     logging.getLogger("uvicorn.error").addFilter(_IgnoredUpgradeFilter())
     uvicorn.run(
         app,
-        # h11, not httptools: with httptools a request carrying "Upgrade: h2c" (every http://
-        # request of Java's java.net.http.HttpClient) reaches the app without its body.
-        http="h11",
+        http=HTTP_PARSER,
         h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
         host=settings.http_host,
         port=settings.http_port,

@@ -118,7 +118,9 @@ class UnexpectedErrors:
         try:
             await self.app(scope, receive, noting_start)
         except Exception:
-            logger.exception("%s %s failed", scope["method"], scope["path"])
+            # raw_path: percent-encoded as sent, so a hostile path cannot break the log line.
+            path = (scope.get("raw_path") or b"").decode("ascii", "backslashreplace") or scope["path"]
+            logger.exception("%s %s failed", scope["method"], path)
             if started:
                 raise  # too late for an answer: the server closes the connection
             detail = "the service failed to answer this request; its log has the details"
