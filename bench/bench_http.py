@@ -1,13 +1,16 @@
 """Throughput and latency of the hot endpoints against a bare FastAPI endpoint:
-/throttle-factor (200 and 304), /quotas/resolve and conditional GET /quotas (304).
+/throttle-factor (200 and 304), /quotas/resolve and conditional GET /quotas (304), each
+served by uvicorn with the h11 parser (as the service runs) and with httptools.
 
 Run: .venv/bin/python bench/bench_http.py [--duration 10] [--rounds 3]
 Needs wrk (Debian package ``wrk``). Every figure is measured in the same run, servers and
-load alternating, and reported as a ratio to the bare endpoint: this machine is noisy."""
+load alternating, and reported as a ratio: to the bare endpoint on the same parser, and of
+h11 to httptools for the same endpoint. This machine is noisy."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import socket
@@ -29,18 +32,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(kind: str) -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "serve.py"), kind, str(port)], cwd=ROOT)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/healthz" if kind == "service" else f"http://127.0.0.1:{port}/bare", timeout=1)
-            return proc, port
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError(f"{kind} server did not start")
+PARSERS = ("h11", "httptools")
+
+
+def start(kind: str, parser: str, attempts: int = 3) -> tuple[subprocess.Popen, int]:
+    """A server on a free port; another port if someone took this one before it bound."""
+    # PYTHONPATH: the app of this checkout, not whichever one the environment has installed.
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for _ in range(attempts):
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "serve.py"), kind, str(port), parser], cwd=ROOT, env=env)
+        deadline = time.time() + 60
+        while time.time() < deadline and proc.poll() is None:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/healthz" if kind == "service" else f"http://127.0.0.1:{port}/bare", timeout=1)
+                return proc, port
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        proc.kill()
+        proc.wait()
+    raise RuntimeError(f"{kind} server ({parser}) did not start")
 
 
 def _to_ms(value: str) -> float:
@@ -61,10 +72,26 @@ def wrk(url: str, duration: int, headers: dict[str, str] | None = None) -> dict[
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     p50 = _to_ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
     p99 = _to_ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
     non_2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
     if non_2xx:
         raise RuntimeError(f"{url}: {non_2xx.group(1)} error responses")
-    return {"rps": rps, "p50": p50, "p99": p99}
+    return {"rps": rps, "p50": p50, "p99": p99, "requests": requests}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(pid: int, url: str, duration: int, headers: dict[str, str] | None) -> dict[str, float]:
+    """wrk's figures and the server's CPU time per request: the CPU figure hardly moves with
+    the machine's load, which req/s does."""
+    before = cpu_seconds(pid)
+    figures = wrk(url, duration, headers)
+    figures["cpu_us"] = (cpu_seconds(pid) - before) / figures["requests"] * 1e6
+    return figures
 
 
 def main() -> None:
@@ -75,42 +102,55 @@ def main() -> None:
     if shutil.which("wrk") is None:
         sys.exit("wrk is needed: apt-get install wrk")
 
-    service, service_port = start("service")
-    bare, bare_port = start("bare")
+    servers: dict[tuple[str, str], tuple[subprocess.Popen, int]] = {}
     try:
-        decision = httpx.get(f"http://127.0.0.1:{service_port}/throttle-factor")
-        etag = decision.headers["etag"]
-        quotas_etag = httpx.get(f"http://127.0.0.1:{service_port}/quotas").headers["etag"]
-        resolve_url = f"http://127.0.0.1:{service_port}/quotas/resolve?user=user-501&client-id=billing&type=produce"
-        assert httpx.get(resolve_url).json()["level"] == "user, default client-id"
-        bare_size = len(httpx.get(f"http://127.0.0.1:{bare_port}/bare").content)
+        for kind in ("service", "bare"):
+            for parser in PARSERS:
+                servers[kind, parser] = start(kind, parser)
+        targets: dict[tuple[str, str], tuple[int, str, dict[str, str] | None]] = {}
+        for parser in PARSERS:
+            service_url = f"http://127.0.0.1:{servers['service', parser][1]}"
+            decision = httpx.get(f"{service_url}/throttle-factor")
+            etag = decision.headers["etag"]
+            quotas_etag = httpx.get(f"{service_url}/quotas").headers["etag"]
+            resolve_url = f"{service_url}/quotas/resolve?user=user-501&client-id=billing&type=produce"
+            assert httpx.get(resolve_url).json()["level"] == "user, default client-id"
+            bare_url = f"http://127.0.0.1:{servers['bare', parser][1]}/bare"
+            bare_size = len(httpx.get(bare_url).content)
+            service, bare = servers["service", parser][0].pid, servers["bare", parser][0].pid
+            targets.update({
+                ("bare endpoint", parser): (bare, bare_url, None),
+                ("/throttle-factor 200", parser): (service, f"{service_url}/throttle-factor", None),
+                ("/throttle-factor 304", parser): (service, f"{service_url}/throttle-factor", {"If-None-Match": etag}),
+                ("/quotas/resolve", parser): (service, resolve_url, None),
+                ("/quotas 304", parser): (service, f"{service_url}/quotas", {"If-None-Match": quotas_etag}),
+            })
         print(f"body: service {len(decision.content)} bytes, bare {bare_size} bytes; {CONNECTIONS} connections, {args.duration}s x {args.rounds} rounds")
-        targets = {
-            "bare endpoint": (f"http://127.0.0.1:{bare_port}/bare", None),
-            "/throttle-factor 200": (f"http://127.0.0.1:{service_port}/throttle-factor", None),
-            "/throttle-factor 304": (f"http://127.0.0.1:{service_port}/throttle-factor", {"If-None-Match": etag}),
-            "/quotas/resolve": (resolve_url, None),
-            "/quotas 304": (f"http://127.0.0.1:{service_port}/quotas", {"If-None-Match": quotas_etag}),
-        }
-        results: dict[str, list[dict[str, float]]] = {name: [] for name in targets}
-        for name, (url, headers) in targets.items():  # warm-up
+        results: dict[tuple[str, str], list[dict[str, float]]] = {target: [] for target in targets}
+        for _, url, headers in targets.values():  # warm-up
             wrk(url, 2, headers)
         for _ in range(args.rounds):
-            for name, (url, headers) in targets.items():
-                results[name].append(wrk(url, args.duration, headers))
+            for target, (pid, url, headers) in targets.items():
+                results[target].append(measured(pid, url, args.duration, headers))
     finally:
-        for proc in (service, bare):
+        for proc, _ in servers.values():
             proc.terminate()
             proc.wait(10)
 
-    base = statistics.median(r["rps"] for r in results["bare endpoint"])
-    print(f"{'endpoint':<24}{'req/s':>10}{'x bare':>9}{'p50 ms':>9}{'p99 ms':>9}")
-    for name, runs in results.items():
-        rps = statistics.median(r["rps"] for r in runs)
-        p50 = statistics.median(r["p50"] for r in runs)
-        p99 = statistics.median(r["p99"] for r in runs)
-        print(f"{name:<24}{rps:>10.0f}{rps / base:>9.2f}{p50:>9.2f}{p99:>9.2f}")
+    def median(target: tuple[str, str], figure: str) -> float:
+        return statistics.median(run[figure] for run in results[target])
 
+    print(f"{'endpoint':<24}{'parser':>10}{'req/s':>10}{'x bare':>9}{'p50 ms':>9}{'p99 ms':>9}{'CPU us/req':>12}")
+    for name, parser in results:
+        rps = median((name, parser), "rps")
+        base = median(("bare endpoint", parser), "rps")
+        p50, p99, cpu = (median((name, parser), figure) for figure in ("p50", "p99", "cpu_us"))
+        print(f"{name:<24}{parser:>10}{rps:>10.0f}{rps / base:>9.2f}{p50:>9.2f}{p99:>9.2f}{cpu:>12.0f}")
+    print(f"\n{'endpoint':<24}{'h11 / httptools req/s':>23}{'CPU us/req':>12}")
+    for name in dict.fromkeys(name for name, _ in results):
+        rps_ratio = median((name, "h11"), "rps") / median((name, "httptools"), "rps")
+        cpu_ratio = median((name, "h11"), "cpu_us") / median((name, "httptools"), "cpu_us")
+        print(f"{name:<24}{rps_ratio:>23.2f}{cpu_ratio:>12.2f}")
 
 if __name__ == "__main__":
     main()

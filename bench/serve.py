@@ -1,4 +1,5 @@
-"""Servers for the HTTP benchmarks, one per process: ``python bench/serve.py service|bare PORT``.
+"""Servers for the HTTP benchmarks, one per process:
+``python bench/serve.py service|bare PORT [h11|httptools]`` (the parser defaults to the service's).
 
 ``service`` is the real app (metrics on) holding a decision over a 3-broker cluster view, as
 after a real observation round; ``bare`` is a FastAPI endpoint returning a constant JSON body
@@ -15,6 +16,7 @@ import uvicorn
 from fastapi import FastAPI, Response
 
 from app.server.app import create_app
+from app.server.http_server import HTTP_PARSER, MAX_REQUEST_HEAD_BYTES
 from app.quotas.model import DEFAULT, QuotaEntity, QuotaType
 from app.quotas.store import QuotaStore, store_file
 from app.settings import load_settings
@@ -64,9 +66,11 @@ def bare_app(body: bytes) -> FastAPI:
 
 def main() -> None:
     kind, port = sys.argv[1], int(sys.argv[2])
+    parser = sys.argv[3] if len(sys.argv) > 3 else HTTP_PARSER
     service = service_app()
     app = service if kind == "service" else bare_app(service.state.service.decisions.current().body)
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    limits = {"h11_max_incomplete_event_size": MAX_REQUEST_HEAD_BYTES} if parser == "h11" else {}
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, http=parser, **limits)
 
 
 if __name__ == "__main__":

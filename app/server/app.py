@@ -22,9 +22,11 @@ from app.observation.source import VolumeSource
 from app.quotas.kafka_store import KafkaQuotaStore
 from app.quotas.service import QuotaService
 from app.quotas.store import QuotaStore, store_file
+from app.server.admission import AdminToken, BodyLimit, HeadAsGet
+from app.server.audit import AuditLog
 from app.server.loop import ObservationLoop
 from app.server.metrics import ServiceMetrics, instrument_http
-from app.server.problems import install_problem_handlers
+from app.server.problems import UnexpectedErrors, install_problem_handlers
 from app.server.publishing import Publication, Rendering
 from app.server.routes import health, metrics, quotas, throttle, volumes
 from app.server.schemas.decision import ThrottleDecision, decision_etag_basis, decision_response
@@ -164,7 +166,14 @@ def create_app(
     install_problem_handlers(app)
     for routes in (throttle.routes, quotas.routes, volumes.routes, health.routes):
         routes.install(app)
+    # Outermost first: unexpected errors, HTTP metrics, the audit line, the token, the body
+    # limit, HEAD as GET (Starlette wraps the last one added around the others).
+    app.add_middleware(HeadAsGet)
+    app.add_middleware(BodyLimit, max_bytes=settings.http_max_body_bytes)
+    app.add_middleware(AdminToken, token=settings.admin_token)
+    app.add_middleware(AuditLog)
     instrument_http(app, registry)
+    app.add_middleware(UnexpectedErrors)
     metrics.routes.install(app)
     return app
 

@@ -126,19 +126,10 @@ def main(argv: list[str] | None = None) -> None:
         logging.getLogger("kafka").propagate = False
     _check_quota_store(settings, args.accept_empty_store)
 
-    import uvicorn
-
     from app.server.app import create_app
+    from app.server.http_server import serve
 
-    uvicorn.run(
-        create_app(settings),
-        host=settings.http_host,
-        port=settings.http_port,
-        ssl_certfile=settings.http_ssl_certfile,
-        ssl_keyfile=settings.http_ssl_keyfile,
-        log_level=settings.log_level.lower(),
-        access_log=False,
-    )
+    serve(create_app(settings), settings)
 
 
 if __name__ == "__main__":

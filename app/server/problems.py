@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -9,10 +10,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.quotas.kafka_store import StoreUnavailable
 
 PROBLEM_JSON = "application/problem+json"
+logger = logging.getLogger(__name__)
 
 
 class Problem(BaseModel):
@@ -48,9 +51,16 @@ class ProblemError(Exception):
         self.headers = headers
 
 
-def problem_response(request: Request, status: int, title: str, detail: str | None, errors: list[dict[str, Any]] | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
-    body = Problem(title=title, status=status, detail=detail, instance=request.url.path, errors=errors)
+def problem_json(
+    instance: str, status: int, title: str, detail: str | None, errors: list[dict[str, Any]] | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """The answer to a request for ``instance`` (its path); also an ASGI app, for middleware."""
+    body = Problem(title=title, status=status, detail=detail, instance=instance, errors=errors)
     return JSONResponse(body.model_dump(exclude_none=True), status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+def problem_response(request: Request, status: int, title: str, detail: str | None, errors: list[dict[str, Any]] | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+    return problem_json(request.url.path, status, title, detail, errors, headers)
 
 
 def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -85,3 +95,33 @@ def install_problem_handlers(app: FastAPI) -> None:
         detail = exc.detail if isinstance(exc.detail, str) else None
         title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
         return problem_response(request, exc.status_code, title, detail, headers=getattr(exc, "headers", None))
+
+
+class UnexpectedErrors:
+    """An exception no handler answers becomes a problem+json 500 and a logged traceback. The
+    client gets no internals, and its connection stays open (Starlette's own 500 is text/plain,
+    and an exception that reaches uvicorn closes the connection)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def noting_start(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, noting_start)
+        except Exception:
+            # raw_path: percent-encoded as sent, so a hostile path cannot break the log line.
+            path = (scope.get("raw_path") or b"").decode("ascii", "backslashreplace") or scope["path"]
+            logger.exception("%s %s failed", scope["method"], path)
+            if started:
+                raise  # too late for an answer: the server closes the connection
+            detail = "the service failed to answer this request; its log has the details"
+            await problem_json(scope["path"], 500, "Internal error", detail)(scope, receive, send)

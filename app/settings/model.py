@@ -51,6 +51,11 @@ def _split_types(value: str) -> list[str]:
     return [t.strip().lower() for t in value.split(",") if t.strip()]
 
 
+MAX_BODY_BYTES_DEFAULT = 1024 * 1024
+# A quota change is a few hundred bytes; a group of many thousand members fits in 1 MiB. The
+# limit is also what a write may hold in memory, so it stays far below a process's size.
+MAX_BODY_BYTES_RANGE = (1024, 100 * 1024 * 1024)
+
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 
@@ -292,6 +297,12 @@ class Settings(BaseSettings):
         "a path to a PEM private key",
         "Private key for HTTPS.",
     )
+    http_max_body_bytes: int = setting(
+        MAX_BODY_BYTES_DEFAULT,
+        SERVICE_PREFIX + "http.max.body.bytes",
+        f"an integer from {MAX_BODY_BYTES_RANGE[0]} to {MAX_BODY_BYTES_RANGE[1]}",
+        "Largest request body accepted; a larger one is answered 413 as soon as its size is known, before it is read.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = setting(
         "INFO",
         SERVICE_PREFIX + "log.level",
@@ -409,6 +420,14 @@ class Settings(BaseSettings):
     @classmethod
     def _port(cls, value: int) -> int:
         if not 1 <= value <= 65535:
+            raise ValueError("out of range")
+        return value
+
+    @field_validator("http_max_body_bytes")
+    @classmethod
+    def _body_limit(cls, value: int) -> int:
+        low, high = MAX_BODY_BYTES_RANGE
+        if not low <= value <= high:
             raise ValueError("out of range")
         return value
 

@@ -21,6 +21,7 @@ import pytest
 from app.settings.properties import PropertiesSyntaxError, parse_properties
 
 ORACLE_SOURCE = Path(__file__).parent / "java" / "PropertiesOracle.java"
+CACHE = Path(__file__).resolve().parents[2] / ".cache" / "properties-oracle"
 TEXTS = 4000
 SEED = 20240614
 
@@ -72,12 +73,12 @@ KNOWN_CASES = [
 
 
 @pytest.fixture(scope="module")
-def oracle(request) -> list[str]:
+def oracle() -> list[str]:
     """The command that runs the compiled oracle; compiled once per change of its source."""
     if shutil.which("javac") is None or shutil.which("java") is None:
         pytest.fail("the JDK (javac and java) is needed to compare the properties reader with java.util.Properties")
     source = ORACLE_SOURCE.read_bytes()
-    classes = Path(request.config.cache.mkdir("properties-oracle")) / hashlib.sha256(source).hexdigest()[:16]
+    classes = CACHE / hashlib.sha256(source).hexdigest()[:16]
     if not (classes / "PropertiesOracle.class").exists():
         classes.mkdir(parents=True, exist_ok=True)
         subprocess.run(["javac", "-d", str(classes), str(ORACLE_SOURCE)], check=True, capture_output=True, timeout=120)

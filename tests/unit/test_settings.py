@@ -276,3 +276,9 @@ def test_properties_follow_java_on_line_ends_and_lone_backslashes():
     assert parse_properties("a=1\fb=2\x85c\u2028d\n") == {"a": "1\fb=2\x85c\u2028d"}
     assert parse_properties("a=1\\\n  # still the value\nb") == {"a": "1# still the value", "b": ""}
     assert parse_properties("\\\n#a comment\nk=v\n\\") == {"k": "v", "": ""}
+@pytest.mark.parametrize("value", ["1023", "104857601", "1MiB", "-1"])
+def test_the_request_body_limit_is_an_integer_between_1_kib_and_100_mib(value):
+    lines = problems(environ={**MINIMAL, "THROTTLE_SERVICE_HTTP_MAX_BODY_BYTES": value})
+    assert len(lines) == 1 and lines[0].startswith(f"throttle.service.http.max.body.bytes={value!r}"), lines
+    assert "an integer from 1024 to 104857600" in lines[0]
+    assert load_settings(environ=MINIMAL).http_max_body_bytes == 1048576

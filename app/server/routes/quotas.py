@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import hmac
 from typing import Annotated
 
 from fastapi import Depends, Path, Query, Request, Response
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import HTTPBearer
 
 from app.server.conditional import WAIT_PARAMETER, conditional_get, conditional_responses
 from app.server.routes.route_set import RouteSet
@@ -88,25 +87,10 @@ async def resolve_quota(request: Request) -> Response:
     return Response(body, media_type="application/json")
 
 
-async def require_admin(
-    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
-) -> None:
-    token = service_state(request).settings.admin_token
-    if token is None:
-        raise ProblemError(
-            403,
-            "Changes disabled",
-            "quota changes are refused because no admin token is configured; set throttle.service.admin.token "
-            "(THROTTLE_SERVICE_ADMIN_TOKEN) to enable them",
-        )
-    if credentials is None or credentials.scheme.lower() != "bearer":
-        raise ProblemError(401, "Unauthorized", "send Authorization: Bearer <admin token>", headers={"WWW-Authenticate": "Bearer"})
-    if not hmac.compare_digest(credentials.credentials.encode(), token.get_secret_value().encode()):
-        raise ProblemError(403, "Forbidden", "the bearer token is not the admin token")
-
-
-Admin = Depends(require_admin)
-MUTATION_ERRORS = problem_responses(401, 403, 404, 409, 422, 503)
+# Declares the token in the OpenAPI document; app.server.admission checks it, before the body
+# is read (FastAPI reads and parses a body before it runs a route's dependencies).
+Admin = Depends(bearer)
+MUTATION_ERRORS = problem_responses(401, 403, 404, 409, 413, 422, 503)
 
 
 def _entity(user: str | None, client_id: str | None) -> QuotaEntity:

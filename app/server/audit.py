@@ -1,0 +1,84 @@
+"""One audit line per write: who asked to change which quota entity, and what came of it.
+
+    PUT /quotas/overrides user="alice" client-id="<default>" outcome=accepted status=200 client=10.0.0.7
+
+Outcomes: ``accepted`` (2xx), ``refused`` (401/403: no token, a wrong one, or changes
+disabled), ``rejected`` (another 4xx: an invalid or too large request, a conflict, nothing to
+delete), ``failed`` (5xx), ``abandoned`` (the client left before an answer); refusals are
+warnings, the rest information. The line never holds the token or the body. Names come from the
+request as sent: quoted and escaped, so a name with a line break stays on its line."""
+
+from __future__ import annotations
+
+import json
+import logging
+from urllib.parse import parse_qsl
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.server.admission import is_write
+
+logger = logging.getLogger(__name__)
+
+GROUPS_PATH = "/quotas/groups/"
+ENTITY_QUERY = ("user", "client-id")
+MAX_NAME_CHARS = 200
+
+
+def outcome(status: int) -> str:
+    if status < 400:
+        return "accepted"
+    if status in (401, 403):
+        return "refused"
+    return "rejected" if status < 500 else "failed"
+
+
+def _quoted(name: str) -> str:
+    if len(name) > MAX_NAME_CHARS:
+        name = name[:MAX_NAME_CHARS] + "..."
+    return json.dumps(name)  # ASCII only, control characters escaped
+
+
+def entity(scope: Scope) -> str:
+    """The entity a write names: a group by its path, an override by its query."""
+    path: str = scope["path"]
+    if path.startswith(GROUPS_PATH):
+        return "group=" + _quoted(path[len(GROUPS_PATH) :])
+    query = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
+    return " ".join(f"{key}={_quoted(value)}" for key, value in query if key in ENTITY_QUERY)
+
+
+class AuditLog:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not is_write(scope):
+            return await self.app(scope, receive, send)
+        status: int | None = None
+
+        async def noting_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, noting_status)
+        except Exception:
+            self._log(scope, 500 if status is None else status)  # answered 500 further out
+            raise
+        self._log(scope, status)
+
+    @staticmethod
+    def _log(scope: Scope, status: int | None) -> None:
+        client = scope.get("client")
+        # raw_path: percent-encoded as sent, so it holds no control characters.
+        path = (scope.get("raw_path") or b"").decode("ascii", "backslashreplace") or scope["path"]
+        named = entity(scope)
+        result = "abandoned" if status is None else outcome(status)  # the client left before an answer
+        logger.log(
+            logging.WARNING if result == "refused" else logging.INFO,
+            "%s %s%s outcome=%s status=%s client=%s",
+            scope["method"], path, f" {named}" if named else "", result, status or "-", client[0] if client else "-",
+        )
