@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> None:
         ssl_keyfile=settings.http_ssl_keyfile,
         log_level=settings.log_level.lower(),
         access_log=False,
+        http="h11",
     )
 
 

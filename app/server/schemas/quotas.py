@@ -37,20 +37,11 @@ class QuotaLimits(BaseModel):
         return cls(**{quota_type.value: value for quota_type, value in limits.items()})
 
 
-def _at_least_one(names: tuple[str, ...], item: dict) -> list[dict]:
-    return [{"required": [name], "properties": {name: item}} for name in names]
-
-
 class QuotaLimitsBody(QuotaLimits):
-    """Quotas to set: at least one of them."""
+    """Quotas to set, at least one of them (null or absent: no quota of that type); the
+    service answers 422 otherwise."""
 
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [{"produce": 1048576}],
-            "anyOf": _at_least_one(("produce", "fetch", "request", "controller_mutation"), {"type": "number"}),
-        },
-    )
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"produce": 1048576}], "minProperties": 1})
 
 
 def entity_name(text: str | None) -> EntityName:
@@ -87,16 +78,15 @@ class OverrideModel(BaseModel):
 
 
 class GroupBody(BaseModel):
+    """A group's members, at least one user or client id, and the quotas they share."""
+
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={
-            "examples": [{"users": ["alice", "bob"], "client_ids": ["etl"], "limits": {"produce": 5242880}}],
-            "anyOf": _at_least_one(("users", "client_ids"), {"type": "array", "minItems": 1}),
-        },
+        json_schema_extra={"examples": [{"users": ["alice", "bob"], "client_ids": ["etl"], "limits": {"produce": 5242880}}]},
     )
 
-    users: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
-    client_ids: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    users: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list, description="User principal names, without User:")
+    client_ids: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list, description="Client ids")
     limits: QuotaLimitsBody
 
     @field_validator("users", "client_ids")
