@@ -55,6 +55,7 @@ async function main(): Promise<void> {
     report.resolved_alice = [alice.level, alice.limit];
 
     report.put_without_token = await status(() => reader.putOverride({ quotaLimitsBody: two, user: "dave" }));
+    report.put_below_floor = await status(() => quotas.putOverride({ quotaLimitsBody: { produce: 1 }, user: "dave" }));
 
     await quotas.deleteOverride({ user: "alice", clientId: "<default>" });
     await quotas.deleteGroup({ name: "analytics" });

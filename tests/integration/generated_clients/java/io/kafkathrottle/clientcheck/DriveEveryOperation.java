@@ -64,6 +64,7 @@ public final class DriveEveryOperation {
         report.set("resolved_alice", json.valueToTree(List.of(alice.getLevel(), alice.getLimit())));
 
         report.put("put_without_token", status(() -> quotas.putOverride(two, "dave", null)));
+        report.put("put_below_floor", status(() -> quotas.putOverride(new QuotaLimitsBody().produce(BigDecimal.ONE), "dave", null, admin)));
 
         quotas.deleteOverride("alice", "<default>", admin);
         quotas.deleteGroup("analytics", admin);
