@@ -1,6 +1,7 @@
 # The two set-up commands of the README: `make run` and `make test`.
 # Everything they need is installed from nothing into .venv (Python packages) and
-# .cache/ (the Apache Kafka jars, resolved from Maven Central by the test harness).
+# .cache/ (the Apache Kafka jars, resolved from Maven Central by the test harness; the clients
+# openapi-generator makes and the TypeScript compiler from npm, by their test).
 
 PYTHON ?= python3
 VENV ?= .venv

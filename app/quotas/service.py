@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Callable
 
 from app.clock import Clock
+from app.quotas.change_rules import FLOOR_SETTINGS
 from app.quotas.model import QuotaValues, QuotaEntity, QuotaGroup, QuotaTable, QuotaType
 from app.quotas.resolution import Resolution, resolve
 from app.quotas.kafka_store import ChangeRefused, KafkaQuotaStore
@@ -39,12 +40,7 @@ def table_from_settings(settings: Settings, overrides: dict[QuotaEntity, QuotaVa
         groups=groups,
         excluded_principals=settings.excluded_principals,
         factor_types=frozenset(QuotaType(t) for t in settings.factor_types),
-        floors={
-            QuotaType.PRODUCE: settings.quota_floor_bytes,
-            QuotaType.FETCH: settings.quota_floor_bytes,
-            QuotaType.REQUEST: settings.quota_floor_request,
-            QuotaType.CONTROLLER_MUTATION: settings.quota_floor_controller_mutation,
-        },
+        floors={quota_type: getattr(settings, field) for quota_type, field in FLOOR_SETTINGS.items()},
     )
 
 

@@ -49,6 +49,23 @@ class ProblemError(Exception):
         self.title = title
         self.detail = detail
         self.headers = headers
+        self.errors: list[dict[str, Any]] | None = None
+
+
+def field_error(field: str, location: str, message: str) -> dict[str, str]:
+    return {"field": field, "in": location, "message": message}
+
+
+def errors_detail(errors: list[dict[str, Any]]) -> str:
+    return "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+
+
+class InvalidRequest(ProblemError):
+    """A 422 naming each refused field, like the answer to a request the schema refuses."""
+
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        super().__init__(422, "Invalid request", errors_detail(errors))
+        self.errors = errors
 
 
 def problem_json(
@@ -73,17 +90,18 @@ def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [
-            {"field": ".".join(str(part) for part in error["loc"] if part not in ("body", "query", "path", "header")) or "body",
-             "in": str(error["loc"][0]) if error["loc"] else "request",
-             "message": error["msg"]}
+            field_error(
+                ".".join(str(part) for part in error["loc"] if part not in ("body", "query", "path", "header")) or "body",
+                str(error["loc"][0]) if error["loc"] else "request",
+                error["msg"],
+            )
             for error in exc.errors()
         ]
-        detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
-        return problem_response(request, 422, "Invalid request", detail, errors)
+        return problem_response(request, 422, "Invalid request", errors_detail(errors), errors)
 
     @app.exception_handler(ProblemError)
     async def _problem(request: Request, exc: ProblemError) -> JSONResponse:
-        return problem_response(request, exc.status, exc.title, exc.detail, headers=exc.headers)
+        return problem_response(request, exc.status, exc.title, exc.detail, exc.errors, exc.headers)
 
     @app.exception_handler(StoreUnavailable)
     async def _store_unavailable(request: Request, exc: StoreUnavailable) -> JSONResponse:

@@ -27,7 +27,7 @@ def test_acknowledged_writes_survive_sigkill(start_service, tmp_path):
         client = httpx.Client(base_url=service.base_url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5)
         n = 0
         while not stop.is_set():
-            user, value = f"user-{worker}-{n}", float(1000 + n)
+            user, value = f"user-{worker}-{n}", float(1_000_000 + n)
             try:
                 response = client.put("/quotas/overrides", params={"user": user}, json={"produce": value})
             except httpx.HTTPError:

@@ -85,11 +85,11 @@ def test_a_burst_of_changes_over_both_replicas_leaves_identical_tables(replicas)
                 response = client.delete("/quotas/overrides", params={"user": user})
                 ok = response.status_code in (204, 404)
             elif rng.random() < 0.1:
-                members = {"users": [f"member-{worker}-{n}"], "limits": {"fetch": 1000 + n}}
+                members = {"users": [f"member-{worker}-{n}"], "limits": {"fetch": 1_000_000 + n}}
                 response = client.put(f"/quotas/groups/group-{rng.randrange(5)}", json=members)
                 ok = response.status_code in (200, 409)
             else:
-                response = client.put("/quotas/overrides", params={"user": user}, json={"produce": 1000 + worker * 100 + n})
+                response = client.put("/quotas/overrides", params={"user": user}, json={"produce": 1_000_000 + worker * 100 + n})
                 ok = response.status_code == 200
             if not ok:
                 errors.append(f"{response.request.method} {response.request.url}: {response.status_code} {response.text}")
@@ -110,8 +110,8 @@ def test_a_burst_of_changes_over_both_replicas_leaves_identical_tables(replicas)
 def test_a_replica_killed_with_sigkill_rebuilds_the_same_table_from_the_topic(replicas, start_service):
     one, other = replicas()
     for n in range(20):
-        assert put_override(one if n % 2 else other, f"user-{n}", 1000 + n).status_code == 200
-    assert one.client.put("/quotas/groups/etl", json={"client_ids": ["loader"], "limits": {"produce": 5000}}, headers=AUTH).status_code == 200
+        assert put_override(one if n % 2 else other, f"user-{n}", 1_000_000 + n).status_code == 200
+    assert one.client.put("/quotas/groups/etl", json={"client_ids": ["loader"], "limits": {"produce": 5_000_000}}, headers=AUTH).status_code == 200
     expected = table(one)
     topic = next(line for line in one.log().splitlines() if "quota topic" in line).split("'")[1]
     other.process.send_signal(signal.SIGKILL)
@@ -126,7 +126,7 @@ def test_with_one_broker_down_the_store_still_accepts_writes(replicas, kafka_clu
     kafka_cluster.stop_broker(3)
     try:
         started = time.monotonic()
-        response = put_override(one, "while-broker-3-is-down", 2048)
+        response = put_override(one, "while-broker-3-is-down", 2_097_152)
         assert response.status_code == 200, response.text
         assert any(o["entity"]["user"] == "while-broker-3-is-down" for o in table(one)["overrides"])
         print(f"\na write with broker 3 down took {1000 * (time.monotonic() - started):.0f} ms")
@@ -136,13 +136,13 @@ def test_with_one_broker_down_the_store_still_accepts_writes(replicas, kafka_clu
 
 def test_with_the_topic_unreachable_writes_get_503_and_reads_keep_the_last_table(replicas, kafka_cluster):
     (one,) = replicas(count=1)
-    assert put_override(one, "before", 1000).status_code == 200
+    assert put_override(one, "before", 1_000_000).status_code == 200
     before = table(one)
     for broker in kafka_cluster.broker_ids:
         kafka_cluster.freeze_broker(broker)
     try:
         started = time.monotonic()
-        refused = one.client.put("/quotas/overrides", params={"user": "during"}, json={"produce": 2000}, headers=AUTH, timeout=30)
+        refused = one.client.put("/quotas/overrides", params={"user": "during"}, json={"produce": 2_000_000}, headers=AUTH, timeout=30)
         print(f"\nwith every broker frozen, a write was refused after {time.monotonic() - started:.1f} s")
         assert refused.status_code == 503, refused.text
         assert refused.headers["content-type"].startswith("application/problem+json")
@@ -152,7 +152,7 @@ def test_with_the_topic_unreachable_writes_get_503_and_reads_keep_the_last_table
         for broker in kafka_cluster.broker_ids:
             kafka_cluster.thaw_broker(broker)
     deadline = time.monotonic() + 30
-    while put_override(one, "after", 3000).status_code != 200:
+    while put_override(one, "after", 3_000_000).status_code != 200:
         assert time.monotonic() < deadline, "writes did not come back with the cluster"
         time.sleep(1)
 
@@ -161,8 +161,8 @@ def test_migrate_store_copies_the_sqlite_overrides_and_groups_into_the_topic(sta
     data_dir = str(tmp_path / "sqlite-replica")
     single = start_service(**{**SETTINGS, "quota_store": "sqlite"}, data_dir=data_dir)
     for n in range(5):
-        assert put_override(single, f"user-{n}", 1000 + n).status_code == 200
-    assert single.client.put("/quotas/groups/etl", json={"users": ["bob"], "limits": {"fetch": 7}}, headers=AUTH).status_code == 200
+        assert put_override(single, f"user-{n}", 1_000_000 + n).status_code == 200
+    assert single.client.put("/quotas/groups/etl", json={"users": ["bob"], "limits": {"fetch": 7_000_000}}, headers=AUTH).status_code == 200
     expected = table(single)
     single.stop()
 

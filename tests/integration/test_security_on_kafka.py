@@ -225,7 +225,7 @@ def test_the_kafka_quota_store_connects_with_the_admin_clients_tls_and_sasl_sett
         assert time.monotonic() < deadline, service.log()[-3000:]
         time.sleep(0.2)
     response = service.client.put(
-        "/quotas/overrides", params={"user": "alice"}, json={"produce": 4096}, headers={"Authorization": f"Bearer {token}"}
+        "/quotas/overrides", params={"user": "alice"}, json={"produce": 4_194_304}, headers={"Authorization": f"Bearer {token}"}
     )
     assert response.status_code == 200, response.text
     assert [o["entity"]["user"] for o in service.client.get("/quotas").json()["overrides"]] == ["alice"]

@@ -39,7 +39,7 @@ def test_every_write_is_documented_as_needing_the_token_and_no_read_is(tmp_path)
 
 
 def test_the_body_limit_is_the_configured_one(tmp_path):
-    body = b'{"produce": 5000}'
+    body = b'{"produce": 500000}'
 
     async def scenario(client, observer, clock):
         fits = await client.put("/quotas/overrides", params={"user": "a"}, content=body + b" " * (1024 - len(body)), headers=AUTH)
@@ -73,7 +73,7 @@ def test_an_unexpected_error_in_a_route_is_a_problem_json_500(tmp_path, caplog):
 def test_an_audit_line_escapes_names_and_never_holds_the_token_or_body(tmp_path, caplog):
     async def scenario(client, observer, clock):
         await client.put("/quotas/overrides", params={"user": "eve\r\nforged line", "client-id": "<default>"}, json={"produce": 77}, headers={"Authorization": "Bearer x"})
-        await client.put("/quotas/overrides", params={"user": "ann"}, json={"produce": 88}, headers=AUTH)
+        await client.put("/quotas/overrides", params={"user": "ann"}, json={"produce": 88000}, headers=AUTH)
         await client.put("/quotas/groups/g1", json={"users": []}, headers=AUTH)
 
     with caplog.at_level(logging.INFO, logger="app.server.audit"):

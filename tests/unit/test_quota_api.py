@@ -7,6 +7,7 @@ import pytest
 
 from app.clock import ManualClock
 from app.server.app import create_app
+from app.quotas.model import QuotaEntity, QuotaGroup, QuotaType
 from app.quotas.store import QuotaStore
 from app.settings import load_settings
 from app.observation.model import ObservationRound, VolumeObservation
@@ -98,7 +99,7 @@ def test_long_poll_on_the_table_returns_on_change_and_times_out_cleanly(tmp_path
 
         async def change_soon():
             await asyncio.sleep(0.2)
-            await client.put("/quotas/overrides", params={"client-id": "app"}, json={"fetch": 1000}, headers=AUTH)
+            await client.put("/quotas/overrides", params={"client-id": "app"}, json={"fetch": 1000000}, headers=AUTH)
 
         started = loop.time()
         changed, _ = await asyncio.gather(client.get("/quotas", params={"wait": "20"}, headers={"If-None-Match": etag}), change_soon())
@@ -114,7 +115,7 @@ def test_long_poll_on_the_table_returns_on_change_and_times_out_cleanly(tmp_path
 )
 def test_mutations_need_the_bearer_token(tmp_path, headers, status):
     async def scenario(client, observer, clock):
-        response = await client.put("/quotas/overrides", params={"user": "alice"}, json={"produce": 1}, headers=headers)
+        response = await client.put("/quotas/overrides", params={"user": "alice"}, json={"produce": 1048576}, headers=headers)
         assert response.status_code == status
         assert response.headers["content-type"] == "application/problem+json"
         if status == 401:
@@ -127,7 +128,7 @@ def test_mutations_need_the_bearer_token(tmp_path, headers, status):
 
 def test_without_a_configured_token_mutations_are_refused_with_an_explanation(tmp_path):
     async def scenario(client, observer, clock):
-        response = await client.put("/quotas/overrides", params={"user": "alice"}, json={"produce": 1}, headers=AUTH)
+        response = await client.put("/quotas/overrides", params={"user": "alice"}, json={"produce": 1048576}, headers=AUTH)
         assert response.status_code == 403
         assert "throttle.service.admin.token" in response.json()["detail"]
 
@@ -143,9 +144,9 @@ def test_without_a_configured_token_mutations_are_refused_with_an_explanation(tm
         ({"user": "alice"}, {"fetch": "Infinity"}, "fetch"),
         ({"user": "alice"}, {"bytes": 5}, "bytes"),
         ({"user": "alice"}, {}, "body"),
-        ({}, {"produce": 5}, "user"),
-        ({"user": ""}, {"produce": 5}, "user"),
-        ({"client-id": ""}, {"produce": 5}, "client-id"),
+        ({}, {"produce": 5000000}, "user"),
+        ({"user": ""}, {"produce": 5000000}, "user"),
+        ({"client-id": ""}, {"produce": 5000000}, "client-id"),
     ],
 )
 def test_invalid_overrides_are_422_naming_the_field_and_change_nothing(tmp_path, params, body, field):
@@ -166,11 +167,11 @@ def test_invalid_overrides_are_422_naming_the_field_and_change_nothing(tmp_path,
 @pytest.mark.parametrize(
     ("name", "body", "text"),
     [
-        ("g1", '{"users": [], "client_ids": [], "limits": {"produce": 5}}', "at least one user or client id"),
+        ("g1", '{"users": [], "client_ids": [], "limits": {"produce": 5000000}}', "at least one user or client id"),
         ("g1", '{"users": ["a"], "limits": {"produce": Infinity}}', "produce"),
-        ("bad name!", '{"users": ["a"], "limits": {"produce": 5}}', "name"),
-        ("g1", '{"users": ["<default>"], "limits": {"produce": 5}}', "users"),
-        ("g1", '{"users": ["a"], "limits": {"produce": 5}, "extra": 1}', "extra"),
+        ("bad name!", '{"users": ["a"], "limits": {"produce": 5000000}}', "name"),
+        ("g1", '{"users": ["<default>"], "limits": {"produce": 5000000}}', "users"),
+        ("g1", '{"users": ["a"], "limits": {"produce": 5000000}, "extra": 1}', "extra"),
         ("g1", '{"users": ["a"], "limits": {}}', "limits"),
     ],
 )
@@ -186,8 +187,8 @@ def test_invalid_groups_are_422(tmp_path, name, body, text):
 
 def test_a_member_belongs_to_one_group_at_most(tmp_path):
     async def scenario(client, observer, clock):
-        assert (await client.put("/quotas/groups/a", json={"users": ["bob"], "limits": {"produce": 5}}, headers=AUTH)).status_code == 200
-        conflict = await client.put("/quotas/groups/b", json={"users": ["bob"], "limits": {"produce": 5}}, headers=AUTH)
+        assert (await client.put("/quotas/groups/a", json={"users": ["bob"], "limits": {"produce": 5000000}}, headers=AUTH)).status_code == 200
+        conflict = await client.put("/quotas/groups/b", json={"users": ["bob"], "limits": {"produce": 5000000}}, headers=AUTH)
         assert conflict.status_code == 409 and "already belongs to group 'a'" in conflict.json()["detail"]
 
     run(scenario, tmp_path)
@@ -205,7 +206,7 @@ def test_resolve_needs_a_known_type(tmp_path, params):
 def test_overrides_survive_a_restart(tmp_path):
     async def write(client, observer, clock):
         await client.put("/quotas/overrides", params={"user": "<default>"}, json={"request": 25.5}, headers=AUTH)
-        await client.put("/quotas/groups/g", json={"client_ids": ["etl"], "limits": {"fetch": 1000}}, headers=AUTH)
+        await client.put("/quotas/groups/g", json={"client_ids": ["etl"], "limits": {"fetch": 1000000}}, headers=AUTH)
 
     async def read(client, observer, clock):
         body = (await client.get("/quotas")).json()
@@ -215,3 +216,154 @@ def test_overrides_survive_a_restart(tmp_path):
 
     run(write, tmp_path)
     run(read, tmp_path)
+
+
+async def _refused(client, response, *texts):
+    """A 422 problem+json whose detail and errors name each text, having changed nothing."""
+    assert response.status_code == 422, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    problem = response.json()
+    for text in texts:
+        assert text in problem["detail"] and any(text in f"{e['field']}: {e['message']}" for e in problem["errors"]), problem
+    table = (await client.get("/quotas")).json()
+    assert (table["overrides"], table["groups"]) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ('{"produce": true}', "produce"),
+        ('{"fetch": false}', "fetch"),
+        ('{"produce": "1048576"}', "produce"),
+        ('{"request": "50"}', "request"),
+        ('{"produce": [1048576]}', "produce"),
+        ('{"controller_mutation": {"value": 5}}', "controller_mutation"),
+        ('{"produce": 1e400}', "produce"),
+        ('{"produce": 1048576, "fetch": NaN}', "fetch"),
+    ],
+)
+def test_quotas_are_finite_json_numbers_only(tmp_path, text, field):
+    async def scenario(client, observer, clock):
+        headers = {**AUTH, "content-type": "application/json"}
+        await _refused(client, await client.put("/quotas/overrides", params={"user": "alice"}, content=text, headers=headers), field)
+        group = f'{{"users": ["bob"], "limits": {text}}}'
+        await _refused(client, await client.put("/quotas/groups/g", content=group, headers=headers), f"limits.{field}")
+
+    run(scenario, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("limits", "field", "reason"),
+    [
+        ({"produce": 5e-324}, "produce", "5e-324 is below the floor of produce quotas, 65536 (throttle.service.quota.floor.bytes)"),
+        ({"fetch": 65535}, "fetch", "65535 is below the floor of fetch quotas, 65536 (throttle.service.quota.floor.bytes)"),
+        ({"request": 0.5}, "request", "0.5 is below the floor of request quotas, 1 (throttle.service.quota.floor.request)"),
+        ({"produce": 1048576, "controller_mutation": 0.25}, "controller_mutation",
+         "0.25 is below the floor of controller_mutation quotas, 1 (throttle.service.quota.floor.controller.mutation)"),
+    ],
+)
+def test_quotas_below_the_floor_of_their_type_are_refused_naming_the_floor(tmp_path, limits, field, reason):
+    async def scenario(client, observer, clock):
+        override = await client.put("/quotas/overrides", params={"user": "alice"}, json=limits, headers=AUTH)
+        await _refused(client, override, f"{field}: {reason}")
+        group = await client.put("/quotas/groups/g", json={"users": ["bob"], "limits": limits}, headers=AUTH)
+        await _refused(client, group, f"limits.{field}: {reason}")
+
+    run(scenario, tmp_path)
+
+
+def test_a_quota_at_the_configured_floor_is_accepted(tmp_path):
+    async def scenario(client, observer, clock):
+        at_floor = {"produce": 1000, "fetch": 1000, "request": 0.5, "controller_mutation": 2}
+        response = await client.put("/quotas/overrides", params={"user": "alice"}, json=at_floor, headers=AUTH)
+        assert response.status_code == 200, response.text
+        below = await client.put("/quotas/overrides", params={"user": "bob"}, json={"fetch": 999.5}, headers=AUTH)
+        assert below.status_code == 422 and "999.5 is below the floor of fetch quotas, 1000" in below.json()["detail"]
+
+    run(scenario, tmp_path, quota_floor_bytes="1000", quota_floor_request="0.5", quota_floor_controller_mutation="2")
+
+
+HOSTILE_NAMES = [
+    ("a\x00b", "a control character (U+0000)"),
+    ("alice\r\nX-Injected: 1", "a control character (U+000D)"),
+    ("bob\n", "a control character (U+000A)"),
+    ("\x7f", "a control character (U+007F)"),
+    ("\u202eecilA", "an invisible format character (U+202E)"),
+    ("ali\u200bce", "an invisible format character (U+200B)"),
+    ("a\u2028b", "a line separator (U+2028)"),
+    (" ", "must not begin or end with whitespace"),
+    (" alice", "must not begin or end with whitespace"),
+    ("alice\t", "a control character (U+0009)"),
+    ("alice\u00a0", "must not begin or end with whitespace"),
+]
+
+
+@pytest.mark.parametrize(("name", "reason"), HOSTILE_NAMES)
+@pytest.mark.parametrize("field", ["user", "client-id"])
+def test_override_names_without_control_characters_or_surrounding_whitespace(tmp_path, field, name, reason):
+    async def scenario(client, observer, clock):
+        response = await client.put("/quotas/overrides", params={field: name}, json={"produce": 1048576}, headers=AUTH)
+        await _refused(client, response, f"{field}: ", reason)
+
+    run(scenario, tmp_path)
+
+
+@pytest.mark.parametrize(("name", "reason"), HOSTILE_NAMES)
+@pytest.mark.parametrize("field", ["users", "client_ids"])
+def test_group_members_follow_the_same_name_rules(tmp_path, field, name, reason):
+    async def scenario(client, observer, clock):
+        response = await client.put("/quotas/groups/g", json={field: ["fine", name], "limits": {"produce": 1048576}}, headers=AUTH)
+        await _refused(client, response, f"{field}: ", reason)
+
+    run(scenario, tmp_path)
+
+
+def test_a_lone_surrogate_in_a_member_name_is_refused(tmp_path):
+    async def scenario(client, observer, clock):
+        body = '{"client_ids": ["etl\\ud800"], "limits": {"produce": 1048576}}'
+        response = await client.put("/quotas/groups/g", content=body, headers={**AUTH, "content-type": "application/json"})
+        await _refused(client, response, "client_ids.0: ", "unable to parse raw data as a unicode string")
+
+    run(scenario, tmp_path)
+
+
+def test_a_user_prefix_is_refused_with_a_hint_and_a_client_id_may_hold_it(tmp_path):
+    async def scenario(client, observer, clock):
+        hint = "give the principal name without the User: prefix ('alice')"
+        override = await client.put("/quotas/overrides", params={"user": "User:alice"}, json={"produce": 1048576}, headers=AUTH)
+        await _refused(client, override, f"user: {hint}")
+        group = await client.put("/quotas/groups/g", json={"users": ["User:alice"], "limits": {"produce": 1048576}}, headers=AUTH)
+        await _refused(client, group, "users: 'User:alice': " + hint)
+        # A client id is any string the client chose; Kafka gives it no prefix.
+        client_id = await client.put("/quotas/overrides", params={"client-id": "User:alice"}, json={"produce": 1048576}, headers=AUTH)
+        assert client_id.status_code == 200, client_id.text
+
+    run(scenario, tmp_path)
+
+
+@pytest.mark.parametrize("name", ["%2E", "%2E%2E", "%2e%2e"])
+def test_a_group_is_not_named_dot_or_dot_dot(tmp_path, name):
+    async def scenario(client, observer, clock):
+        response = await client.put(f"/quotas/groups/{name}", json={"users": ["bob"], "limits": {"produce": 1048576}}, headers=AUTH)
+        await _refused(client, response, "name: ", "cannot name a group")
+        assert (await client.put("/quotas/groups/...", json={"users": ["bob"], "limits": {"produce": 1048576}}, headers=AUTH)).status_code == 200
+
+    run(scenario, tmp_path)
+
+
+def test_names_stored_before_the_rules_can_still_be_removed(tmp_path):
+    store = QuotaStore(tmp_path / "quotas.sqlite3")
+    store.put_override(QuotaEntity("User:alice", None), {QuotaType.PRODUCE: 1.0}, 0.0)
+    store.put_override(QuotaEntity(None, " etl"), {QuotaType.FETCH: 1.0}, 0.0)
+    store.put_group(QuotaGroup("..", frozenset({"bob\n"}), frozenset(), {QuotaType.PRODUCE: 1.0}), 0.0)
+    store.close()
+
+    async def scenario(client, observer, clock):
+        assert len((await client.get("/quotas")).json()["overrides"]) == 2
+        assert (await client.delete("/quotas/overrides", params={"user": "User:alice"}, headers=AUTH)).status_code == 204
+        assert (await client.delete("/quotas/overrides", params={"client-id": " etl"}, headers=AUTH)).status_code == 204
+        assert (await client.delete("/quotas/groups/%2E%2E", headers=AUTH)).status_code == 204
+        table = (await client.get("/quotas")).json()
+        assert (table["overrides"], table["groups"]) == ([], [])
+
+    run(scenario, tmp_path)

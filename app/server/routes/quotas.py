@@ -9,8 +9,9 @@ from fastapi.security import HTTPBearer
 
 from app.server.conditional import WAIT_PARAMETER, conditional_get, conditional_responses
 from app.server.routes.route_set import RouteSet
-from app.server.problems import ProblemError, problem_responses
-from app.quotas.model import QuotaEntity, QuotaGroup, QuotaType
+from app.server.problems import InvalidRequest, ProblemError, field_error, problem_responses
+from app.quotas.change_rules import floor_problems, group_name_problem, name_problem, user_name_problem
+from app.quotas.model import QuotaEntity, QuotaGroup, QuotaType, QuotaValues
 from app.quotas.service import MembershipConflict, QuotaService
 from app.server.state import service_state
 from app.server.schemas.quotas import (
@@ -93,21 +94,41 @@ Admin = Depends(bearer)
 MUTATION_ERRORS = problem_responses(401, 403, 404, 409, 413, 422, 503)
 
 
-def _entity(user: str | None, client_id: str | None) -> QuotaEntity:
-    errors = [
-        {"field": field, "in": "query", "message": "must not be empty"}
-        for field, value in (("user", user), ("client-id", client_id))
-        if value is not None and not value
-    ]
+def _entity(user: str | None, client_id: str | None, new: bool) -> QuotaEntity:
+    """The entity the query names. Names of a new entity follow the change rules; a removal
+    takes any name, so that one stored before a rule existed can still be removed."""
+    errors = []
+    for field, value, problem_of in (("user", user, user_name_problem), ("client-id", client_id, name_problem)):
+        if value == "":
+            errors.append(field_error(field, "query", "must not be empty"))
+        elif new and value not in (None, DEFAULT_NAME) and (problem := problem_of(value)):
+            errors.append(field_error(field, "query", problem))
     if user is None and client_id is None:
-        errors.append({"field": "user", "in": "query", "message": "name a user, a client-id, or both"})
+        errors.append(field_error("user", "query", "name a user, a client-id, or both"))
     if errors:
-        raise ProblemError(422, "Invalid request", "; ".join(f"{e['field']}: {e['message']}" for e in errors))
+        raise InvalidRequest(errors)
     return QuotaEntity(entity_name(user), entity_name(client_id))
 
 
-UserQuery = Query(description=f"User principal name, or {DEFAULT_NAME} for the default user", examples=["alice"])
-ClientQuery = Query(alias="client-id", description=f"Client id, or {DEFAULT_NAME} for the default client id", examples=[DEFAULT_NAME])
+def _quotas_to_set(limits: QuotaLimitsBody, service: QuotaService, field_prefix: str) -> QuotaValues:
+    """The body's quotas, once each is at or above the floor of its type."""
+    values = limits.to_limits()
+    if not values:
+        field = field_prefix.rstrip(".") or "body"
+        raise InvalidRequest([field_error(field, "body", "set at least one quota (produce, fetch, request, controller_mutation)")])
+    problems = floor_problems(values, service.table.floors)
+    if problems:
+        raise InvalidRequest([field_error(field_prefix + quota_type.value, "body", problem) for quota_type, problem in problems.items()])
+    return values
+
+
+NAME_RULES = "a PUT refuses control and invisible format characters and whitespace at either end"
+UserQuery = Query(
+    description=f"User principal name without User:, or {DEFAULT_NAME} for the default user; {NAME_RULES}", examples=["alice"]
+)
+ClientQuery = Query(
+    alias="client-id", description=f"Client id, or {DEFAULT_NAME} for the default client id; {NAME_RULES}", examples=[DEFAULT_NAME]
+)
 
 
 @routes.put(
@@ -123,10 +144,9 @@ async def put_override(
     user: Annotated[str | None, UserQuery] = None,
     client_id: Annotated[str | None, ClientQuery] = None,
 ) -> OverrideModel:
-    entity = _entity(user, client_id)
-    if not limits.to_limits():
-        raise ProblemError(422, "Invalid request", "body: set at least one quota (produce, fetch, request, controller_mutation)")
-    await quota_service(request).put_override(entity, limits.to_limits())
+    entity = _entity(user, client_id, new=True)
+    service = quota_service(request)
+    await service.put_override(entity, _quotas_to_set(limits, service, ""))
     return OverrideModel(entity=EntityModel.of(entity), level=entity.level.value, limits=limits)
 
 
@@ -142,13 +162,15 @@ async def delete_override(
     user: Annotated[str | None, UserQuery] = None,
     client_id: Annotated[str | None, ClientQuery] = None,
 ) -> Response:
-    entity = _entity(user, client_id)
+    entity = _entity(user, client_id, new=False)
     if not await quota_service(request).delete_override(entity):
         raise ProblemError(404, "Not found", "no override for this entity")
     return Response(status_code=204)
 
 
-GroupName = Path(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._-]+$", description="The group's name", examples=["analytics"])
+GroupName = Path(
+    min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._-]+$", description="The group's name; not . or ..", examples=["analytics"]
+)
 
 
 @routes.put(
@@ -159,13 +181,15 @@ GroupName = Path(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._-]+$", des
     responses=MUTATION_ERRORS,
 )
 async def put_group(request: Request, name: Annotated[str, GroupName], body: GroupBody) -> GroupModel:
+    problem = group_name_problem(name)
+    if problem:
+        raise InvalidRequest([field_error("name", "path", problem)])
     if not body.users and not body.client_ids:
-        raise ProblemError(422, "Invalid request", "body: a group needs at least one user or client id")
-    if not body.limits.to_limits():
-        raise ProblemError(422, "Invalid request", "body.limits: set at least one quota")
-    group = QuotaGroup(name, frozenset(body.users), frozenset(body.client_ids), body.limits.to_limits())
+        raise InvalidRequest([field_error("body", "body", "a group needs at least one user or client id")])
+    service = quota_service(request)
+    group = QuotaGroup(name, frozenset(body.users), frozenset(body.client_ids), _quotas_to_set(body.limits, service, "limits."))
     try:
-        await quota_service(request).put_group(group)
+        await service.put_group(group)
     except MembershipConflict as exc:
         raise ProblemError(409, "Conflict", str(exc)) from None
     return GroupModel.of(group)

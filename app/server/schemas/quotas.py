@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
+from app.quotas.change_rules import name_problem, user_name_problem
 from app.quotas.model import DEFAULT, PRECEDENCE, EntityName, QuotaValues, QuotaEntity, QuotaGroup, QuotaTable, QuotaType
 from app.quotas.resolution import Resolution
 from app.decision.factor import FactorReading, FactorSource
@@ -37,20 +39,22 @@ class QuotaLimits(BaseModel):
         return cls(**{quota_type.value: value for quota_type, value in limits.items()})
 
 
-def _at_least_one(names: tuple[str, ...], item: dict) -> list[dict]:
-    return [{"required": [name], "properties": {name: item}} for name in names]
+# A quota to set: a JSON number (strict: no booleans, no numeric strings), finite and positive;
+# the floor of its type, a setting, is checked where the settings are known.
+StrictLimit = Annotated[float | None, Field(gt=0, allow_inf_nan=False, strict=True)]
 
 
 class QuotaLimitsBody(QuotaLimits):
-    """Quotas to set: at least one of them."""
+    """Quotas to set, at least one of them (null or absent: no quota of that type), each a JSON
+    number at or above the floor of its type (`floors` in GET /quotas); the service answers 422
+    otherwise."""
 
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [{"produce": 1048576}],
-            "anyOf": _at_least_one(("produce", "fetch", "request", "controller_mutation"), {"type": "number"}),
-        },
-    )
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"produce": 1048576}], "minProperties": 1})
+
+    produce: StrictLimit = Field(None, description="bytes/s per broker")
+    fetch: StrictLimit = Field(None, description="bytes/s per broker")
+    request: StrictLimit = Field(None, description="percent of one request handler / network thread")
+    controller_mutation: StrictLimit = Field(None, description="partition mutations/s (KIP-599)")
 
 
 def entity_name(text: str | None) -> EntityName:
@@ -86,24 +90,31 @@ class OverrideModel(BaseModel):
     limits: QuotaLimits
 
 
+MEMBER_NAMES = "no control or invisible format characters, no whitespace at either end"
+
+
 class GroupBody(BaseModel):
+    """A group's members, at least one user or client id, and the quotas they share."""
+
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={
-            "examples": [{"users": ["alice", "bob"], "client_ids": ["etl"], "limits": {"produce": 5242880}}],
-            "anyOf": _at_least_one(("users", "client_ids"), {"type": "array", "minItems": 1}),
-        },
+        json_schema_extra={"examples": [{"users": ["alice", "bob"], "client_ids": ["etl"], "limits": {"produce": 5242880}}]},
     )
 
-    users: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
-    client_ids: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
+    users: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list, description=f"User principal names, without User:; {MEMBER_NAMES}"
+    )
+    client_ids: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list, description=f"Client ids; {MEMBER_NAMES}")
     limits: QuotaLimitsBody
 
     @field_validator("users", "client_ids")
     @classmethod
-    def _no_default(cls, names: list[str]) -> list[str]:
-        if DEFAULT_NAME in names:
-            raise ValueError(f"{DEFAULT_NAME} cannot be a group member")
+    def _member_names(cls, names: list[str], info: ValidationInfo) -> list[str]:
+        problem_of = user_name_problem if info.field_name == "users" else name_problem
+        for name in names:
+            problem = f"{DEFAULT_NAME} cannot be a group member" if name == DEFAULT_NAME else problem_of(name)
+            if problem:
+                raise PydanticCustomError("member_name", "{name}: {problem}", {"name": repr(name), "problem": problem})
         return names
 
 
