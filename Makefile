@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test install bench shim
+.PHONY: run test test-tools install bench shim
 
 shim:
 	mvn -q -B -f shim/pom.xml package
@@ -24,13 +24,31 @@ install: $(VENV)/.installed
 run: install
 	$(PY) -m devtools.localstack $(if $(CONFIG),--config $(CONFIG))
 
-# Fastest first, so a typo fails in seconds: the shim's JUnit tests (results printed) and jar,
-# then the unit and API tests, the report tests (local Spark), and the integration tests (real
-# KRaft clusters on loopback, the shim in every broker of some). pytest runs the folders in the
-# order given.
-test: install
+# Fastest first, so a typo fails in seconds: the unit and API tests, the shim's JUnit tests
+# (results printed) and jar, the report tests (local Spark), then the integration tests (real
+# KRaft clusters on loopback, the shim in every broker of some).
+test: install test-tools
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 	mvn -B -ntp -f shim/pom.xml package
-	$(PY) -m pytest tests/unit tests/report tests/integration $(PYTEST_ARGS)
+	$(PY) -m pytest tests/report tests/integration $(PYTEST_ARGS)
+
+# Programs some tests drive, from Debian's packages where missing (needs root and apt-get):
+# Chromium renders the report page and /docs; Node.js and npm run the TypeScript client
+# generated from the OpenAPI document; promtool and Prometheus check the alert rules and the
+# dashboard's queries (installed without the node exporter Prometheus recommends).
+TEST_TOOLS := chromium:chromium node:nodejs npm:npm
+TEST_TOOLS_BARE := promtool:prometheus prometheus:prometheus
+
+missing = $$(for tool in $(1); do command -v $${tool%%:*} >/dev/null || echo $${tool\#*:}; done | sort -u)
+
+test-tools:
+	@packages="$(call missing,$(TEST_TOOLS))"; bare="$(call missing,$(TEST_TOOLS_BARE))"; \
+	if [ -n "$$packages$$bare" ]; then \
+		echo "installing Debian packages for the tests:" $$packages $$bare; \
+		apt-get update -qq; \
+		if [ -n "$$packages" ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$packages >/dev/null; fi; \
+		if [ -n "$$bare" ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$bare >/dev/null; fi; \
+	fi
 
 bench: install
 	$(PY) bench/bench_evaluate.py
