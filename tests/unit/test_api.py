@@ -293,3 +293,24 @@ def test_disabled_observation_serves_factor_one():
         assert (await client.get("/readyz")).status_code == 200
 
     run(scenario, storage_check_interval="PT0S")
+
+
+def test_the_policy_judges_a_round_once_whatever_is_read_afterwards(monkeypatch):
+    import sys
+
+    from app.decision import policy
+
+    calls = []
+    judge = policy.evaluate
+    for module in [m for m in sys.modules.values() if getattr(m, "evaluate", None) is judge]:
+        monkeypatch.setattr(module, "evaluate", lambda *args: calls.append(1) or judge(*args))
+
+    async def scenario(client, observer, clock):
+        observer.apply_round(healthy(clock))
+        assert len(calls) == 1
+        for _ in range(3):
+            for path in ("/throttle-factor", "/volumes", "/quotas", "/metrics"):
+                assert (await client.get(path)).status_code == 200, path
+        assert len(calls) == 1, "the routes, the publications and the metrics read the round's verdicts"
+
+    run(scenario)
