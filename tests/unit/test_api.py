@@ -302,7 +302,7 @@ def test_the_policy_judges_a_round_once_whatever_is_read_afterwards(monkeypatch)
 
     calls = []
     judge = policy.evaluate
-    for module in [m for m in sys.modules.values() if getattr(m, "evaluate", None) is judge]:
+    for module in [m for m in list(sys.modules.values()) if getattr(m, "evaluate", None) is judge]:
         monkeypatch.setattr(module, "evaluate", lambda *args: calls.append(1) or judge(*args))
 
     async def scenario(client, observer, clock):
