@@ -176,6 +176,9 @@ class KafkaQuotaStore:
                             "group.id": f"kafka-throttle-quota-store-{uuid.uuid4()}",  # assigned, never committed
                             "enable.auto.commit": False,
                             "auto.offset.reset": "earliest",
+                            # The end of the partition as an event: the last offsets may hold
+                            # nothing to read (records compacted away, an aborted transaction).
+                            "enable.partition.eof": True,
                             "error_cb": self._on_client_error,
                         }
                     )
@@ -188,7 +191,9 @@ class KafkaQuotaStore:
                 if message is None:
                     continue
                 if message.error():
-                    if message.error().code() != KafkaError._PARTITION_EOF:
+                    if message.error().code() == KafkaError._PARTITION_EOF:
+                        self._mark_loaded()  # read up to the end, whatever offset the last record had
+                    else:
                         self.error = message.error().str()
                     continue
                 self._apply(message.offset(), message.key(), message.value())

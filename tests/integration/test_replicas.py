@@ -173,3 +173,36 @@ def test_migrate_store_copies_the_sqlite_overrides_and_groups_into_the_topic(sta
     assert "copied 5 overrides and 1 groups" in result.stdout
     (migrated,) = replicas(count=1, topic=topic)
     assert table(migrated) == expected
+
+
+def test_the_store_topic_is_created_compacted_with_three_replicas_and_two_in_sync(replicas, kafka_cluster):
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    topic = f"quotas-{uuid.uuid4().hex[:8]}"
+    replicas(count=1, topic=topic)
+    admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
+    partitions = admin.list_topics(topic, timeout=30).topics[topic].partitions
+    assert [len(p.replicas) for p in partitions.values()] == [3]
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    config = admin.describe_configs([resource])[resource].result(timeout=30)
+    assert (config["cleanup.policy"].value, config["min.insync.replicas"].value) == ("compact", "2")
+
+
+def test_a_replica_turns_ready_on_a_topic_whose_end_holds_no_record_it_can_read(replicas, kafka_cluster):
+    """An aborted transaction at the end of the topic (or records compacted away) leaves offsets
+    no consumer receives: reaching the end is judged by the consumer's position, not by the
+    offset of the last record read."""
+    from confluent_kafka import Producer
+
+    topic = f"quotas-{uuid.uuid4().hex[:8]}"
+    (writer,) = replicas(count=1, topic=topic)
+    assert put_override(writer, "kept", 1048576).status_code == 200
+    writer.stop()
+    aborted = Producer({"bootstrap.servers": kafka_cluster.bootstrap_servers, "transactional.id": f"abort-{topic}"})
+    aborted.init_transactions(30)
+    aborted.begin_transaction()
+    aborted.produce(topic, key=b"never", value=b"read")
+    aborted.flush(30)
+    aborted.abort_transaction(30)
+    (reader,) = replicas(count=1, topic=topic)  # waits until ready
+    assert [o["entity"]["user"] for o in table(reader)["overrides"]] == ["kept"]
