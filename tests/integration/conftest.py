@@ -101,6 +101,23 @@ class RunningService:
                 self.process.wait(5)
 
 
+def wait_until_healthy(service: RunningService, timeout: float = 30) -> RunningService:
+    """``service`` once /healthz answers; stopped, and the test failed with its log, when it
+    exits or does not answer in time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if service.process.poll() is not None:
+            service.stop()
+            raise AssertionError(f"service exited with {service.process.returncode}:\n{service.log()}")
+        try:
+            if service.client.get("/healthz").status_code == 200:
+                return service
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    service.stop()
+    raise AssertionError(f"service did not start:\n{service.log()}")
+
+
 def launch_service(
     work_dir: Path, extra_env: dict[str, str] | None = None, ready_url: str | None = None, ready_verify: str | bool = True, **settings: str
 ) -> RunningService:
@@ -115,18 +132,7 @@ def launch_service(
     log_path = work_dir / f"service-{port}.log"
     process = subprocess.Popen([sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT)
     service = RunningService(process, ready_url or f"http://127.0.0.1:{port}", log_path, verify=ready_verify, env=env)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            service.stop()
-            raise AssertionError(f"service exited with {process.returncode}:\n{service.log()}")
-        try:
-            if service.client.get("/healthz").status_code == 200:
-                return service
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    service.stop()
-    raise AssertionError(f"service did not start:\n{service.log()}")
+    return wait_until_healthy(service)
 
 
 @pytest.fixture

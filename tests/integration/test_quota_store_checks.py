@@ -24,7 +24,7 @@ import httpx
 
 from app.settings.loading import environ_without_settings
 from app.settings.model import env_name, property_name
-from tests.integration.conftest import ROOT, RunningService, free_port
+from tests.integration.conftest import ROOT, RunningService, free_port, wait_until_healthy
 
 TOKEN = "store-check-admin-token"
 NO_KAFKA = {"storage_check_interval": "PT0S", "storage_per_volume_limit_min_available_ratio": "0.05", "admin_token": TOKEN}
@@ -48,18 +48,7 @@ def start(data_dir: Path, *args: str) -> RunningService:
     )
     service = RunningService(process, f"http://127.0.0.1:{port}", log_path)
     service.client.headers.update(AUTH)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            service.stop()
-            raise AssertionError(f"service exited with {process.returncode}:\n{service.log()}")
-        try:
-            if service.client.get("/healthz").status_code == 200:
-                return service
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    service.stop()
-    raise AssertionError(f"service did not start:\n{service.log()}")
+    return wait_until_healthy(service)
 
 
 def refused(data_dir: Path, *args: str) -> str:

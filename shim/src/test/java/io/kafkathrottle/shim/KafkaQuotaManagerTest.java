@@ -110,10 +110,7 @@ class KafkaQuotaManagerTest {
         double freed = broker.seconds();
         broker.factor(1.0);
         broker.run(10);
-        double recovered = freed;
-        while (broker.rate(recovered - 0.5, recovered) <= 0.5 * open && recovered < freed + 10) {
-            recovered += 0.05;
-        }
+        double recovered = broker.backAbove(0.5 * open, freed);
         // A request let in at the floor just before may still be served: 64 KiB at 64 KiB/s.
         assertTrue(recovered - freed <= 2.0, "back above half the OPEN rate " + (recovered - freed) + " s after the pause ended");
         for (double[] throttle : broker.throttles) {
@@ -154,10 +151,7 @@ class KafkaQuotaManagerTest {
         double raised = broker.seconds();
         broker.factor(1.0);
         broker.run(10);
-        double recovered = raised;
-        while (broker.rate(recovered - 0.5, recovered) <= 0.5 * open && recovered < raised + 10) {
-            recovered += 0.05;
-        }
+        double recovered = broker.backAbove(0.5 * open, raised);
         assertTrue(recovered - raised <= 2.0, "back above half the OPEN rate " + (recovered - raised) + " s after the factor rose");
         for (double[] throttle : broker.throttles) {
             if (throttle[0] < raised) {
@@ -221,6 +215,15 @@ class KafkaQuotaManagerTest {
 
         double seconds() {
             return (time.nanoseconds() - startNanos) / 1e9;
+        }
+
+        /** The first instant after {@code from} (in steps of 50 ms, at most 10 s) at which the last half second's rate exceeds {@code threshold}. */
+        double backAbove(double threshold, double from) {
+            double at = from;
+            while (rate(at - 0.5, at) <= threshold && at < from + 10) {
+                at += 0.05;
+            }
+            return at;
         }
 
         /** The service publishes this factor (no expiry); the feed takes it at once, as a long-poll does. */
