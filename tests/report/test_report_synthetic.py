@@ -139,19 +139,22 @@ def test_fill_rate_is_the_least_squares_slope_of_the_last_hour_and_projects_the_
     forecast = {row["log_dir"]: row for row in read_csv(output, "forecast")}
     g = forecast["/data/g"]
     # Only the last hour counts: the flat first hour would halve the slope.
-    assert g["window_start"] == t(60) and int(g["observations"]) == 61
+    assert (g["trend_start"], g["trend_observations"], float(g["trend_seconds"])) == (t(60), "61", 3600.0)
     assert float(g["fill_rate_bytes_per_second"]) == pytest.approx(MiB / 2 / 60, rel=1e-9)
     assert float(g["seconds_to_hard_limit"]) == pytest.approx(40 * MiB / (MiB / 2 / 60), rel=1e-9)  # 4800 s
     assert g["projected_at"] == "2026-03-15T02:20:30.000Z"
     e = forecast["/data/e"]
     assert float(e["fill_rate_bytes_per_second"]) == pytest.approx(0.8 * MiB / 60, rel=1e-4)
     assert float(e["seconds_to_hard_limit"]) == 0.0  # already below
-    # draining (A recovered within the window) or flat (B): no projection
-    assert float(forecast["/data/a"]["fill_rate_bytes_per_second"]) < 0 and forecast["/data/a"]["seconds_to_hard_limit"] == ""
-    assert forecast["/data/b"]["fill_rate_bytes_per_second"] == "0.0" and forecast["/data/b"]["seconds_to_hard_limit"] == ""
-    assert forecast["/data/c"]["last_observed"] == t(40)
+    # A recovered at round 71 and D at round 100 (space gained): flat since, like B; no projection
+    assert (forecast["/data/a"]["trend_start"], forecast["/data/a"]["trend_observations"]) == (t(71), "50")
+    assert (forecast["/data/d"]["trend_start"], forecast["/data/d"]["trend_observations"]) == (t(100), "21")
+    for flat in ("/data/a", "/data/b", "/data/d"):
+        assert float(forecast[flat]["fill_rate_bytes_per_second"]) == 0.0 and forecast[flat]["seconds_to_hard_limit"] == ""
+    # broker 2 left: no forecast for C
+    assert "/data/c" not in forecast
     # the nearest limit first
-    assert [row["log_dir"] for row in read_csv(output, "forecast")][-1] in ("/data/a", "/data/b", "/data/d")
+    assert [row["log_dir"] for row in read_csv(output, "forecast")] == ["/data/e", "/data/g", "/data/a", "/data/b", "/data/d"]
 
 
 def test_broker_summary_row_by_row(report):
@@ -164,7 +167,7 @@ def test_broker_summary_row_by_row(report):
         ("3", "2", t(120), "true", "2", "2", "2", "1200.0", str(2 * MiB)),
     ]
     soonest = {row["broker_id"]: row["soonest_hard_limit_at"] for row in read_csv(output, "brokers")}
-    assert soonest["3"] == t(120)  # E is already there
+    assert soonest == {"1": "2026-03-15T02:20:30.000Z", "2": "", "3": t(120)}  # E is already there; broker 2 left
 
 
 def test_the_tables_are_also_written_as_parquet(report, spark):
