@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from spark.cli import summary_table
 from spark.job import run_report
 
 from .synthetic import HARD, SOFT, MiB, append_raw, at, volume_row, write_rounds
@@ -86,7 +87,7 @@ def report(spark, tmp_path_factory):
     write_rounds(history, START, ROUNDS, volumes(), outage=FAILED, outage_state="THROTTLE", limits=limits)
     append_raw(history, START + timedelta(minutes=12, seconds=30), wrong_typed_lines())
     output = tmp_path_factory.mktemp("report")
-    return run_report(spark, str(history), str(output)), output
+    return run_report(spark, str(history), f"{output}/"), output  # as a shell completes a folder
 
 
 def read_csv(output: Path, name: str) -> list[dict]:
@@ -179,3 +180,9 @@ def test_no_forecast_for_a_volume_no_longer_present(report):
     soonest = {row["broker_id"]: row["soonest_hard_limit_at"] for row in read_csv(output, "brokers")}
     assert soonest["2"] == t(LAST_OBSERVING) and soonest["4"] == ""
 
+
+def test_the_paths_printed_have_no_double_slash(report):
+    result, output = report
+    assert result.output == str(output)
+    printed = summary_table(result)
+    assert f"{output}/report.html" in printed and "//" not in printed

@@ -14,6 +14,7 @@ gap limit is 180 s. Hard limit 10 MiB, soft 20 MiB, volumes of 100 MiB:
 from __future__ import annotations
 
 import csv
+import re
 import shutil
 import subprocess
 from datetime import timedelta
@@ -91,7 +92,7 @@ EPISODE_COLUMNS = ("broker_id", "log_dir", "limit", "start", "end", "duration_se
 
 
 def episode(broker, log_dir, limit, first, end, duration, ongoing, reason, worst):
-    return (str(broker), log_dir, limit, t(first), t(end), f"{duration:.1f}", str(ongoing).lower(), reason, str(worst))
+    return (str(broker), log_dir, limit, t(first), t(end), str(duration), str(ongoing).lower(), reason, str(worst))
 
 
 def test_episodes_row_by_row(report):
@@ -162,9 +163,9 @@ def test_broker_summary_row_by_row(report):
     columns = ("broker_id", "log_dirs", "last_seen", "present_at_end", "hard_episodes", "soft_episodes", "ongoing_episodes", "hard_breach_seconds", "min_usable_bytes")
     rows = [tuple(row[c] for c in columns) for row in read_csv(output, "brokers")]
     assert rows == [
-        ("1", "3", t(120), "true", "3", "3", "0", "2220.0", str(5 * MiB)),
-        ("2", "1", t(40), "false", "1", "1", "0", "600.0", str(5 * MiB)),
-        ("3", "2", t(120), "true", "2", "2", "2", "1200.0", str(2 * MiB)),
+        ("1", "3", t(120), "true", "3", "3", "0", "2220", str(5 * MiB)),
+        ("2", "1", t(40), "false", "1", "1", "0", "600", str(5 * MiB)),
+        ("3", "2", t(120), "true", "2", "2", "2", "1200", str(2 * MiB)),
     ]
     soonest = {row["broker_id"]: row["soonest_hard_limit_at"] for row in read_csv(output, "brokers")}
     assert soonest == {"1": "2026-03-15T02:20:30.000Z", "2": "", "3": t(120)}  # E is already there; broker 2 left
@@ -180,6 +181,18 @@ def test_the_tables_are_also_written_as_parquet(report, spark):
     footer = jvm.org.apache.parquet.hadoop.ParquetFileReader.readFooter(spark.sparkContext._jsc.hadoopConfiguration(), jvm.org.apache.hadoop.fs.Path(str(part)))
     schema = footer.getFileMetaData().getSchema().toString()
     assert "int64 start (TIMESTAMP(MICROS,true))" in schema and "int96" not in schema
+
+
+def test_the_csv_files_hold_plain_decimals_and_the_output_no_checksum_files(report):
+    _, output = report
+    for name in ("episodes", "time_in_states", "brokers", "forecast"):
+        text = (output / f"{name}.csv").read_text()
+        assert re.findall(r"\d[eE][+-]?\d", text) == [], name  # 10485760, not 1.048576E7
+        assert re.findall(r"\d\.\d{7,}", text) == [], name  # to the microsecond at most: no float noise
+        assert re.findall(r"\d\.0*(?=[,\n])", text) == [], name  # 600, not 600.0
+    levels = {(row["log_dir"], row["limit"]): row["level"] for row in read_csv(output, "episodes")}
+    assert levels[("/data/d", "hard")] == str(HARD)
+    assert sorted(path.name for path in output.rglob("*.crc")) == []
 
 
 def test_the_html_page_charts_the_closest_volumes_and_the_state_timeline(report):
