@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import csv
 import re
-import shutil
-import subprocess
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,6 +22,8 @@ import pytest
 
 from spark.job import run_report
 
+from .browser import Chromium
+from .page_checks import check_layout, inline_svgs
 from .synthetic import HARD, SOFT, MiB, append_raw, at, write_rounds
 
 START = at(2026, 3, 14, 23, 0, 30)
@@ -222,25 +222,37 @@ def test_since_and_until_keep_only_that_period_and_max_gap_overrides_the_check_i
     assert ("/data/e", "hard") not in episodes and episodes[("/data/e", "soft")]["start"] == t(98)
 
 
-def chromium(*args: str) -> subprocess.CompletedProcess:
-    browser = shutil.which("chromium")
-    assert browser, "Debian's chromium is needed to render the report (.ci/run installs it)"
-    # --no-sandbox: the tests run as root; the page needs no network and has no script.
-    command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    chromium = Chromium(tmp_path_factory.mktemp("chromium") / "profile")
+    yield chromium
+    chromium.close()
 
 
-def test_the_html_page_renders_in_headless_chromium_with_its_charts_and_no_errors(report, tmp_path):
+def test_every_inline_svg_of_the_page_is_well_formed_xml(report):
     _, output = report
-    url = (output / "report.html").as_uri()
-    dom = chromium("--dump-dom", url)
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    assert dom.stdout.count('data-chart="volume"') == 4 and dom.stdout.count('data-chart="timeline"') == 1
-    assert dom.stdout.count("<polyline") >= 4 and "Violation episodes" in dom.stdout
-    console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
-    assert console == []
-    shot = tmp_path / "report.png"
-    rendered = chromium(f"--screenshot={shot}", "--window-size=1400,2400", "--hide-scrollbars", url)
-    assert rendered.returncode == 0, rendered.stderr[-2000:]
-    png = shot.read_bytes()
+    svgs = inline_svgs((output / "report.html").read_text())
+    assert [svg.get("data-chart") for svg in svgs] == ["volume"] * 4 + ["timeline", "days"]
+
+
+def test_the_page_renders_at_1280_px_and_prints_with_no_text_overlapping_and_every_table_within_the_page(report, browser, tmp_path):
+    _, output = report
+    measured = check_layout(output / "report.html", browser, shots=tmp_path)
+    screen = measured["screen"]
+    assert [chart["kind"] for chart in screen["charts"]] == ["volume"] * 4 + ["timeline", "days"]
+    assert sum(len(chart["lines"]) for chart in screen["charts"]) >= 4  # the data lines are drawn
+    # every column of every table is on the page, the key ones included
+    headers = {table["name"]: [h["text"] for h in table["headers"]] for table in measured["print"]["tables"]}
+    assert {"fill rate", "fitted on", "time to the hard limit", "projected (UTC)"} <= set(headers["forecast"])
+    assert {"duration", "end reason"} <= set(headers["episodes"]) and "time in hard breach" in headers["brokers"]
+    png = (tmp_path / "screen.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 50_000  # charts and tables, not a blank page
+    assert measured["print"]["pdf"].startswith(b"%PDF")
+
+
+def test_the_page_shows_durations_in_human_units_with_the_exact_seconds_in_a_tooltip(report):
+    _, output = report
+    page = (output / "report.html").read_text()
+    assert '<td class="num" title="1260 s">21 min</td>' in page  # A's episodes
+    assert '<td class="num" title="4800 s">1 h 20 min</td>' in page  # G's time to the hard limit
+    assert re.findall(r">\d+\.\d+<", page) == []  # no raw numbers of seconds (or any other) in a cell
