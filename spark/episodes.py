@@ -20,7 +20,7 @@ level). It ends:
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from spark.gaps import HistoryEnd, gap_limit
@@ -38,16 +38,16 @@ JUDGED = ("ok", "ramping", "breaching")
 KNOWN_LIMIT_KINDS = ("min-available-bytes", "min-available-ratio")
 
 
-def _code(column: str, values: tuple[str, ...]) -> F.Column:
+def _code(column: str, values: tuple[str, ...]) -> Column:
     return _code_of(F.col(column), values)
 
 
-def _code_of(text: F.Column, values: tuple[str, ...]) -> F.Column:
+def _code_of(text: Column, values: tuple[str, ...]) -> Column:
     """1-based index of the text in ``values`` (0 when not there)."""
     return F.array_position(F.array(*[F.lit(v) for v in values]), text).cast("int")
 
 
-def _text(column: str, values: tuple[str, ...]) -> F.Column:
+def _text(column: str, values: tuple[str, ...]) -> Column:
     return F.element_at(F.array(*[F.lit(v) for v in values]), F.nullif(F.col(column), F.lit(0)))
 
 
@@ -57,45 +57,64 @@ def volume_rows(rows: DataFrame) -> DataFrame:
 
 
 # The sort by volume and time is by a number given to each volume: comparing two rows then
-# compares two integers, not a broker id and a log dir's text.
+# compares two integers, not a broker id and a log dir's text. Only what the episodes need
+# goes through that sort, each field as narrow as it can be: the verdict as a small number
+# (0 when unjudged), from which the breach of each limit is derived after the sort.
 _VOLUME_ID = "volume_id"
 _CARRIED = ("time", "usable_bytes", "available_ratio", "total_bytes", "hard_limit", "soft_limit")
+_STATUS = "status"
+_JUDGED_CODES = {verdict: code for code, verdict in enumerate(JUDGED, start=1)}  # ok 1, ramping 2, breaching 3
+_LEVEL = {"hard": "hard_limit", "soft": "soft_limit"}
+# Of the observations before and after each one, what the episodes compare with it.
+_NEIGHBOURS = ("status", "limit_kind", "hard_limit", "soft_limit")
 
 
-def _with_breach_flags(max_gap_seconds: float | None):
+def _with_status(max_gap_seconds: float | None):
     def step(rows: DataFrame) -> DataFrame:
-        # Only what the episodes need goes through the sort by volume and time. A limit's
-        # settings (its kind and level) as one number, to compare with the neighbours'.
         return rows.select(
             _VOLUME_ID,
             *_CARRIED,
             _code("limit_kind", KNOWN_LIMIT_KINDS).alias("limit_kind"),
             epoch_seconds("time").alias("t"),
             gap_limit(max_gap_seconds).alias("gap_limit"),
-            F.coalesce(F.col("volume_status") == F.lit("breaching"), F.lit(False)).alias("in_hard"),
-            F.coalesce(F.col("soft_limit").isNotNull() & F.col("volume_status").isin("ramping", "breaching"), F.lit(False)).alias("in_soft"),
-            F.coalesce(F.col("volume_status").isin(*JUDGED), F.lit(False)).alias("judged"),
-            F.xxhash64("limit_kind", "hard_limit").alias("hard_settings"),
-            F.when(F.col("soft_limit").isNotNull(), F.xxhash64("limit_kind", "soft_limit")).alias("soft_settings"),
+            F.coalesce(_code("volume_status", JUDGED), F.lit(0)).alias(_STATUS),
         )
 
     return step
 
 
+def _in_breach(kind: str, of: str = "") -> Column:
+    """Whether the observation (this one, or its neighbour ``of`` "prev_" / "next_") is in
+    breach of the ``kind`` limit: breaching for the hard one; ramping or breaching, with a soft
+    limit set, for the soft one."""
+    status = F.col(f"{of}{_STATUS}")
+    if kind == "hard":
+        return status == F.lit(_JUDGED_CODES["breaching"])
+    return F.col(f"{of}soft_limit").isNotNull() & (status >= F.lit(_JUDGED_CODES["ramping"]))
+
+
+def _same_settings(kind: str, of: str) -> Column:
+    """Whether the neighbour ``of`` ("prev_" / "next_") has this observation's settings of the
+    ``kind`` limit: its kind and level."""
+    return F.col(f"{of}limit_kind").eqNullSafe(F.col("limit_kind")) & F.col(f"{of}{_LEVEL[kind]}").eqNullSafe(F.col(_LEVEL[kind]))
+
+
+def _in_same_episode(kind: str, of: str) -> Column:
+    """The neighbour is in breach of the same settings of the limit (gaps aside)."""
+    return F.coalesce(_in_breach(kind, of) & _same_settings(kind, of), F.lit(False))
+
+
 def _with_neighbours(rows: DataFrame) -> DataFrame:
-    """Each row with what the episodes need of the observations before and after it: the
-    settings of the episode the previous one was in (null when in none), and the next one's
-    breach, settings and verdict."""
+    """Each row with the observations before and after it, as far as the episodes need them;
+    the breaches are derived from these after the sort, so they do not widen what is sorted."""
     by_volume = Window.partitionBy(_VOLUME_ID).orderBy("t")
     return rows.withColumns(
         {
             "prev_t": F.lag("t").over(by_volume),
             "next_t": F.lead("t").over(by_volume),
             "next_time": F.lead("time").over(by_volume),
-            "next_judged": F.lead("judged").over(by_volume),
-            **{f"prev_{k}_episode": F.lag(F.when(F.col(f"in_{k}"), F.col(f"{k}_settings"))).over(by_volume) for k in LIMIT_KINDS},
-            **{f"next_in_{k}": F.lead(f"in_{k}").over(by_volume) for k in LIMIT_KINDS},
-            **{f"next_{k}_settings": F.lead(f"{k}_settings").over(by_volume) for k in LIMIT_KINDS},
+            **{f"prev_{name}": F.lag(name).over(by_volume) for name in _NEIGHBOURS},
+            **{f"next_{name}": F.lead(name).over(by_volume) for name in _NEIGHBOURS},
         }
     )
 
@@ -109,24 +128,23 @@ def _with_episode_numbers(rows: DataFrame) -> DataFrame:
     gap_follows = (F.col("next_t") - F.col("t")) > F.col("gap_limit")
     flags, numbers = {}, {}
     for kind in LIMIT_KINDS:
-        inside, settings = F.col(f"in_{kind}"), F.col(f"{kind}_settings")
-        continues = F.col(f"prev_{kind}_episode").eqNullSafe(settings)
-        settings_change = ~F.col(f"next_{kind}_settings").eqNullSafe(settings)
-        flags[f"start_{kind}"] = inside & (~continues | after_gap)
-        flags[f"last_{kind}"] = inside & (F.col("next_t").isNull() | gap_follows | ~F.col(f"next_in_{kind}") | settings_change)
+        inside = F.col(f"in_{kind}")
+        flags[f"start_{kind}"] = inside & (~_in_same_episode(kind, "prev_") | after_gap)
+        flags[f"last_{kind}"] = inside & (F.col("next_t").isNull() | gap_follows | ~_in_same_episode(kind, "next_"))
         numbers[f"episode_{kind}"] = F.sum(F.col(f"start_{kind}").cast("int")).over(running)
-    return rows.withColumns(flags).filter(F.col("in_hard") | F.col("in_soft")).withColumns(numbers)
+    in_either = {f"in_{kind}": _in_breach(kind) for kind in LIMIT_KINDS}
+    return rows.withColumns(in_either).withColumns(flags).filter(F.col("in_hard") | F.col("in_soft")).withColumns(numbers)
 
 
-def _end_reason(kind: str, end: HistoryEnd) -> F.Column:
+def _end_reason(kind: str, end: HistoryEnd) -> Column:
     """Why an episode of ``kind`` whose last observation is this row ends (its code)."""
     at_the_end = F.col("t") >= F.lit(end.last_observing_round) - F.col("gap_limit")
     reason = (
         F.when(F.col("next_t").isNull() & at_the_end, F.lit("unobserved" if end.unobserved else "ongoing"))
         .when(F.col("next_t").isNull(), F.lit("volume-gone"))
         .when((F.col("next_t") - F.col("t")) > F.col("gap_limit"), F.lit("gap"))
-        .when(~F.col(f"next_{kind}_settings").eqNullSafe(F.col(f"{kind}_settings")), F.lit("limit-changed"))
-        .when(~F.col("next_judged"), F.lit("unjudged"))
+        .when(~_same_settings(kind, "next_"), F.lit("limit-changed"))
+        .when(F.col(f"next_{_STATUS}") == F.lit(0), F.lit("unjudged"))
         .otherwise(F.lit("recovered"))
     )
     return _code_of(reason, END_REASONS)
@@ -148,7 +166,7 @@ def _one_row_per_kind(end: HistoryEnd):
                     F.col(f"in_{kind}").alias("inside"),
                     F.col(f"episode_{kind}").alias("episode"),
                     F.col(f"last_{kind}").alias("last"),
-                    F.col("hard_limit" if kind == "hard" else "soft_limit").alias("level"),
+                    F.col(_LEVEL[kind]).alias("level"),
                     reason.alias("end_reason"),
                     F.when(reason.isin(*_ENDS_AT_NEXT), F.col("next_time")).otherwise(F.col("time")).alias("end_time"),
                 )
@@ -219,7 +237,7 @@ def violation_episodes(rows: DataFrame, volumes: DataFrame, end: HistoryEnd, max
     return (
         rows.transform(volume_rows)
         .join(ids, list(VOLUME))
-        .transform(_with_breach_flags(max_gap_seconds))
+        .transform(_with_status(max_gap_seconds))
         .transform(_with_neighbours)
         .transform(_with_episode_numbers)
         .transform(_one_row_per_kind(end))
