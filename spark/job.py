@@ -107,7 +107,7 @@ def run_report(
             raise EmptyHistory(f"no history rows in {input_path} ({read.skipped_lines} lines skipped)")
         assert read.first_time is not None and read.last_time is not None
         report = Report(input_path, output.directory, read.rows, read.skipped_lines, read.first_time, read.last_time, max_gap_seconds, forecast_window_seconds)
-        done("read", f"read {read.rows:,} rows, skipped {read.skipped_lines:,} corrupt or truncated lines")
+        done("read", f"read {read.rows:,} rows, skipped {read.skipped_lines:,} unreadable lines (corrupt, truncated or of the wrong type)")
         rows = history.rows
 
         round_rows = rounds(round_decisions).persist()  # one row per round
