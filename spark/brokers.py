@@ -7,7 +7,7 @@ from pyspark.sql import functions as F
 
 from spark.episodes import volume_rows
 from spark.forecast import fitted_rows
-from spark.gaps import gap_limit
+from spark.gaps import HistoryEnd, gap_limit, still_present
 from spark.reading import epoch_seconds
 
 
@@ -38,7 +38,7 @@ def volume_summary(rows: DataFrame, max_gap_seconds: float | None = None) -> Dat
     )
 
 
-def _observed(volumes: DataFrame, history_end: float) -> DataFrame:
+def _observed(volumes: DataFrame, end: HistoryEnd) -> DataFrame:
     per_broker = volumes.groupBy("broker_id").agg(
         F.count(F.lit(1)).cast("int").alias("log_dirs"),
         F.min("first_seen").alias("first_seen"),
@@ -48,7 +48,7 @@ def _observed(volumes: DataFrame, history_end: float) -> DataFrame:
         F.min("min_available_ratio").alias("min_available_ratio"),
         F.max("gap_limit").alias("gap_limit"),
     )
-    present = epoch_seconds("last_seen") >= F.lit(history_end) - F.col("gap_limit")
+    present = still_present(epoch_seconds("last_seen"), end, F.col("gap_limit"))
     return per_broker.withColumn("present_at_end", present).drop("gap_limit")
 
 
@@ -72,12 +72,12 @@ def _nearest_forecast(forecast: DataFrame) -> DataFrame:
     )
 
 
-def broker_summary(volumes: DataFrame, episodes: DataFrame, forecast: DataFrame, history_end: float) -> DataFrame:
+def broker_summary(volumes: DataFrame, episodes: DataFrame, forecast: DataFrame, end: HistoryEnd) -> DataFrame:
     """``volumes``: ``volume_summary(rows, max_gap_seconds)``."""
     zero_counts = {name: 0 for name in ("hard_episodes", "soft_episodes", "ongoing_episodes")}
     zero_seconds = {name: 0.0 for name in ("hard_breach_seconds", "soft_breach_seconds")}
     return (
-        _observed(volumes, history_end)
+        _observed(volumes, end)
         .join(_episode_totals(episodes), "broker_id", "left")
         .join(_nearest_forecast(forecast), "broker_id", "left")
         .fillna({**zero_counts, **zero_seconds})

@@ -8,10 +8,9 @@ import time
 from datetime import UTC, datetime
 
 from spark.forecast import FORECAST_WINDOW_SECONDS
-from spark.html_report import human_duration
 from spark.job import EmptyHistory, Report, run_report
 from spark.session import report_session
-from spark.svg import human_bytes
+from spark.units import human_bytes, human_duration
 
 
 def _instant(text: str) -> datetime:

@@ -3,42 +3,51 @@
 A volume is in a hard episode while the service judged it breaching (the policy's verdict,
 so hysteresis and log dir errors count as the service counted them), and in a soft episode
 while it was ramping or breaching (at or below the soft level) when a soft limit was set.
-An episode starts at its first observation in breach. It ends:
+An episode starts at its first observation in breach, and holds one limit setting (kind and
+level). It ends:
 - ``recovered``: at the first observation back within the limit (no gap before it);
+- ``limit-changed``: at the first observation under other settings of that limit (a level
+  changed, a soft limit removed); still in breach, a new episode starts there;
+- ``unjudged``: at its last observation in breach, when the next one has no usable bytes;
 - ``gap``: at its last observation in breach, when the next observation of the volume comes
   more than the gap limit later (a new episode starts after the gap if still in breach);
 - ``volume-gone``: at its last observation in breach, when the volume is never observed
-  again but the history goes on (a broker that disappeared);
-- ``ongoing``: still in breach at the end of the history (``end`` is the last observation).
+  again but rounds go on observing others (a broker that disappeared);
+- ``ongoing``: still in breach at the end of the history (``end`` is the last observation);
+- ``unobserved``: ongoing too, in a history that ends in rounds that observed nothing: in
+  breach at the last round that observed volumes, and not seen since.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark.gaps import gap_limit
+from spark.gaps import HistoryEnd, gap_limit
 from spark.reading import epoch_seconds
 
 VOLUME = ("broker_id", "log_dir")
 LIMIT_KINDS = ("hard", "soft")
-END_REASONS = ("recovered", "gap", "volume-gone", "ongoing")
+END_REASONS = ("recovered", "limit-changed", "unjudged", "gap", "volume-gone", "unobserved", "ongoing")
+STILL_IN_BREACH = ("unobserved", "ongoing")
+# Verdicts that judged the volume against its limits (unjudged: no usable bytes reported).
+JUDGED = ("ok", "ramping", "breaching")
 # The writer's limit kinds (app.decision.policy's LimitKind values). Text goes through the episode
 # aggregation as its index here, so that Spark aggregates in a hash table instead of
 # sorting every row in breach; a kind not listed would come out as null.
 KNOWN_LIMIT_KINDS = ("min-available-bytes", "min-available-ratio")
 
 
-def _code(column: str, values: tuple[str, ...]) -> F.Column:
+def _code(column: str, values: tuple[str, ...]) -> Column:
     return _code_of(F.col(column), values)
 
 
-def _code_of(text: F.Column, values: tuple[str, ...]) -> F.Column:
+def _code_of(text: Column, values: tuple[str, ...]) -> Column:
     """1-based index of the text in ``values`` (0 when not there)."""
     return F.array_position(F.array(*[F.lit(v) for v in values]), text).cast("int")
 
 
-def _text(column: str, values: tuple[str, ...]) -> F.Column:
+def _text(column: str, values: tuple[str, ...]) -> Column:
     return F.element_at(F.array(*[F.lit(v) for v in values]), F.nullif(F.col(column), F.lit(0)))
 
 
@@ -48,36 +57,64 @@ def volume_rows(rows: DataFrame) -> DataFrame:
 
 
 # The sort by volume and time is by a number given to each volume: comparing two rows then
-# compares two integers, not a broker id and a log dir's text.
+# compares two integers, not a broker id and a log dir's text. Only what the episodes need
+# goes through that sort, each field as narrow as it can be: the verdict as a small number
+# (0 when unjudged), from which the breach of each limit is derived after the sort.
 _VOLUME_ID = "volume_id"
 _CARRIED = ("time", "usable_bytes", "available_ratio", "total_bytes", "hard_limit", "soft_limit")
+_STATUS = "status"
+_JUDGED_CODES = {verdict: code for code, verdict in enumerate(JUDGED, start=1)}  # ok 1, ramping 2, breaching 3
+_LEVEL = {"hard": "hard_limit", "soft": "soft_limit"}
+# Of the observations before and after each one, what the episodes compare with it.
+_NEIGHBOURS = ("status", "limit_kind", "hard_limit", "soft_limit")
 
 
-def _with_breach_flags(max_gap_seconds: float | None):
+def _with_status(max_gap_seconds: float | None):
     def step(rows: DataFrame) -> DataFrame:
-        # Only what the episodes need goes through the sort by volume and time.
         return rows.select(
             _VOLUME_ID,
             *_CARRIED,
             _code("limit_kind", KNOWN_LIMIT_KINDS).alias("limit_kind"),
             epoch_seconds("time").alias("t"),
             gap_limit(max_gap_seconds).alias("gap_limit"),
-            F.coalesce(F.col("volume_status") == F.lit("breaching"), F.lit(False)).alias("in_hard"),
-            F.coalesce(F.col("soft_limit").isNotNull() & F.col("volume_status").isin("ramping", "breaching"), F.lit(False)).alias("in_soft"),
+            F.coalesce(_code("volume_status", JUDGED), F.lit(0)).alias(_STATUS),
         )
 
     return step
 
 
+def _in_breach(kind: str, of: str = "") -> Column:
+    """Whether the observation (this one, or its neighbour ``of`` "prev_" / "next_") is in
+    breach of the ``kind`` limit: breaching for the hard one; ramping or breaching, with a soft
+    limit set, for the soft one."""
+    status = F.col(f"{of}{_STATUS}")
+    if kind == "hard":
+        return status == F.lit(_JUDGED_CODES["breaching"])
+    return F.col(f"{of}soft_limit").isNotNull() & (status >= F.lit(_JUDGED_CODES["ramping"]))
+
+
+def _same_settings(kind: str, of: str) -> Column:
+    """Whether the neighbour ``of`` ("prev_" / "next_") has this observation's settings of the
+    ``kind`` limit: its kind and level."""
+    return F.col(f"{of}limit_kind").eqNullSafe(F.col("limit_kind")) & F.col(f"{of}{_LEVEL[kind]}").eqNullSafe(F.col(_LEVEL[kind]))
+
+
+def _in_same_episode(kind: str, of: str) -> Column:
+    """The neighbour is in breach of the same settings of the limit (gaps aside)."""
+    return F.coalesce(_in_breach(kind, of) & _same_settings(kind, of), F.lit(False))
+
+
 def _with_neighbours(rows: DataFrame) -> DataFrame:
+    """Each row with the observations before and after it, as far as the episodes need them;
+    the breaches are derived from these after the sort, so they do not widen what is sorted."""
     by_volume = Window.partitionBy(_VOLUME_ID).orderBy("t")
     return rows.withColumns(
         {
             "prev_t": F.lag("t").over(by_volume),
             "next_t": F.lead("t").over(by_volume),
             "next_time": F.lead("time").over(by_volume),
-            **{f"prev_{k}": F.lag(f"in_{k}").over(by_volume) for k in LIMIT_KINDS},
-            **{f"next_{k}": F.lead(f"in_{k}").over(by_volume) for k in LIMIT_KINDS},
+            **{f"prev_{name}": F.lag(name).over(by_volume) for name in _NEIGHBOURS},
+            **{f"next_{name}": F.lead(name).over(by_volume) for name in _NEIGHBOURS},
         }
     )
 
@@ -87,48 +124,56 @@ def _with_episode_numbers(rows: DataFrame) -> DataFrame:
     outside every episode can go before the running count (it counts starts, which are rows
     in breach); the rows stay in the window's order, so nothing is sorted again."""
     running = Window.partitionBy(_VOLUME_ID).orderBy("t").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    after_gap = (F.col("t") - F.col("prev_t")) > F.col("gap_limit")
+    after_gap = F.coalesce((F.col("t") - F.col("prev_t")) > F.col("gap_limit"), F.lit(False))
     gap_follows = (F.col("next_t") - F.col("t")) > F.col("gap_limit")
     flags, numbers = {}, {}
     for kind in LIMIT_KINDS:
         inside = F.col(f"in_{kind}")
-        flags[f"start_{kind}"] = inside & (~F.coalesce(F.col(f"prev_{kind}"), F.lit(False)) | F.coalesce(after_gap, F.lit(False)))
-        flags[f"last_{kind}"] = inside & (F.col("next_t").isNull() | gap_follows | ~F.col(f"next_{kind}"))
+        flags[f"start_{kind}"] = inside & (~_in_same_episode(kind, "prev_") | after_gap)
+        flags[f"last_{kind}"] = inside & (F.col("next_t").isNull() | gap_follows | ~_in_same_episode(kind, "next_"))
         numbers[f"episode_{kind}"] = F.sum(F.col(f"start_{kind}").cast("int")).over(running)
-    return rows.withColumns(flags).filter(F.col("in_hard") | F.col("in_soft")).withColumns(numbers)
+    in_either = {f"in_{kind}": _in_breach(kind) for kind in LIMIT_KINDS}
+    return rows.withColumns(in_either).withColumns(flags).filter(F.col("in_hard") | F.col("in_soft")).withColumns(numbers)
 
 
-def _with_end(history_end: float):
-    """Where an episode whose last observation is this row ends, and why."""
+def _end_reason(kind: str, end: HistoryEnd) -> Column:
+    """Why an episode of ``kind`` whose last observation is this row ends (its code)."""
+    at_the_end = F.col("t") >= F.lit(end.last_observing_round) - F.col("gap_limit")
+    reason = (
+        F.when(F.col("next_t").isNull() & at_the_end, F.lit("unobserved" if end.unobserved else "ongoing"))
+        .when(F.col("next_t").isNull(), F.lit("volume-gone"))
+        .when((F.col("next_t") - F.col("t")) > F.col("gap_limit"), F.lit("gap"))
+        .when(~_same_settings(kind, "next_"), F.lit("limit-changed"))
+        .when(F.col(f"next_{_STATUS}") == F.lit(0), F.lit("unjudged"))
+        .otherwise(F.lit("recovered"))
+    )
+    return _code_of(reason, END_REASONS)
 
+
+# Episodes that end at the next observation (the first outside them); the others end at their
+# last observation in breach.
+_ENDS_AT_NEXT = [END_REASONS.index(reason) + 1 for reason in ("recovered", "limit-changed")]
+
+
+def _one_row_per_kind(end: HistoryEnd):
     def step(rows: DataFrame) -> DataFrame:
-        reason = (
-            F.when(F.col("next_t").isNull() & (F.col("t") >= F.lit(history_end) - F.col("gap_limit")), F.lit("ongoing"))
-            .when(F.col("next_t").isNull(), F.lit("volume-gone"))
-            .when((F.col("next_t") - F.col("t")) > F.col("gap_limit"), F.lit("gap"))
-            .otherwise(F.lit("recovered"))
-        )
-        return rows.withColumn("end_reason", _code_of(reason, END_REASONS)).withColumn(
-            "end_time", F.when(F.col("end_reason") == END_REASONS.index("recovered") + 1, F.col("next_time")).otherwise(F.col("time"))
-        )
+        kinds = []
+        for kind in LIMIT_KINDS:
+            reason = _end_reason(kind, end)
+            kinds.append(
+                F.struct(
+                    F.lit(kind).alias("limit"),
+                    F.col(f"in_{kind}").alias("inside"),
+                    F.col(f"episode_{kind}").alias("episode"),
+                    F.col(f"last_{kind}").alias("last"),
+                    F.col(_LEVEL[kind]).alias("level"),
+                    reason.alias("end_reason"),
+                    F.when(reason.isin(*_ENDS_AT_NEXT), F.col("next_time")).otherwise(F.col("time")).alias("end_time"),
+                )
+            )
+        return rows.withColumn("kind", F.explode(F.filter(F.array(*kinds), lambda k: k["inside"])))
 
     return step
-
-
-def _one_row_per_kind(rows: DataFrame) -> DataFrame:
-    kinds = F.array(
-        *[
-            F.struct(
-                F.lit(kind).alias("limit"),
-                F.col(f"in_{kind}").alias("inside"),
-                F.col(f"episode_{kind}").alias("episode"),
-                F.col(f"last_{kind}").alias("last"),
-                F.col("hard_limit" if kind == "hard" else "soft_limit").alias("level"),
-            )
-            for kind in LIMIT_KINDS
-        ]
-    )
-    return rows.withColumn("kind", F.explode(F.filter(kinds, lambda k: k["inside"])))
 
 
 _EPISODE_COLUMNS = (
@@ -153,8 +198,8 @@ def _episodes(rows: DataFrame) -> DataFrame:
         F.min_by("limit_kind", "t").alias("limit_kind"),  # as at the start
         F.min_by("kind.level", "t").alias("level"),
         F.min("time").alias("start"),
-        F.max(F.when(last, F.col("end_time"))).alias("end"),
-        F.max(F.when(last, F.col("end_reason"))).alias("end_reason"),
+        F.max(F.when(last, F.col("kind.end_time"))).alias("end"),
+        F.max(F.when(last, F.col("kind.end_reason"))).alias("end_reason"),
         F.min(F.when(F.col("usable_bytes") >= 0, F.col("usable_bytes"))).alias("worst_usable_bytes"),
         F.min("available_ratio").alias("worst_available_ratio"),
         F.max("total_bytes").alias("total_bytes"),
@@ -168,7 +213,7 @@ def _episodes(rows: DataFrame) -> DataFrame:
         "start",
         "end",
         (epoch_seconds("end") - epoch_seconds("start")).alias("duration_seconds"),
-        (F.col("end_reason") == END_REASONS.index("ongoing") + 1).alias("ongoing"),
+        F.col("end_reason").isin(*[END_REASONS.index(reason) + 1 for reason in STILL_IN_BREACH]).alias("ongoing"),
         _text("end_reason", END_REASONS).alias("end_reason"),
         "worst_usable_bytes",
         "worst_available_ratio",
@@ -185,18 +230,17 @@ def _volume_ids(volumes: DataFrame) -> DataFrame:
     return volumes.select((F.row_number().over(in_order) - 1).cast("int").alias(_VOLUME_ID), *VOLUME)
 
 
-def violation_episodes(rows: DataFrame, volumes: DataFrame, history_end: float, max_gap_seconds: float | None = None) -> DataFrame:
+def violation_episodes(rows: DataFrame, volumes: DataFrame, end: HistoryEnd, max_gap_seconds: float | None = None) -> DataFrame:
     """One row per episode, ordered by volume, limit kind and start. ``volumes``: one row per
     volume (``broker_id``, ``log_dir``), e.g. ``brokers.volume_summary(rows)``."""
     ids = F.broadcast(_volume_ids(volumes))
     return (
         rows.transform(volume_rows)
         .join(ids, list(VOLUME))
-        .transform(_with_breach_flags(max_gap_seconds))
+        .transform(_with_status(max_gap_seconds))
         .transform(_with_neighbours)
         .transform(_with_episode_numbers)
-        .transform(_with_end(history_end))
-        .transform(_one_row_per_kind)
+        .transform(_one_row_per_kind(end))
         .transform(_episodes)
         .join(ids, _VOLUME_ID)
         .select(*VOLUME, *_EPISODE_COLUMNS)

@@ -20,9 +20,10 @@ from spark.chart_data import (
 )
 from spark.episodes import violation_episodes
 from spark.forecast import FORECAST_WINDOW_SECONDS, fill_forecast
+from spark.gaps import HistoryEnd
 from spark.html_report import render_page
 from spark.output import ReportOutput
-from spark.reading import line_counts, read_history
+from spark.reading import epoch_seconds, line_counts, read_history
 from spark.states import decisions, rounds, time_in_states
 
 # Rows of each table shown on the HTML page (the files hold them all).
@@ -68,6 +69,12 @@ def _rows_of(table: DataFrame, limit: int = PAGE_ROWS) -> list[dict]:
     return [row.asDict() for row in table.select(*shown).limit(limit).collect()]
 
 
+def _history_end(volumes: DataFrame, last_round: float) -> HistoryEnd:
+    """The last round, and the last one that observed volumes (from the per-volume summary)."""
+    last_seen = volumes.agg(F.max(epoch_seconds("last_seen"))).first()[0]
+    return HistoryEnd(last_round, last_seen if last_seen is not None else last_round)
+
+
 def run_report(
     spark: SparkSession,
     input_path: str,
@@ -99,20 +106,21 @@ def run_report(
         if read.rows == 0:
             raise EmptyHistory(f"no history rows in {input_path} ({read.skipped_lines} lines skipped)")
         assert read.first_time is not None and read.last_time is not None
-        report = Report(input_path, output_path, read.rows, read.skipped_lines, read.first_time, read.last_time, max_gap_seconds, forecast_window_seconds)
-        done("read", f"read {read.rows:,} rows, skipped {read.skipped_lines:,} corrupt or truncated lines")
+        report = Report(input_path, output.directory, read.rows, read.skipped_lines, read.first_time, read.last_time, max_gap_seconds, forecast_window_seconds)
+        done("read", f"read {read.rows:,} rows, skipped {read.skipped_lines:,} unreadable lines (corrupt, truncated or of the wrong type)")
         rows = history.rows
 
         round_rows = rounds(round_decisions).persist()  # one row per round
         volumes = volume_summary(rows, max_gap_seconds).persist()  # one row per volume
+        end = _history_end(volumes, read.last_time)
         # Small tables, each computed once: written twice and shown, and the broker summary
         # builds on the episodes and the forecast.
-        episodes = violation_episodes(rows, volumes, read.last_time, max_gap_seconds).persist()
-        forecast = fill_forecast(rows, volumes, forecast_window_seconds).persist()
+        episodes = violation_episodes(rows, volumes, end, max_gap_seconds).persist()
+        forecast = fill_forecast(rows, volumes, end, forecast_window_seconds).persist()
         tables = {
             "episodes": episodes,
             "time_in_states": time_in_states(round_rows, max_gap_seconds).persist(),
-            "brokers": broker_summary(volumes, episodes, forecast, read.last_time).persist(),
+            "brokers": broker_summary(volumes, episodes, forecast, end).persist(),
             "forecast": forecast,
         }
         for name in TABLES:

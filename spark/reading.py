@@ -9,7 +9,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from app.history.schema import PARTITION_PREFIX
-from spark.schema import READ_SCHEMA, REPORT_SCHEMA, TIMESTAMP_FIELDS
+from spark.schema import READ_SCHEMA, REPORT_SCHEMA, TIMESTAMP_FIELDS, UNPARSED_LINE
 
 PARTITION_COLUMN = PARTITION_PREFIX.rstrip("=")
 # The parsed copy is written once and read a few times, whole, by this job: plain pages (no
@@ -31,7 +31,7 @@ class History:
 @dataclass(frozen=True)
 class LineCounts:
     rows: int  # valid rows
-    skipped_lines: int  # lines that did not parse (a truncated last line, corruption) or lack time/state
+    skipped_lines: int  # lines that did not parse (a truncated last line, corruption, a value of the wrong type) or lack time/state
     first_time: float | None  # epoch seconds of the first and last valid row
     last_time: float | None
 
@@ -46,18 +46,32 @@ def read_history(spark: SparkSession, path: str, parsed: str, since: datetime | 
 
     Only the rows with ``since <= time < until`` are kept; the date partitions outside that
     range are not read at all."""
-    # PERMISSIVE without partial results: a line that does not parse (truncated, corrupt, a
-    # value of the wrong type) becomes a row of nulls, counted by ``line_counts``. (Keeping
-    # the raw text in a corrupt-record column would double the cost of parsing.)
-    spark.conf.set("spark.sql.json.enablePartialResults", "false")
-    raw = spark.read.schema(READ_SCHEMA).option("mode", "PERMISSIVE").option("basePath", path).json(path)
+    # PERMISSIVE: a line that does not convert whole (truncated, corrupt, a value of the wrong
+    # type) keeps its text in UNPARSED_LINE, and whatever Spark made of its fields. Such a line
+    # gets no time, so it is not valid (``valid()``) and is counted by ``line_counts``. Its text
+    # goes no further than this select.
+    raw = (
+        spark.read.schema(READ_SCHEMA)
+        .option("mode", "PERMISSIVE")
+        .option("columnNameOfCorruptRecord", UNPARSED_LINE)
+        .option("basePath", path)
+        .json(path)
+    )
     if PARTITION_COLUMN in raw.columns:  # prune whole days before parsing them
         if since is not None:
             raw = raw.filter(F.col(PARTITION_COLUMN) >= F.lit(since.date()))
         if until is not None:
             raw = raw.filter(F.col(PARTITION_COLUMN) <= F.lit(until.date()))
-    names = REPORT_SCHEMA.fieldNames()
-    typed = raw.select(*[F.col(name).try_cast("timestamp").alias(name) if name in TIMESTAMP_FIELDS else F.col(name) for name in names])
+    converted = F.col(UNPARSED_LINE).isNull()
+
+    def typed_column(name: str) -> Column:
+        if name == "time":
+            return F.when(converted, F.col(name).try_cast("timestamp")).alias(name)
+        if name in TIMESTAMP_FIELDS:
+            return F.col(name).try_cast("timestamp").alias(name)
+        return F.col(name)
+
+    typed = raw.select(*[typed_column(name) for name in REPORT_SCHEMA.fieldNames()])
     assert typed.schema == REPORT_SCHEMA
     if since is not None:
         typed = typed.filter(F.col("time").isNull() | (F.col("time") >= F.lit(since)))
@@ -71,7 +85,8 @@ def read_history(spark: SparkSession, path: str, parsed: str, since: datetime | 
 
 def valid() -> Column:
     """Whether a line (a row of ``History.lines``, or a group of them by time and state) is valid:
-    it parsed, its time is an instant and it has a state."""
+    it converted whole (else ``read_history`` left its time empty), its time is an instant and
+    it has a state."""
     return F.col("time").isNotNull() & F.col("state").isNotNull()
 
 

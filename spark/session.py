@@ -9,8 +9,13 @@ from pyspark.sql import SparkSession
 DEFAULT_MASTER = "local[*]"
 # Days and timestamps in the report are UTC, whatever the machine's time zone. Timestamps
 # in Parquet as microseconds since the epoch (not the legacy INT96, which costs a calendar
-# conversion for every value written and read).
-_ALWAYS = {"spark.sql.session.timeZone": "UTC", "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}
+# conversion for every value written and read). Local files without Hadoop's ".<name>.crc"
+# side files (HDFS and object stores keep their checksums out of sight anyway).
+_ALWAYS = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+}
 # The report's windows over rounds and volumes (a few thousand rows) run in one partition on
 # purpose; Spark would warn about each of them on the terminal.
 _QUIET_LOGGERS = ("org.apache.spark.sql.execution.window.WindowExec",)

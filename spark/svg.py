@@ -1,184 +1,272 @@
-"""Inline SVG charts drawn in Python: no script, no network, nothing to load."""
+"""Inline SVG charts drawn in Python: no script, no network, nothing to load.
+
+Text never sits on the plot: titles and legends go above it, tick labels beside and below
+it, so no label can cover the data or another label. Widths of text are estimated (SVG has
+no text measurement without a browser) generously, from the font size."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from html import escape
+from itertools import pairwise
 
 from spark.chart_data import StateBucket, VolumeSeries
+from spark.ticks import byte_ticks, duration_ticks, time_ticks
+from spark.units import human_bytes, human_duration
 
 STATE_COLOURS = {"OPEN": "#2e9e5b", "THROTTLE": "#f0a030", "PAUSE": "#d64545"}
 FALLBACK_COLOUR = "#7b52ab"
 NO_DATA_COLOUR = "#e6e6e6"
 LINE_COLOUR = "#2b6cb0"
-FONT = 'font-family="system-ui, sans-serif" font-size="11"'
+LABEL_COLOUR = "#444"
+FONT_FAMILY = "system-ui, sans-serif"
+FONT_SIZE = 11
+LINE_HEIGHT = 15
+# Room a tick label needs along the time axis (pixels), and the height of the axis below
+# the plot: tick labels clear of the lowest value label, then the dates.
+TICK_SPACING = 90
+AXIS_BELOW = 18 + LINE_HEIGHT + 7
 
 
-def human_bytes(value: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} PiB"
+def _font(size: int = FONT_SIZE, bold: bool = False) -> str:
+    return f'font-family="{FONT_FAMILY}" font-size="{size}"' + (' font-weight="600"' if bold else "")
 
 
-def _time_label(epoch: float, span: float) -> str:
-    moment = datetime.fromtimestamp(epoch, tz=UTC)
-    if span <= 2 * 86400:
-        return moment.strftime("%m-%d %H:%M")
-    return moment.strftime("%Y-%m-%d")
+def text_width(text: str, size: int = FONT_SIZE) -> float:
+    """A generous estimate of the width of ``text`` in the chart font (most glyphs of a sans
+    serif font are narrower than 0.62 em)."""
+    return len(text) * size * 0.62
+
+
+def _text(x: float, y: float, content: str, anchor: str = "start", size: int = FONT_SIZE, bold: bool = False, colour: str = LABEL_COLOUR, css: str = "") -> str:
+    css_class = f' class="{css}"' if css else ""
+    return f'<text{css_class} x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" {_font(size, bold)} fill="{colour}">{escape(content)}</text>'
+
+
+def _clipped(text: str, width: float, size: int = FONT_SIZE) -> str:
+    """``text`` shortened with an ellipsis in the middle to fit ``width`` (the full text is in
+    the chart's title)."""
+    if text_width(text, size) <= width:
+        return text
+    keep = max(int(width / (size * 0.62)) - 1, 2)
+    return text[: keep // 2] + "…" + text[len(text) - (keep - keep // 2) :]
+
+
+def _time_label(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 class _Frame:
     """Maps time and value onto a plot area and draws its axes."""
 
-    def __init__(self, width: int, height: int, first: float, last: float, top_value: float, left: int = 72) -> None:
+    def __init__(self, width: int, height: int, first: float, last: float, top_value: float, top: int, left: int = 64, right: int = 20) -> None:
         self.width, self.height = width, height
-        self.left, self.right, self.top, self.bottom = left, 16, 26, 34
+        # below the plot: the tick labels, then the dates
+        self.left, self.right, self.top, self.bottom = left, right, top, AXIS_BELOW
         self.first, self.last = first, max(last, first + 1e-6)
         self.top_value = max(top_value, 1.0)
 
+    @property
+    def plot_right(self) -> float:
+        return self.width - self.right
+
+    @property
+    def plot_bottom(self) -> float:
+        return self.height - self.bottom
+
     def x(self, t: float) -> float:
-        return self.left + (t - self.first) / (self.last - self.first) * (self.width - self.left - self.right)
+        return self.left + (t - self.first) / (self.last - self.first) * (self.plot_right - self.left)
 
     def y(self, value: float) -> float:
-        plot = self.height - self.top - self.bottom
-        return self.top + plot * (1 - min(max(value, 0.0), self.top_value) / self.top_value)
+        return self.top + (self.plot_bottom - self.top) * (1 - min(max(value, 0.0), self.top_value) / self.top_value)
 
-    def time_axis(self, ticks: int = 5) -> list[str]:
-        parts = []
-        base = self.height - self.bottom
-        for i in range(ticks):
-            t = self.first + (self.last - self.first) * i / (ticks - 1)
-            x = self.x(t)
-            anchor = "start" if i == 0 else "end" if i == ticks - 1 else "middle"
+    def time_axis(self) -> list[str]:
+        """Ticks on round UTC times; under the first tick of each day, its date."""
+        base = self.plot_bottom
+        parts = [f'<line x1="{self.left}" y1="{base}" x2="{self.plot_right}" y2="{base}" stroke="#888"/>']
+        most = max(int((self.plot_right - self.left) / TICK_SPACING), 2)
+        for tick in time_ticks(self.first, self.last, most):
+            x = self.x(tick.t)
             parts.append(f'<line x1="{x:.1f}" y1="{base}" x2="{x:.1f}" y2="{base + 4}" stroke="#888"/>')
-            parts.append(f'<text x="{x:.1f}" y="{base + 16}" text-anchor="{anchor}" {FONT} fill="#444">{_time_label(t, self.last - self.first)}</text>')
-        parts.append(f'<line x1="{self.left}" y1="{base}" x2="{self.width - self.right}" y2="{base}" stroke="#888"/>')
+            parts.append(self._centred(x, base + 18, tick.label, "tick"))
+            if tick.date:
+                parts.append(self._centred(x, base + 18 + LINE_HEIGHT, tick.date, "date"))
         return parts
 
-    def value_axis(self, ticks: int = 5) -> list[str]:
+    def _centred(self, x: float, y: float, text: str, css: str) -> str:
+        """Centred under ``x``, unless that would cross the chart's edge."""
+        half = text_width(text) / 2
+        if x - half < 2:
+            return _text(2, y, text, "start", css=css)
+        if x + half > self.width - 2:
+            return _text(self.width - 2, y, text, "end", css=css)
+        return _text(x, y, text, "middle", css=css)
+
+    def byte_axis(self) -> list[str]:
         parts = []
-        for i in range(ticks):
-            value = self.top_value * i / (ticks - 1)
+        for value, label in byte_ticks(self.top_value):
             y = self.y(value)
-            parts.append(f'<line x1="{self.left}" y1="{y:.1f}" x2="{self.width - self.right}" y2="{y:.1f}" stroke="#eee"/>')
-            parts.append(f'<text x="{self.left - 6}" y="{y + 4:.1f}" text-anchor="end" {FONT} fill="#444">{human_bytes(value)}</text>')
+            parts.append(f'<line x1="{self.left}" y1="{y:.1f}" x2="{self.plot_right}" y2="{y:.1f}" stroke="#eee"/>')
+            parts.append(_text(self.left - 6, y + 4, label, "end", css="value"))
         return parts
 
 
 def _svg(width: int, height: int, kind: str, label: str, body: list[str]) -> str:
     return (
         f'<svg class="chart" data-chart="{kind}" role="img" aria-label="{escape(label)}" viewBox="0 0 {width} {height}" '
-        f'width="100%" preserveAspectRatio="xMidYMid meet" xmlns="http://www.w3.org/2000/svg">'
+        f'width="100%" style="max-width: {width}px" preserveAspectRatio="xMidYMid meet" xmlns="http://www.w3.org/2000/svg">'
         f"<title>{escape(label)}</title>" + "".join(body) + "</svg>"
     )
+
+
+def _legend(items: Sequence[tuple[str, str, str]], x: float, y: float, right: float) -> tuple[list[str], float]:
+    """Legend entries (name, colour, swatch: "box", "line" or "dash") from (x, y), wrapping
+    before ``right``; returns the parts and the baseline of the last line."""
+    parts = []
+    start = x
+    for name, colour, swatch in items:
+        needed = 16 + text_width(name)
+        if x + needed > right and x > start:
+            x, y = start, y + LINE_HEIGHT
+        if swatch == "box":
+            parts.append(f'<rect x="{x:.1f}" y="{y - 9:.1f}" width="10" height="10" fill="{colour}"/>')
+        else:
+            dash = ' stroke-dasharray="4 3"' if swatch == "dash" else ""
+            parts.append(f'<line x1="{x:.1f}" y1="{y - 4:.1f}" x2="{x + 11:.1f}" y2="{y - 4:.1f}" stroke="{colour}" stroke-width="2"{dash}/>')
+        parts.append(_text(x + 15, y, name, css="legend"))
+        x += needed + 12
+    return parts, y
 
 
 def _segments(points: Sequence[tuple[float, int]]) -> list[list[tuple[float, int]]]:
     """Split a series where observations stop for much longer than usual (a gap in the data)."""
     if len(points) < 3:
         return [list(points)]
-    steps = sorted(b[0] - a[0] for a, b in zip(points, points[1:]))
+    steps = sorted(b[0] - a[0] for a, b in pairwise(points))
     usual = steps[len(steps) // 2]
     segments: list[list[tuple[float, int]]] = [[points[0]]]
-    for before, point in zip(points, points[1:]):
+    for before, point in pairwise(points):
         if point[0] - before[0] > 5 * usual:
             segments.append([])
         segments[-1].append(point)
     return segments
 
 
-def volume_chart(series: VolumeSeries, first: float, last: float, width: int = 560, height: int = 230) -> str:
-    """Usable bytes of one volume over time, against its hard and soft limits."""
-    frame = _Frame(width, height, first, last, series.total_bytes)
-    body = [f'<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>']
-    body += frame.value_axis()
-    hard_y = frame.y(series.hard_bytes)
-    plot_bottom = height - frame.bottom
-    body.append(f'<rect x="{frame.left}" y="{hard_y:.1f}" width="{width - frame.left - frame.right}" height="{max(plot_bottom - hard_y, 0):.1f}" fill="#d64545" opacity="0.08"/>')
-    levels = [("hard limit", series.hard_bytes, STATE_COLOURS["PAUSE"])]
+def _value_scale(series: VolumeSeries) -> float:
+    """The top of the value axis: room above the highest of the data and the limits, up to the
+    capacity. (On a scale of the whole capacity, a 1 TiB volume near a 50 GiB limit would be a
+    flat line at the bottom.)"""
+    highest = max(max(v for _, v in series.points), series.hard_bytes, series.soft_bytes or 0.0)
+    return min(highest * 1.15, float(series.total_bytes)) if series.total_bytes > 0 else highest * 1.15
+
+
+def volume_chart(series: VolumeSeries, first: float, last: float, width: int = 600, height: int = 270) -> str:
+    """Usable bytes of one volume over time, against its hard and soft limits (named in the
+    legend above the plot, not on it)."""
+    title = f"broker {series.broker_id} · {series.log_dir}"
+    lowest = min(v for _, v in series.points)
+    summary = f"lowest {human_bytes(lowest)} available of {human_bytes(series.total_bytes)}"
+    head = [
+        _text(8, 16, _clipped(title, width - 16, 13), size=13, bold=True, colour="#222", css="title"),
+        _text(8, 16 + LINE_HEIGHT + 1, summary, colour="#555", css="summary"),
+    ]
+    legend = [("available", LINE_COLOUR, "line"), (f"hard limit {human_bytes(series.hard_bytes)}", STATE_COLOURS["PAUSE"], "dash")]
     if series.soft_bytes is not None:
-        levels.append(("soft limit", series.soft_bytes, STATE_COLOURS["THROTTLE"]))
-    for name, level, colour in levels:
+        legend.append((f"soft limit {human_bytes(series.soft_bytes)}", STATE_COLOURS["THROTTLE"], "dash"))
+    legend_parts, legend_bottom = _legend(legend, 8, 16 + 2 * LINE_HEIGHT + 2, width - 8)
+    top = int(legend_bottom) + 14
+    frame = _Frame(width, height + top - 62, first, last, _value_scale(series), top=top)
+    body = [f'<rect x="0" y="0" width="{frame.width}" height="{frame.height}" fill="white"/>', *head, *legend_parts]
+    body += frame.byte_axis()
+    hard_y = frame.y(series.hard_bytes)
+    body.append(
+        f'<rect x="{frame.left}" y="{hard_y:.1f}" width="{frame.plot_right - frame.left}" height="{max(frame.plot_bottom - hard_y, 0):.1f}" fill="#d64545" opacity="0.08"/>'
+    )
+    levels = [(series.hard_bytes, STATE_COLOURS["PAUSE"])]
+    if series.soft_bytes is not None:
+        levels.append((series.soft_bytes, STATE_COLOURS["THROTTLE"]))
+    for level, colour in levels:
         y = frame.y(level)
-        body.append(f'<line class="limit" x1="{frame.left}" y1="{y:.1f}" x2="{width - frame.right}" y2="{y:.1f}" stroke="{colour}" stroke-dasharray="6 4" stroke-width="1.5"/>')
-        body.append(f'<text x="{width - frame.right - 2}" y="{y - 4:.1f}" text-anchor="end" {FONT} fill="{colour}">{name} {human_bytes(level)}</text>')
+        body.append(f'<line class="limit" x1="{frame.left}" y1="{y:.1f}" x2="{frame.plot_right}" y2="{y:.1f}" stroke="{colour}" stroke-dasharray="6 4" stroke-width="1.5"/>')
     for segment in _segments(series.points):
-        coordinates = " ".join(f"{frame.x(t):.1f},{frame.y(v):.1f}" for t, v in segment)
         if len(segment) == 1:
-            (t, v), = segment
+            ((t, v),) = segment
             body.append(f'<circle cx="{frame.x(t):.1f}" cy="{frame.y(v):.1f}" r="2" fill="{LINE_COLOUR}"/>')
         else:
+            coordinates = " ".join(f"{frame.x(t):.1f},{frame.y(v):.1f}" for t, v in segment)
             body.append(f'<polyline class="series" points="{coordinates}" fill="none" stroke="{LINE_COLOUR}" stroke-width="1.8"/>')
-    lowest = min(v for _, v in series.points)
-    title = f"broker {series.broker_id} · {series.log_dir}"
-    body.append(f'<text x="{frame.left}" y="16" {FONT} font-size="13" font-weight="600" fill="#222">{escape(title)}</text>')
-    body.append(f'<text x="{width - frame.right}" y="16" text-anchor="end" {FONT} fill="#555">lowest {human_bytes(lowest)} of {human_bytes(series.total_bytes)}</text>')
     body += frame.time_axis()
-    return _svg(width, height, "volume", f"Available bytes of {title} against its limits", body)
+    return _svg(frame.width, frame.height, "volume", f"Available bytes of {title} against its limits", body)
 
 
-def state_timeline_chart(buckets: Sequence[StateBucket], first: float, last: float, width: int = 1120, height: int = 120) -> str:
+def state_timeline_chart(buckets: Sequence[StateBucket], first: float, last: float, width: int = 1200, height: int = 118) -> str:
     """Two lanes over time: the state in force, and when the factor came from last-valid or fallback."""
-    frame = _Frame(width, height, first, last, 1.0, left=110)
-    lanes = (("state", 30), ("fallback / last-valid", 62))
-    lane_height = 24
-    body = [f'<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>']
+    lane_names = ("state", "factor source")
+    left = int(max(text_width(name) for name in lane_names)) + 16
+    legend = [*[(name, colour, "box") for name, colour in STATE_COLOURS.items()], ("fallback / last-valid", FALLBACK_COLOUR, "box"), ("observed", "#cfe8d8", "box"), ("no data", NO_DATA_COLOUR, "box")]
+    legend_parts, legend_bottom = _legend(legend, left, 16, width - 8)
+    lane_height, lane_gap = 22, 8
+    lanes_top = int(legend_bottom) + 12
+    lanes = [(name, lanes_top + i * (lane_height + lane_gap)) for i, name in enumerate(lane_names)]
+    frame = _Frame(width, lanes[-1][1] + lane_height + AXIS_BELOW, first, last, 1.0, top=lanes_top, left=left)
+    body = [f'<rect x="0" y="0" width="{width}" height="{frame.height}" fill="white"/>', *legend_parts]
     for name, y in lanes:
-        body.append(f'<text x="{frame.left - 8}" y="{y + 16}" text-anchor="end" {FONT} fill="#444">{name}</text>')
-        body.append(f'<rect x="{frame.left}" y="{y}" width="{width - frame.left - frame.right}" height="{lane_height}" fill="{NO_DATA_COLOUR}"/>')
+        body.append(_text(left - 8, y + 15, name, "end", css="lane"))
+        body.append(f'<rect x="{left}" y="{y}" width="{frame.plot_right - left}" height="{lane_height}" fill="{NO_DATA_COLOUR}"/>')
     for bucket in buckets:
         x0, x1 = frame.x(bucket.start), frame.x(bucket.end)
         w = max(x1 - x0, 0.8)
-        tip = f"{_time_label(bucket.start, 0)}: {bucket.state}{' (fallback/last-valid)' if bucket.fallback else ''}, {bucket.rounds} rounds"
-        body.append(f'<rect class="state {bucket.state}" x="{x0:.2f}" y="{lanes[0][1]}" width="{w:.2f}" height="{lane_height}" fill="{STATE_COLOURS[bucket.state]}"><title>{escape(tip)}</title></rect>')
-        if bucket.fallback:
-            body.append(f'<rect class="fallback" x="{x0:.2f}" y="{lanes[1][1]}" width="{w:.2f}" height="{lane_height}" fill="{FALLBACK_COLOUR}"/>')
-        else:
-            body.append(f'<rect x="{x0:.2f}" y="{lanes[1][1]}" width="{w:.2f}" height="{lane_height}" fill="#cfe8d8"/>')
-    legend = [*STATE_COLOURS.items(), ("fallback / last-valid", FALLBACK_COLOUR), ("no data", NO_DATA_COLOUR)]
-    x = frame.left
-    for name, colour in legend:
-        body.append(f'<rect x="{x}" y="8" width="10" height="10" fill="{colour}"/><text x="{x + 14}" y="17" {FONT} fill="#444">{name}</text>')
-        x += 24 + 7 * len(name)
-    body += frame.time_axis(7)
-    return _svg(width, height, "timeline", "State timeline", body)
+        source = "fallback or last-valid" if bucket.fallback else "observed"
+        tip = f"from {_time_label(bucket.start)}: {bucket.state}, factor {source}, {bucket.rounds} rounds"
+        body.append(
+            f'<rect class="state {bucket.state}" x="{x0:.2f}" y="{lanes[0][1]}" width="{w:.2f}" height="{lane_height}" fill="{STATE_COLOURS[bucket.state]}" shape-rendering="crispEdges"><title>{escape(tip)}</title></rect>'
+        )
+        colour, css = (FALLBACK_COLOUR, "fallback") if bucket.fallback else ("#cfe8d8", "observed")
+        body.append(f'<rect class="{css}" x="{x0:.2f}" y="{lanes[1][1]}" width="{w:.2f}" height="{lane_height}" fill="{colour}" shape-rendering="crispEdges"><title>{escape(tip)}</title></rect>')
+    body += frame.time_axis()
+    return _svg(width, frame.height, "timeline", "State timeline", body)
 
 
-def day_bars_chart(days: Sequence[dict], width: int = 1120, height: int = 220) -> str:
-    """Hours per UTC day in OPEN / THROTTLE / PAUSE (stacked) and on the fallback (a mark)."""
-    left, right, top, bottom = 72, 16, 26, 40
+def day_bars_chart(days: Sequence[dict], width: int = 1200, height: int = 230) -> str:
+    """Time per UTC day in OPEN / THROTTLE / PAUSE (stacked) and on the fallback (a mark)."""
+    legend = [*[(name, colour, "box") for name, colour in STATE_COLOURS.items()], ("on the fallback", FALLBACK_COLOUR, "line")]
+    legend_parts, legend_bottom = _legend(legend, 64, 16, width - 8)
+    left, right, top, bottom = 64, 20, int(legend_bottom) + 14, AXIS_BELOW
     plot_h = height - top - bottom
-    # The scale fits the fullest day, in steps a reader can count in.
-    fullest = max((d["covered_seconds"] / 3600 for d in days), default=0.0)
-    scale = next((hours for hours in (0.25, 0.5, 1, 2, 4, 6, 12, 24) if fullest <= hours), 24)
-    body = [f'<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>']
-    for i in range(5):
-        hours = scale * i / 4
-        y = top + plot_h * (1 - hours / scale)
+    ticks = duration_ticks(max((d["covered_seconds"] for d in days), default=0.0))
+    scale = ticks[-1][0]
+    body = [f'<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>', *legend_parts]
+    for seconds, label in ticks:
+        y = top + plot_h * (1 - seconds / scale)
         body.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="#eee"/>')
-        body.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" {FONT} fill="#444">{hours:g} h</text>')
+        body.append(_text(left - 6, y + 4, label, "end", css="value"))
     slot = (width - left - right) / max(len(days), 1)
     bar = min(slot * 0.7, 48)
+    # A label every few days, so that labels keep TICK_SPACING / 2 apart; the year once.
+    every = max(1, -(-int(TICK_SPACING / 2) // max(int(slot), 1)))
+    year = None
     for i, day in enumerate(days):
         x = left + slot * i + (slot - bar) / 2
         y = top + plot_h
+        name = str(day["day"])
         for state in ("OPEN", "THROTTLE", "PAUSE"):
-            hours = day[f"{state.lower()}_seconds"] / 3600
-            h = plot_h * hours / scale
+            seconds = day[f"{state.lower()}_seconds"]
+            h = plot_h * seconds / scale
             y -= h
-            body.append(f'<rect class="day {state}" x="{x:.1f}" y="{y:.1f}" width="{bar:.1f}" height="{h:.1f}" fill="{STATE_COLOURS[state]}"><title>{day["day"]}: {state} {hours:.2f} h</title></rect>')
-        fallback_hours = day["source_fallback_seconds"] / 3600
-        if fallback_hours > 0:
-            fy = top + plot_h * (1 - fallback_hours / scale)
-            body.append(f'<line x1="{x - 3:.1f}" y1="{fy:.1f}" x2="{x + bar + 3:.1f}" y2="{fy:.1f}" stroke="{FALLBACK_COLOUR}" stroke-width="3"><title>{day["day"]}: fallback {fallback_hours:.2f} h</title></line>')
-        if len(days) <= 40 or i % max(len(days) // 20, 1) == 0:
-            body.append(f'<text x="{x + bar / 2:.1f}" y="{height - bottom + 16}" text-anchor="middle" {FONT} fill="#444">{str(day["day"])[5:]}</text>')
+            body.append(
+                f'<rect class="day {state}" x="{x:.1f}" y="{y:.1f}" width="{bar:.1f}" height="{h:.1f}" fill="{STATE_COLOURS[state]}"><title>{name}: {state} {human_duration(seconds) or "0 s"}</title></rect>'
+            )
+        fallback = day["source_fallback_seconds"]
+        if fallback > 0:
+            fy = top + plot_h * (1 - fallback / scale)
+            body.append(
+                f'<line x1="{x - 3:.1f}" y1="{fy:.1f}" x2="{x + bar + 3:.1f}" y2="{fy:.1f}" stroke="{FALLBACK_COLOUR}" stroke-width="3"><title>{name}: on the fallback {human_duration(fallback)}</title></line>'
+            )
+        if i % every == 0:
+            body.append(_text(x + bar / 2, height - bottom + 18, name[5:], "middle", css="tick"))
+            if name[:4] != year:
+                year = name[:4]
+                body.append(_text(x + bar / 2, height - bottom + 18 + LINE_HEIGHT, year, "middle", css="date"))
     body.append(f'<line x1="{left}" y1="{top + plot_h}" x2="{width - right}" y2="{top + plot_h}" stroke="#888"/>')
-    x = left
-    for name, colour in [*STATE_COLOURS.items(), ("fallback (hours)", FALLBACK_COLOUR)]:
-        body.append(f'<rect x="{x}" y="8" width="10" height="10" fill="{colour}"/><text x="{x + 14}" y="17" {FONT} fill="#444">{name}</text>')
-        x += 24 + 7 * len(name)
     return _svg(width, height, "days", "Time per day in each state", body)

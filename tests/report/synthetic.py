@@ -18,30 +18,40 @@ CHECK_INTERVAL = 60.0
 
 # Usable bytes of a volume at round i, or None when the volume is not observed in that round.
 Usable = Callable[[int], int | None]
+# The hard and soft limits (bytes; soft None when none is configured) in force at round i.
+Limits = Callable[[int], tuple[int, int | None]]
+
+
+def default_limits(i: int) -> tuple[int, int | None]:
+    return HARD, SOFT
 
 
 def instant(moment: datetime) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def status_of(usable: int) -> str:
-    return "breaching" if usable <= HARD else "ramping" if usable <= SOFT else "ok"
+def status_of(usable: int, hard: int = HARD, soft: int | None = SOFT) -> str:
+    return "breaching" if usable <= hard else "ramping" if soft is not None and usable <= soft else "ok"
 
 
-def volume_row(moment: datetime, broker_id: int, log_dir: str, usable: int, state: str, source: str = "observed") -> dict:
-    status = status_of(usable)
-    factor = 0.0 if status == "breaching" else (usable - HARD) / (SOFT - HARD) if status == "ramping" else 1.0
+def volume_row(
+    moment: datetime, broker_id: int, log_dir: str, usable: int, state: str, source: str = "observed", hard: int = HARD, soft: int | None = SOFT
+) -> dict:
+    """``usable`` below 0: the broker did not report the volume's bytes (unjudged)."""
+    reported = usable >= 0
+    status = status_of(usable, hard, soft) if reported else "unjudged"
+    factor = 0.0 if status == "breaching" else (usable - hard) / (soft - hard) if status == "ramping" else 1.0
     return {
         "time": instant(moment),
         "broker_id": broker_id,
         "log_dir": log_dir,
-        "total_bytes": TOTAL,
+        "total_bytes": TOTAL if reported else -1,
         "usable_bytes": usable,
-        "available_ratio": usable / TOTAL,
+        "available_ratio": usable / TOTAL if reported else None,
         "log_dir_error": None,
         "limit_kind": "min-available-bytes",
-        "hard_limit": float(HARD),
-        "soft_limit": float(SOFT),
+        "hard_limit": float(hard),
+        "soft_limit": float(soft) if soft is not None else None,
         "volume_status": status,
         "volume_factor": factor,
         "cluster_factor": {"OPEN": 1.0, "THROTTLE": 0.5, "PAUSE": 0.0}[state],
@@ -52,13 +62,13 @@ def volume_row(moment: datetime, broker_id: int, log_dir: str, usable: int, stat
     }
 
 
-def no_volume_row(moment: datetime, state: str, source: str) -> dict:
+def no_volume_row(moment: datetime, state: str, source: str, hard: int = HARD, soft: int | None = SOFT) -> dict:
     row = dict.fromkeys(FIELD_NAMES)
     row.update(
         time=instant(moment),
         limit_kind="min-available-bytes",
-        hard_limit=float(HARD),
-        soft_limit=float(SOFT),
+        hard_limit=float(hard),
+        soft_limit=float(soft) if soft is not None else None,
         cluster_factor={"OPEN": 1.0, "THROTTLE": 0.5, "PAUSE": 0.0}[state],
         state=state,
         source=source,
@@ -68,19 +78,28 @@ def no_volume_row(moment: datetime, state: str, source: str) -> dict:
     return row
 
 
-def write_rounds(directory: Path, start: datetime, rounds: int, volumes: dict[tuple[int, str], Usable], outage: set[int], outage_state: str = "PAUSE") -> None:
+def write_rounds(
+    directory: Path,
+    start: datetime,
+    rounds: int,
+    volumes: dict[tuple[int, str], Usable],
+    outage: set[int],
+    outage_state: str = "PAUSE",
+    limits: Limits = default_limits,
+) -> None:
     """One round per check interval; each round's state is the worst of its volumes (PAUSE on
     a breach, THROTTLE on a ramp), or the fallback's during the outage rounds."""
     files = HistoryFiles(directory, Retention(max_age_days=100000, max_total_bytes=1 << 50))
     for i in range(rounds):
         moment = start + timedelta(seconds=CHECK_INTERVAL * i)
+        hard, soft = limits(i)
         if i in outage:
-            rows = [no_volume_row(moment, outage_state, "fallback")]
+            rows = [no_volume_row(moment, outage_state, "fallback", hard, soft)]
         else:
             observed = {key: usable(i) for key, usable in volumes.items() if usable(i) is not None}
-            statuses = {status_of(u) for u in observed.values()}
+            statuses = {status_of(u, hard, soft) for u in observed.values() if u >= 0}
             state = "PAUSE" if "breaching" in statuses else "THROTTLE" if "ramping" in statuses else "OPEN"
-            rows = [volume_row(moment, b, d, u, state) for (b, d), u in sorted(observed.items())]
+            rows = [volume_row(moment, b, d, u, state, hard=hard, soft=soft) for (b, d), u in sorted(observed.items())]
         files.append("".join(json.dumps(row) + "\n" for row in rows).encode(), moment.timestamp())
     files.close()
 

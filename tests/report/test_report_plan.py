@@ -11,11 +11,13 @@ import pytest
 from spark.brokers import volume_summary
 from spark.episodes import violation_episodes
 from spark.forecast import fill_forecast
+from spark.gaps import HistoryEnd
 from spark.reading import read_history
 
 from .synthetic import MiB, at, write_rounds
 
 START = at(2026, 5, 1, 12, 0, 0)
+END = HistoryEnd(*[(START + timedelta(minutes=29)).timestamp()] * 2)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +44,7 @@ def test_every_row_goes_through_the_episode_sort_once_and_the_episodes_are_not_r
     """An orderBy on the episodes would sample its input, and with no shuffle between the
     episodes and the sort by volume and time, sampling would run that sort a second time."""
     volumes = volume_summary(history.rows)
-    episodes = violation_episodes(history.rows, volumes, (START + timedelta(minutes=30)).timestamp())
+    episodes = violation_episodes(history.rows, volumes, END)
     plan = physical_plan(episodes)
     assert "rangepartitioning" not in plan
     assert plan.count("Exchange hashpartitioning(volume_id") == 1
@@ -52,6 +54,6 @@ def test_every_row_goes_through_the_episode_sort_once_and_the_episodes_are_not_r
 def test_the_forecast_reads_the_rows_once(history):
     volumes = volume_summary(history.rows).persist()
     volumes.count()
-    plan = physical_plan(fill_forecast(history.rows, volumes))
+    plan = physical_plan(fill_forecast(history.rows, volumes, END))
     assert plan.count("FileScan parquet") == 1  # the windows' ends come from the cached volume summary
     volumes.unpersist()

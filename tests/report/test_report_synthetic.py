@@ -14,8 +14,7 @@ gap limit is 180 s. Hard limit 10 MiB, soft 20 MiB, volumes of 100 MiB:
 from __future__ import annotations
 
 import csv
-import shutil
-import subprocess
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -23,6 +22,8 @@ import pytest
 
 from spark.job import run_report
 
+from .browser import Chromium
+from .page_checks import check_layout, inline_svgs
 from .synthetic import HARD, SOFT, MiB, append_raw, at, write_rounds
 
 START = at(2026, 3, 14, 23, 0, 30)
@@ -91,7 +92,7 @@ EPISODE_COLUMNS = ("broker_id", "log_dir", "limit", "start", "end", "duration_se
 
 
 def episode(broker, log_dir, limit, first, end, duration, ongoing, reason, worst):
-    return (str(broker), log_dir, limit, t(first), t(end), f"{duration:.1f}", str(ongoing).lower(), reason, str(worst))
+    return (str(broker), log_dir, limit, t(first), t(end), str(duration), str(ongoing).lower(), reason, str(worst))
 
 
 def test_episodes_row_by_row(report):
@@ -139,19 +140,22 @@ def test_fill_rate_is_the_least_squares_slope_of_the_last_hour_and_projects_the_
     forecast = {row["log_dir"]: row for row in read_csv(output, "forecast")}
     g = forecast["/data/g"]
     # Only the last hour counts: the flat first hour would halve the slope.
-    assert g["window_start"] == t(60) and int(g["observations"]) == 61
+    assert (g["trend_start"], g["trend_observations"], float(g["trend_seconds"])) == (t(60), "61", 3600.0)
     assert float(g["fill_rate_bytes_per_second"]) == pytest.approx(MiB / 2 / 60, rel=1e-9)
     assert float(g["seconds_to_hard_limit"]) == pytest.approx(40 * MiB / (MiB / 2 / 60), rel=1e-9)  # 4800 s
     assert g["projected_at"] == "2026-03-15T02:20:30.000Z"
     e = forecast["/data/e"]
     assert float(e["fill_rate_bytes_per_second"]) == pytest.approx(0.8 * MiB / 60, rel=1e-4)
     assert float(e["seconds_to_hard_limit"]) == 0.0  # already below
-    # draining (A recovered within the window) or flat (B): no projection
-    assert float(forecast["/data/a"]["fill_rate_bytes_per_second"]) < 0 and forecast["/data/a"]["seconds_to_hard_limit"] == ""
-    assert forecast["/data/b"]["fill_rate_bytes_per_second"] == "0.0" and forecast["/data/b"]["seconds_to_hard_limit"] == ""
-    assert forecast["/data/c"]["last_observed"] == t(40)
+    # A recovered at round 71 and D at round 100 (space gained): flat since, like B; no projection
+    assert (forecast["/data/a"]["trend_start"], forecast["/data/a"]["trend_observations"]) == (t(71), "50")
+    assert (forecast["/data/d"]["trend_start"], forecast["/data/d"]["trend_observations"]) == (t(100), "21")
+    for flat in ("/data/a", "/data/b", "/data/d"):
+        assert float(forecast[flat]["fill_rate_bytes_per_second"]) == 0.0 and forecast[flat]["seconds_to_hard_limit"] == ""
+    # broker 2 left: no forecast for C
+    assert "/data/c" not in forecast
     # the nearest limit first
-    assert [row["log_dir"] for row in read_csv(output, "forecast")][-1] in ("/data/a", "/data/b", "/data/d")
+    assert [row["log_dir"] for row in read_csv(output, "forecast")] == ["/data/e", "/data/g", "/data/a", "/data/b", "/data/d"]
 
 
 def test_broker_summary_row_by_row(report):
@@ -159,12 +163,12 @@ def test_broker_summary_row_by_row(report):
     columns = ("broker_id", "log_dirs", "last_seen", "present_at_end", "hard_episodes", "soft_episodes", "ongoing_episodes", "hard_breach_seconds", "min_usable_bytes")
     rows = [tuple(row[c] for c in columns) for row in read_csv(output, "brokers")]
     assert rows == [
-        ("1", "3", t(120), "true", "3", "3", "0", "2220.0", str(5 * MiB)),
-        ("2", "1", t(40), "false", "1", "1", "0", "600.0", str(5 * MiB)),
-        ("3", "2", t(120), "true", "2", "2", "2", "1200.0", str(2 * MiB)),
+        ("1", "3", t(120), "true", "3", "3", "0", "2220", str(5 * MiB)),
+        ("2", "1", t(40), "false", "1", "1", "0", "600", str(5 * MiB)),
+        ("3", "2", t(120), "true", "2", "2", "2", "1200", str(2 * MiB)),
     ]
     soonest = {row["broker_id"]: row["soonest_hard_limit_at"] for row in read_csv(output, "brokers")}
-    assert soonest["3"] == t(120)  # E is already there
+    assert soonest == {"1": "2026-03-15T02:20:30.000Z", "2": "", "3": t(120)}  # E is already there; broker 2 left
 
 
 def test_the_tables_are_also_written_as_parquet(report, spark):
@@ -177,6 +181,18 @@ def test_the_tables_are_also_written_as_parquet(report, spark):
     footer = jvm.org.apache.parquet.hadoop.ParquetFileReader.readFooter(spark.sparkContext._jsc.hadoopConfiguration(), jvm.org.apache.hadoop.fs.Path(str(part)))
     schema = footer.getFileMetaData().getSchema().toString()
     assert "int64 start (TIMESTAMP(MICROS,true))" in schema and "int96" not in schema
+
+
+def test_the_csv_files_hold_plain_decimals_and_the_output_no_checksum_files(report):
+    _, output = report
+    for name in ("episodes", "time_in_states", "brokers", "forecast"):
+        text = (output / f"{name}.csv").read_text()
+        assert re.findall(r"\d[eE][+-]?\d", text) == [], name  # 10485760, not 1.048576E7
+        assert re.findall(r"\d\.\d{7,}", text) == [], name  # to the microsecond at most: no float noise
+        assert re.findall(r"\d\.0*(?=[,\n])", text) == [], name  # 600, not 600.0
+    levels = {(row["log_dir"], row["limit"]): row["level"] for row in read_csv(output, "episodes")}
+    assert levels[("/data/d", "hard")] == str(HARD)
+    assert sorted(path.name for path in output.rglob("*.crc")) == []
 
 
 def test_the_html_page_charts_the_closest_volumes_and_the_state_timeline(report):
@@ -206,25 +222,37 @@ def test_since_and_until_keep_only_that_period_and_max_gap_overrides_the_check_i
     assert ("/data/e", "hard") not in episodes and episodes[("/data/e", "soft")]["start"] == t(98)
 
 
-def chromium(*args: str) -> subprocess.CompletedProcess:
-    browser = shutil.which("chromium")
-    assert browser, "Debian's chromium is needed to render the report (.ci/run installs it)"
-    # --no-sandbox: the tests run as root; the page needs no network and has no script.
-    command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    chromium = Chromium(tmp_path_factory.mktemp("chromium") / "profile")
+    yield chromium
+    chromium.close()
 
 
-def test_the_html_page_renders_in_headless_chromium_with_its_charts_and_no_errors(report, tmp_path):
+def test_every_inline_svg_of_the_page_is_well_formed_xml(report):
     _, output = report
-    url = (output / "report.html").as_uri()
-    dom = chromium("--dump-dom", url)
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    assert dom.stdout.count('data-chart="volume"') == 4 and dom.stdout.count('data-chart="timeline"') == 1
-    assert dom.stdout.count("<polyline") >= 4 and "Violation episodes" in dom.stdout
-    console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
-    assert console == []
-    shot = tmp_path / "report.png"
-    rendered = chromium(f"--screenshot={shot}", "--window-size=1400,2400", "--hide-scrollbars", url)
-    assert rendered.returncode == 0, rendered.stderr[-2000:]
-    png = shot.read_bytes()
+    svgs = inline_svgs((output / "report.html").read_text())
+    assert [svg.get("data-chart") for svg in svgs] == ["volume"] * 4 + ["timeline", "days"]
+
+
+def test_the_page_renders_at_1280_px_and_prints_with_no_text_overlapping_and_every_table_within_the_page(report, browser, tmp_path):
+    _, output = report
+    measured = check_layout(output / "report.html", browser, shots=tmp_path)
+    screen = measured["screen"]
+    assert [chart["kind"] for chart in screen["charts"]] == ["volume"] * 4 + ["timeline", "days"]
+    assert sum(len(chart["lines"]) for chart in screen["charts"]) >= 4  # the data lines are drawn
+    # every column of every table is on the page, the key ones included
+    headers = {table["name"]: [h["text"] for h in table["headers"]] for table in measured["print"]["tables"]}
+    assert {"fill rate", "fitted on", "time to the hard limit", "projected (UTC)"} <= set(headers["forecast"])
+    assert {"duration", "end reason"} <= set(headers["episodes"]) and "time in hard breach" in headers["brokers"]
+    png = (tmp_path / "screen.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 50_000  # charts and tables, not a blank page
+    assert measured["print"]["pdf"].startswith(b"%PDF")
+
+
+def test_the_page_shows_durations_in_human_units_with_the_exact_seconds_in_a_tooltip(report):
+    _, output = report
+    page = (output / "report.html").read_text()
+    assert '<td class="num" title="1260 s">21 min</td>' in page  # A's episodes
+    assert '<td class="num" title="4800 s">1 h 20 min</td>' in page  # G's time to the hard limit
+    assert re.findall(r">\d+\.\d+<", page) == []  # no raw numbers of seconds (or any other) in a cell
