@@ -20,10 +20,13 @@ from spark.gaps import HistoryEnd, still_present
 from spark.reading import epoch_seconds
 
 FORECAST_WINDOW_SECONDS = 3600.0
-# A rise of usable bytes from one observation to the next of up to this share of the capacity
-# is noise (index files trimmed at a segment roll, other files on the disk); a larger one is
-# space gained, and the trend starts again there.
+# A rise of usable bytes from one observation to the next of up to this share of the capacity,
+# and at most GAIN_NOISE_MAX_BYTES, is noise (index files trimmed at a segment roll: up to
+# segment.index.bytes, 10 MiB; other files on the disk); a larger one is space gained (a
+# segment deleted), and the trend starts again there. The cap keeps a large volume's retention
+# runs visible: 0.1% of 10 TiB is 10 GiB, more than a segment.
 GAIN_NOISE_RATIO = 0.001
+GAIN_NOISE_MAX_BYTES = 64 * 1024 * 1024
 
 
 def fitted_rows() -> Column:
@@ -46,7 +49,8 @@ def _since_last_gain(rows: DataFrame) -> DataFrame:
     """The rows of the window from the last one that gained space by more than the noise."""
     in_order = Window.partitionBy(*VOLUME).orderBy("t")
     rise = F.col("usable_bytes") - F.lag("usable_bytes").over(in_order)
-    gained = F.coalesce(rise > F.col("total_bytes") * F.lit(GAIN_NOISE_RATIO), F.lit(False))
+    noise = F.least(F.col("total_bytes") * F.lit(GAIN_NOISE_RATIO), F.lit(GAIN_NOISE_MAX_BYTES))
+    gained = F.coalesce(rise > noise, F.lit(False))
     trend_from = F.max(F.when(F.col("gained"), F.col("t"))).over(Window.partitionBy(*VOLUME))
     return (
         rows.withColumn("gained", gained)
