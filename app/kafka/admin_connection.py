@@ -16,7 +16,10 @@ it at once.
 
 Retry pacing belongs to the rounds: the reconnect backoff never exceeds a round, and a broker
 that refused a login is tried again next round (kafka-python would otherwise remember the
-refusal for the life of the client)."""
+refusal for the life of the client).
+
+The IO loop is kafka-python's, with the costs that grow with the number of brokers removed
+(``app/kafka/network_selector.py``)."""
 
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from kafka import KafkaAdminClient
 from kafka.net.compat import KafkaNetClient
 from kafka.net.inet import KafkaNetSocket
 
+from app.kafka.network_selector import ScalingNetworkSelector
 from app.kafka.tls import TlsFiles
 
 log = logging.getLogger(__name__)
@@ -100,7 +104,7 @@ class AdminConnection:
             config["ssl_context"] = self._tls.context()  # reads the files now; may raise
         # Secrets in it (SASL passwords) are scrubbed from every log record (app.redaction).
         log.debug("building the admin connection with %s", config)
-        client = KafkaNetClient(metrics=None, **config)
+        client = KafkaNetClient(net=ScalingNetworkSelector(**config), metrics=None, **config)
         try:
             client._net.start()
         except BaseException:
