@@ -6,7 +6,7 @@ The answers follow Kafka's own (``KafkaApis``, ``ReplicaManager.describeLogDirs`
 checked against a real 4.1 cluster's (tests/integration/test_simulated_cluster.py):
 
 - ApiVersions lists every API of a 4.1 broker (a client infers the broker's version from the
-  list), with the features a 4.1 broker reports; the simulation answers only the four requests
+  list), with the features a 4.1 broker reports (to v3 only those whose lowest version is not 0); the simulation answers only the four requests
   above and closes the connection on any other, as Kafka does on a request it cannot parse.
 - Metadata lists the registered, unfenced brokers; the simulated cluster has no topics, so a
   named topic is UNKNOWN_TOPIC_OR_PARTITION. The controller id a broker gives is a random alive
@@ -64,7 +64,9 @@ def api_versions(request: ApiVersionsRequest) -> ApiVersionsResponse:
         api_keys=keys,
         throttle_time_ms=0,
         supported_features=[
-            ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=low, max_version=high) for name, (low, high) in SUPPORTED_FEATURES.items()
+            ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=low, max_version=high)
+            for name, (low, high) in SUPPORTED_FEATURES.items()
+            if low > 0 or version >= 4  # a v3 client may not handle a feature whose lowest version is 0 (KAFKA-17011)
         ],
         finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
         finalized_features=[
