@@ -79,12 +79,13 @@ class ServiceProcess:
     def rounds(self) -> int:
         return self.client.get("/readyz").json()["rounds"]
 
-    def wait_for_rounds(self, rounds: int, timeout: float) -> None:
+    def wait_for_rounds(self, rounds: int, timeout: float, poll_seconds: float = 1.0) -> None:
+        """Asks /readyz every ``poll_seconds`` (each question costs the service about a millisecond)."""
         deadline = time.monotonic() + timeout
         while self.rounds() < rounds:
             if time.monotonic() > deadline or self.process.poll() is not None:
                 raise RuntimeError(f"{self.name}: fewer than {rounds} rounds within {timeout:.0f} s; see {self.log_path}")
-            time.sleep(0.25)
+            time.sleep(poll_seconds)
 
     def round_durations(self) -> tuple[float, int]:
         """The sum of the round durations so far, and their count (from /metrics)."""
