@@ -156,7 +156,10 @@ def measure(service: ServiceProcess, cluster: SimulatedClusterProcess, args: arg
 
 
 def ratio(value: float, baseline: float) -> str:
-    return f" ({value / baseline:.3g}x)" if baseline else ""
+    if not baseline:
+        return ""
+    share = value / baseline
+    return f" ({share:.2f}x)" if share >= 0.01 else f" (1/{1 / share:,.0f})" if share else " (0x)"
 
 
 def main() -> int:
