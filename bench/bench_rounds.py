@@ -34,11 +34,12 @@ class RoundFigures:
     cpu_seconds: float  # per round
     rss_mib: float
     peak_rss_mib: float
-    connections: int
+    connections: int  # the service's established TCP connections
+    cluster_connections: int  # the connections the simulated brokers hold
     complete: bool
 
 
-def measure(service: ServiceProcess, rounds: int, interval: float) -> RoundFigures:
+def measure(service: ServiceProcess, cluster: SimulatedClusterProcess, rounds: int, interval: float) -> RoundFigures:
     service.wait_for_rounds(1, timeout=interval + 120)
     first_sum, first_count = service.round_durations()
     start = service.rounds()
@@ -56,6 +57,7 @@ def measure(service: ServiceProcess, rounds: int, interval: float) -> RoundFigur
         rss_mib=service.resources().rss_kib / 1024,
         peak_rss_mib=service.peak_rss_kib() / 1024,
         connections=service.connections(),
+        cluster_connections=cluster.call("connections"),
         complete=bool(decision.get("round", {}).get("complete", decision.get("complete"))),
     )
 
@@ -92,12 +94,11 @@ def main() -> int:
                     for name, _ in revisions:
                         service = ServiceProcess(name, trees[name], scratch, kafka_admin_bootstrap_servers=cluster.bootstrap_servers, **settings)
                         try:
-                            figures = measure(service, args.rounds, args.interval)
+                            figures = measure(service, cluster, args.rounds, args.interval)
                         finally:
                             service.stop()
                         results[(name, brokers)] = figures
-                        print(f"{brokers:5d} brokers, {name}: {figures}; simulated cluster saw {cluster.call('connections')} connections "
-                              f"(load average {os.getloadavg()[0]:.1f})", flush=True)
+                        print(f"{brokers:5d} brokers, {name}: {figures} (load average {os.getloadavg()[0]:.1f})", flush=True)
                         time.sleep(1)
 
     print()

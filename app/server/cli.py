@@ -78,9 +78,12 @@ def main(argv: list[str] | None = None) -> None:
     import uvicorn
 
     from app.server.app import create_app
+    from app.server.garbage_collector import tune_garbage_collector
 
+    app = create_app(settings)
+    tune_garbage_collector()
     uvicorn.run(
-        create_app(settings),
+        app,
         host=settings.http_host,
         port=settings.http_port,
         ssl_certfile=settings.http_ssl_certfile,
