@@ -61,8 +61,8 @@ def preload_overrides(data_dir: Path, count: int) -> None:
 class ShimFleet:
     """The simulated shims on an event loop of their own thread."""
 
-    def __init__(self, port: int, count: int, ramp_seconds: float) -> None:
-        self.shims = PollingShims("127.0.0.1", port, count, ramp_seconds=ramp_seconds)
+    def __init__(self, port: int, count: int, ramp_seconds: float, accept_encoding: str | None = None) -> None:
+        self.shims = PollingShims("127.0.0.1", port, count, ramp_seconds=ramp_seconds, accept_encoding=accept_encoding)
         self._thread = threading.Thread(target=lambda: asyncio.run(self.shims.run()), name="shims", daemon=True)
         self._thread.start()
 
@@ -119,7 +119,7 @@ def computed_at(service: ServiceProcess, state: str, timeout: float) -> float:
 
 def measure(service: ServiceProcess, cluster: SimulatedClusterProcess, args: argparse.Namespace) -> ShimFigures:
     service.wait_for_rounds(1, timeout=args.interval + 60)
-    fleet = ShimFleet(service.port, args.shims, args.ramp)
+    fleet = ShimFleet(service.port, args.shims, args.ramp, args.accept_encoding)
     try:
         wait_until(lambda: fleet.holding() == args.shims, args.ramp + 120, f"{args.shims} shims holding a table")
         table_bytes = max(s.table.size for s in fleet.shims.stats if s.table)
@@ -172,6 +172,7 @@ def main() -> int:
     parser.add_argument("--ramp", type=float, default=10.0, help="seconds over which the shims start")
     parser.add_argument("--wait-settle", type=float, default=5.0, help=argparse.SUPPRESS)
     parser.add_argument("--compare", metavar="REV", help="also run this git revision, as the baseline")
+    parser.add_argument("--accept-encoding", help="sent by every shim (the Java shim sends none), e.g. gzip")
     args = parser.parse_args()
     settings = {
         "storage_check_interval": f"PT{args.interval:g}S",

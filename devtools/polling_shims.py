@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+import zlib
 from dataclasses import dataclass, field
 
 SHIM_LONG_POLL_WAIT_SECONDS = 30.0
@@ -53,7 +54,7 @@ class _Response:
     headers: dict[str, str]
     tail: bytes
     size: int
-
+    body: bytes | None = None  # kept only when compressed
 
 class _HttpConnection(asyncio.Protocol):
     """One keep-alive HTTP/1.1 connection: a request at a time, the body counted and its tail kept."""
@@ -67,6 +68,7 @@ class _HttpConnection(asyncio.Protocol):
         self._remaining = -1  # body bytes still expected; -1: reading the head
         self._tail = b""
         self._size = 0
+        self._body: bytearray | None = None
         self._answer: asyncio.Future[_Response] | None = None
         self.closed = False
 
@@ -82,7 +84,7 @@ class _HttpConnection(asyncio.Protocol):
         assert self._transport is not None
         self._answer = asyncio.get_running_loop().create_future()
         self._head.clear()
-        self._remaining, self._tail, self._size = -1, b"", 0
+        self._remaining, self._tail, self._size, self._body = -1, b"", 0, None
         self._transport.write(head)
         self._stats.bytes_sent += len(head)
         return self._answer
@@ -99,11 +101,15 @@ class _HttpConnection(asyncio.Protocol):
             self._headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines[1:])}
             data = bytes(self._head[end + 4 :])
             self._remaining = 0 if self._status == 304 else int(self._headers.get("content-length", "0"))
+            self._body = bytearray() if self._headers.get("content-encoding") == "gzip" else None
+        if self._body is not None:
+            self._body += data
         self._size += len(data)
         self._remaining -= len(data)
         self._tail = (self._tail + data[-_TAIL_BYTES:])[-_TAIL_BYTES:]
         if self._remaining <= 0 and self._answer is not None and not self._answer.done():
-            self._answer.set_result(_Response(self._status, self._headers, self._tail, self._size))
+            body = bytes(self._body) if self._body is not None else None
+            self._answer.set_result(_Response(self._status, self._headers, self._tail, self._size, body))
 
     def close(self) -> None:
         if self._transport is not None:
@@ -124,6 +130,7 @@ class PollingShims:
         request_timeout_seconds: float = SHIM_REQUEST_TIMEOUT_SECONDS,
         token: str | None = None,
         ramp_seconds: float = 0.0,
+        accept_encoding: str | None = None,
     ) -> None:
         self._host, self._port = host, port
         self._wait = wait_seconds
@@ -131,14 +138,28 @@ class PollingShims:
         self._timeout = request_timeout_seconds
         self._token = token
         self._ramp = ramp_seconds
+        self._accept_encoding = accept_encoding  # the Java shim sends none; "gzip" to try compressed tables
+        self._inflated_tails: dict[str, bytes] = {}
         self.stats = [ShimStats() for _ in range(count)]
         self._stopping: asyncio.Event | None = None
+
+    def _tail_of(self, response: _Response) -> bytes:
+        """The table's tail, where its state is. A compressed table is inflated once per ETag:
+        a thousand shims in one process inflating the same table would measure this process."""
+        if response.headers.get("content-encoding") != "gzip":
+            return response.tail
+        etag = response.headers.get("etag", "")
+        if etag not in self._inflated_tails:
+            self._inflated_tails[etag] = zlib.decompress(response.body or b"", 31)[-_TAIL_BYTES:]
+        return self._inflated_tails[etag]
 
     def _request(self, etag: str | None) -> bytes:
         # The shim's URL: ?wait= in seconds, BigDecimal.valueOf(millis, 3).stripTrailingZeros()
         wait = f"{self._wait:.3f}".rstrip("0").rstrip(".")
         target = "/quotas" if etag is None or self._wait == 0 else f"/quotas?wait={wait}"
         lines = [f"GET {target} HTTP/1.1", f"Host: {self._host}:{self._port}", "User-Agent: Java-http-client/21", "Accept: application/json"]
+        if self._accept_encoding is not None:
+            lines.append(f"Accept-Encoding: {self._accept_encoding}")
         if etag is not None:
             lines.append(f"If-None-Match: {etag}")
         if self._token is not None:
@@ -179,7 +200,7 @@ class PollingShims:
                     stats.valid_until = response.headers.get("throttle-valid-until", stats.valid_until)
                     continue
                 if response is not None and response.status == 200:
-                    match = _STATE.search(response.tail)
+                    match = _STATE.search(self._tail_of(response))
                     etag = response.headers.get("etag")
                     stats.table = Table(etag or "", match.group(1).decode() if match else None, time.time(), response.size)
                     stats.tables.append(stats.table)
