@@ -5,7 +5,8 @@ and cancels it when the answer comes. Cancelling removes the timer from the midd
 timer heap and re-heapifies it, O(timers): with a thousand brokers a round spent a fifth of
 its CPU there (measured with bench/bench_rounds.py and py-spy). Here a cancelled timer stays
 in the heap and is dropped when it comes due, as asyncio does: O(log timers) per timer, and a
-cancelled one lingers at most one request timeout.
+cancelled one lingers at most one request timeout (and may wake the loop once, at its
+time, to be dropped).
 
 Every wait for a socket to become readable or writable first looks the socket up in the
 selector; when it is not registered (the common case: kafka-python unregisters it after each
