@@ -16,7 +16,10 @@ it at once.
 
 Retry pacing belongs to the rounds: the reconnect backoff never exceeds a round, and a broker
 that refused a login is tried again next round (kafka-python would otherwise remember the
-refusal for the life of the client)."""
+refusal for the life of the client).
+
+The IO loop is kafka-python's, with the costs that grow with the number of brokers removed
+(``app/kafka/network_selector.py``)."""
 
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from kafka.net.compat import KafkaNetClient
 from kafka.net.inet import KafkaNetSocket
 
 from app.redaction import HIDDEN, is_secret_key
+from app.kafka.network_selector import ScalingNetworkSelector
 from app.kafka.tls import TlsFiles
 
 log = logging.getLogger(__name__)
@@ -102,7 +106,7 @@ class AdminConnection:
         # The service hides secrets by key in its own lines; they are not scrubbed by value.
         shown = {k: HIDDEN if v is not None and is_secret_key(k) else v for k, v in config.items()}
         log.debug("building the admin connection with %s", shown)
-        client = KafkaNetClient(metrics=None, **config)
+        client = KafkaNetClient(net=ScalingNetworkSelector(**config), metrics=None, **config)
         try:
             client._net.start()
         except BaseException:

@@ -211,11 +211,10 @@ class KafkaVolumeSource:
         return active, fenced
 
     async def _describe_log_dirs(self, manager: Any, broker_ids: tuple[int, ...]) -> dict[int, Any]:
-        """Send DescribeLogDirs to every broker before awaiting any answer."""
-        futures: dict[int, Any] = {}
-        requests: dict[int, DescribeLogDirsRequest] = {}
+        """Send DescribeLogDirs to every broker before awaiting any answer, then await them all
+        under one deadline: one request timeout for the whole fan-out. Answers are collected by
+        callbacks into one future, so a round arms one timer however many brokers there are."""
         answers: dict[int, Any] = {}
-        deadline = time.monotonic() + self._timeout_ms / 1000
         if any(manager.cluster.broker_metadata(b) is None for b in broker_ids):
             # DescribeCluster named a broker the client's metadata has not seen yet (a broker
             # that just started): refresh the metadata once so it can be reached this round.
@@ -223,20 +222,29 @@ class KafkaVolumeSource:
                 await manager.wait_for(manager.call_soon(manager.cluster.refresh_metadata), self._timeout_ms)
             except Exception:
                 log.debug("metadata refresh failed", exc_info=True)
+        all_answered = Future()
+        pending = [0]
+
+        def settle(broker_id: int, answer: Any) -> None:
+            answers[broker_id] = answer
+            pending[0] -= 1
+            if pending[0] == 0 and not all_answered.is_done:
+                all_answered.success(None)
+
         for broker_id in broker_ids:
             request = DescribeLogDirsRequest(topics=[])  # empty list: log dirs only, no partitions
-            requests[broker_id] = request
             try:
-                futures[broker_id] = manager.send(request, node_id=broker_id, request_timeout_ms=self._timeout_ms)
+                future = manager.send(request, node_id=broker_id, request_timeout_ms=self._timeout_ms)
             except Exception as exc:  # e.g. a broker the client's metadata does not know yet
                 answers[broker_id] = exc
-        # One deadline for the whole fan-out: answers are awaited in turn, but the
-        # round never waits longer than one request timeout in all.
-        for broker_id, future in futures.items():
-            remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
+                continue
+            pending[0] += 1
+            future.add_callback(lambda response, b=broker_id, r=request: settle(b, (response, r.API_VERSION)))
+            future.add_errback(lambda exc, b=broker_id: settle(b, exc))
+        if pending[0]:
             try:
-                response = await manager.wait_for(future, remaining_ms)
-                answers[broker_id] = (response, requests[broker_id].API_VERSION)
-            except Exception as exc:
-                answers[broker_id] = exc
-        return answers
+                await manager.wait_for(all_answered, self._timeout_ms)
+            except kafka_errors.KafkaTimeoutError:
+                pass  # the brokers that did not answer in time are missing from this round
+        unanswered = kafka_errors.KafkaTimeoutError(f"Timed out after {self._timeout_ms} ms")
+        return {broker_id: answers.get(broker_id, unanswered) for broker_id in broker_ids}  # a copy: late answers do not change it

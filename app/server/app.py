@@ -30,7 +30,7 @@ from app.server.problems import UnexpectedErrors, install_problem_handlers
 from app.server.publishing import Publication, Rendering
 from app.server.routes import health, metrics, quotas, throttle, volumes
 from app.server.schemas.decision import ThrottleDecision, decision_etag_basis, decision_response
-from app.server.schemas.quotas import QuotaTableModel, table_etag_basis, table_model
+from app.server.schemas.quotas import QuotaTableModel, QuotaTableRenderer
 from app.server.state import ServiceState
 from app.settings import Settings
 
@@ -125,7 +125,8 @@ def create_app(
         store = quota_store_from(settings)
         state.quotas = QuotaService(settings, store, decider.reading, clock)
         quota_service = state.quotas
-        state.quota_table = Publication(lambda now: _quota_table(quota_service, now), clock)
+        renderer = QuotaTableRenderer()
+        state.quota_table = Publication(lambda now: _quota_table(quota_service, renderer, now), clock)
         loop.publications.append(state.quota_table)
         quota_service.on_change(state.quota_table.publish)
         loop.publish()
@@ -185,7 +186,7 @@ def _decision_body(decider: ThrottleDecider, now: float) -> Rendering[ThrottleDe
     return Rendering(model, decision_etag_basis(model), reading.valid_until, reading.next_change_at)
 
 
-def _quota_table(quota_service: QuotaService, now: float) -> Rendering[QuotaTableModel]:
+def _quota_table(quota_service: QuotaService, renderer: QuotaTableRenderer, now: float) -> Rendering[QuotaTableModel]:
     reading = quota_service.factor_reading(now)
-    model = table_model(quota_service.table, reading)
-    return Rendering(model, table_etag_basis(model), reading.valid_until, reading.next_change_at)
+    model, etag_basis = renderer.render(quota_service.table, reading)
+    return Rendering(model, etag_basis, reading.valid_until, reading.next_change_at)

@@ -127,9 +127,12 @@ def main(argv: list[str] | None = None) -> None:
     _check_quota_store(settings, args.accept_empty_store)
 
     from app.server.app import create_app
+    from app.server.garbage_collector import tune_garbage_collector
     from app.server.http_server import serve
 
-    serve(create_app(settings), settings)
+    app = create_app(settings)
+    tune_garbage_collector()
+    serve(app, settings)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """What a running process holds, read from /proc: threads, open file descriptors, resident
-memory and CPU time. Used by the tests and benchmarks that watch the service for leaks."""
+memory, CPU time and established TCP connections. Used by the tests and benchmarks that watch
+the service for leaks and measure its cost."""
 
 from __future__ import annotations
 
@@ -32,3 +33,26 @@ def process_resources(pid: int) -> ProcessResources:
         rss_kib=int(status["VmRSS"]),
         cpu_seconds=(int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK"),
     )
+
+
+def established_connections(pid: int) -> int:
+    """TCP connections of the process in state ESTABLISHED (IPv4 and IPv6)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    established = 0
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "01" and fields[9] in inodes:  # st 01: ESTABLISHED
+                established += 1
+    return established
