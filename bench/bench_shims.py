@@ -61,7 +61,7 @@ def preload_overrides(data_dir: Path, count: int) -> None:
 class ShimFleet:
     """The simulated shims on an event loop of their own thread."""
 
-    def __init__(self, port: int, count: int, ramp_seconds: float, accept_encoding: str | None = None) -> None:
+    def __init__(self, port: int, count: int, ramp_seconds: float, accept_encoding: str | None) -> None:
         self.shims = PollingShims("127.0.0.1", port, count, ramp_seconds=ramp_seconds, accept_encoding=accept_encoding)
         self._thread = threading.Thread(target=lambda: asyncio.run(self.shims.run()), name="shims", daemon=True)
         self._thread.start()
@@ -172,7 +172,7 @@ def main() -> int:
     parser.add_argument("--ramp", type=float, default=10.0, help="seconds over which the shims start")
     parser.add_argument("--wait-settle", type=float, default=5.0, help=argparse.SUPPRESS)
     parser.add_argument("--compare", metavar="REV", help="also run this git revision, as the baseline")
-    parser.add_argument("--accept-encoding", help="sent by every shim (the Java shim sends none), e.g. gzip")
+    parser.add_argument("--accept-encoding", default="gzip", help="sent by every shim (default gzip, as the Java shim; 'identity' for none)")
     args = parser.parse_args()
     settings = {
         "storage_check_interval": f"PT{args.interval:g}S",

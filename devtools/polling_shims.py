@@ -130,7 +130,7 @@ class PollingShims:
         request_timeout_seconds: float = SHIM_REQUEST_TIMEOUT_SECONDS,
         token: str | None = None,
         ramp_seconds: float = 0.0,
-        accept_encoding: str | None = None,
+        accept_encoding: str | None = "gzip",
     ) -> None:
         self._host, self._port = host, port
         self._wait = wait_seconds
@@ -138,7 +138,7 @@ class PollingShims:
         self._timeout = request_timeout_seconds
         self._token = token
         self._ramp = ramp_seconds
-        self._accept_encoding = accept_encoding  # the Java shim sends none; "gzip" to try compressed tables
+        self._accept_encoding = accept_encoding  # gzip, as the Java shim sends; None for none
         self._inflated_tails: dict[str, bytes] = {}
         self.stats = [ShimStats() for _ in range(count)]
         self._stopping: asyncio.Event | None = None

@@ -8,7 +8,7 @@ from fastapi import Request, Response
 
 from app.server.problems import ProblemError
 from app.clock import Clock
-from app.server.publishing import Published, Publication
+from app.server.publishing import GZIP_MIN_BYTES, Published, Publication
 from app.timefmt import iso_instant
 
 MAX_WAIT_SECONDS = 300.0
@@ -62,6 +62,8 @@ class _RawResponse(Response):
 
 _JSON = (b"content-type", b"application/json")
 _NO_CACHE = (b"cache-control", b"no-cache")
+_GZIP = (b"content-encoding", b"gzip")
+_VARY = (b"vary", b"accept-encoding")  # the body may come gzipped or not
 
 
 def conditional_responses(what: str, client: str, etag_covers: str) -> dict[int | str, dict]:
@@ -85,7 +87,34 @@ def response_headers(etag_covers: str) -> dict[str, dict]:
             "schema": {"type": "string", "format": "date-time"},
         },
         "Cache-Control": {"description": "no-cache, with max-age: the seconds left until Throttle-Valid-Until", "schema": {"type": "string"}},
+        "Content-Encoding": {
+            "description": f"gzip on a 200 whose body is {GZIP_MIN_BYTES} bytes or more, when the request's Accept-Encoding takes gzip",
+            "schema": {"type": "string", "enum": ["gzip"]},
+        },
+        "Vary": {"description": "Accept-Encoding", "schema": {"type": "string"}},
     }
+
+
+def accepts_gzip(accept_encoding: str | None) -> bool:
+    """Whether an Accept-Encoding header (RFC 9110 12.5.3) takes gzip: named (or ``*``, with
+    gzip not refused) with a weight above 0."""
+    if not accept_encoding:
+        return False
+    weights: dict[str, float] = {}
+    for item in accept_encoding.split(","):
+        coding, _, parameters = item.partition(";")
+        weight = 1.0
+        name, _, value = parameters.strip().partition("=")
+        if name.strip().lower() == "q":
+            try:
+                weight = float(value)
+            except ValueError:
+                weight = 0.0
+        weights[coding.strip().lower()] = weight
+    for coding in ("gzip", "x-gzip"):
+        if coding in weights:
+            return weights[coding] > 0
+    return weights.get("*", 0.0) > 0
 
 
 def validity_headers(published: Published, now: float) -> list[tuple[bytes, bytes]]:
@@ -112,6 +141,9 @@ async def conditional_get(request: Request, publication: Publication, clock: Clo
         published = publication.current()
     validity = validity_headers(published, clock())
     if matching_etag(if_none_match, published.etag):
-        return _RawResponse(304, b"", [published.etag_header, *validity])
+        return _RawResponse(304, b"", [published.etag_header, _VARY, *validity])
+    if published.gzipped is not None and accepts_gzip(request.headers.get("accept-encoding")):
+        length = (b"content-length", str(len(published.gzipped)).encode())
+        return _RawResponse(200, published.gzipped, [published.etag_header, length, _JSON, _GZIP, _VARY, *validity])
     length = (b"content-length", str(len(published.body)).encode())
-    return _RawResponse(200, published.body, [published.etag_header, length, _JSON, *validity])
+    return _RawResponse(200, published.body, [published.etag_header, length, _JSON, _VARY, *validity])

