@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import os
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import threading
@@ -33,7 +34,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from app.quotas.store import QuotaStore
 from devtools.polling_shims import PollingShims
 from devtools.simcluster import MiB, SimulatedClusterProcess
 from service_process import ServiceProcess, source_tree
@@ -43,11 +43,13 @@ VOLUME_BYTES = 1024 * MiB
 HARD_LIMIT_BYTES = 100 * MiB
 
 
-def preload_overrides(data_dir: Path, count: int) -> None:
+def preload_overrides(data_dir: Path, count: int, tree: Path) -> None:
     """``count`` overrides of three kinds (user, client id, both), in one transaction; the rows
-    are the store's own format (app/quotas/store.py)."""
+    are the store's own format (app/quotas/store.py). The store is created by the revision's
+    own code, in ``tree`` (its schema version is the one it opens)."""
     path = data_dir / QUOTA_STORE_FILE
-    QuotaStore(path).close()  # creates the schema
+    create = f"from pathlib import Path; from app.quotas.store import QuotaStore; QuotaStore(Path({str(path)!r})).close()"
+    subprocess.run([sys.executable, "-c", create], cwd=tree, check=True)
     now = time.time()
     rows = []
     for i in range(count):
@@ -189,7 +191,7 @@ def main() -> int:
             with SimulatedClusterProcess(args.brokers, 12, total_bytes=VOLUME_BYTES) as cluster:
                 data_dir = scratch / f"data-{name.replace(' ', '-')}"
                 data_dir.mkdir()
-                preload_overrides(data_dir, args.overrides)
+                preload_overrides(data_dir, args.overrides, trees[name])
                 service = ServiceProcess(name, trees[name], scratch, kafka_admin_bootstrap_servers=cluster.bootstrap_servers,
                                          data_dir=str(data_dir), **settings)
                 try:
