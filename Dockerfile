@@ -1,11 +1,13 @@
 # The throttle service: `docker build -t kafka-throttle-service .`
-# Slim Python, the service's own dependencies only (no PySpark, no test or development tools),
+# Slim Python, the service's own dependencies only (no PySpark, no test or development tools;
+# throttle-report is there and says how to add PySpark),
 # a non-root user, and a health check on /healthz. The `demo` stage adds the development
 # tools for `docker compose run --rm demo`; the default (last) stage is the service alone.
 FROM python:3.11-slim-bookworm AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY app ./app
+COPY spark ./spark
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11-slim-bookworm AS service

@@ -294,9 +294,9 @@ def test_service_image_is_slim_non_root_and_health_checked():
 
 
 def test_the_files_the_image_copies_make_a_complete_service_package(tmp_path):
-    """The service image's wheel is built from pyproject.toml, README.md and app/ only (see
-    .dockerignore): that must build a wheel with the service, its console scripts and no test,
-    report or development code."""
+    """The service image's wheel is built from pyproject.toml, README.md, app/ and spark/ only (see
+    .dockerignore): that must build a wheel with the service, its console scripts (throttle-report
+    among them, which without PySpark says how to add it) and no test or development code."""
     source = tmp_path / "src"
     source.mkdir()
     copied = re.findall(r"^COPY (?!--from)(.+) \S+$", dockerfile_stages()["build"], re.M)
@@ -312,12 +312,16 @@ def test_the_files_the_image_copies_make_a_complete_service_package(tmp_path):
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "app/server/cli.py" in names and "app/settings/model.py" in names
-    assert not any(n.startswith(("tests/", "spark/", "devtools/", "app/devcluster/")) for n in names), names
+    assert not any(n.startswith(("tests/", "devtools/", "app/devcluster/")) for n in names), names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     scripts = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "throttle-service = app.server.cli:main" in scripts and "throttle-demo" not in scripts
+    # Every console script the wheel installs has its module in it.
+    for module in re.findall(r"^\S+ = ([\w.]+):\w+$", scripts, re.M):
+        assert module.replace(".", "/") + ".py" in names, (module, scripts)
+    assert "throttle-report = spark.entry_point:main" in scripts
     ignored = (ROOT / ".dockerignore").read_text().split()
-    assert "*" in ignored and {"!pyproject.toml", "!README.md", "!app/"} <= set(ignored)
+    assert "*" in ignored and {"!pyproject.toml", "!README.md", "!app/", "!spark/"} <= set(ignored)
 
 
 def test_the_demo_image_adds_the_development_tools_to_the_service_image():
