@@ -88,7 +88,10 @@ final class TableFetcher {
         } catch (IOException | IllegalArgumentException e) {
             return new Failed(config.quotasUri + " sent an unusable quota table: " + e.getMessage());
         }
-        Duration remaining = table.validUntil() == null ? null : Duration.between(serverNow(response), table.validUntil());
+        // The header, where the service sends one, is its current word on the validity (the same
+        // instant as the body's on the service; a proxy's cached body may be older).
+        Duration remaining = validUntilHeader(response).or(() -> Optional.ofNullable(table.validUntil()))
+                .map(until -> Duration.between(serverNow(response), until)).orElse(null);
         return new Changed(table, response.headers().firstValue("ETag").orElse(null), remaining);
     }
 

@@ -362,6 +362,17 @@ class ServiceQuotaCallbackTest {
     }
 
     @Test
+    void a200CarryingAValidityHeaderIsValidUntilTheHeaderSays() throws Exception {
+        service.table(StubService.table(0.5, DEFAULTS, NO_OVERRIDES, Instant.now().plusSeconds(30)));
+        service.validUntilHeader(Instant.now().plusSeconds(600));
+        configure(Map.of());
+        nanos.addAndGet(Duration.ofSeconds(60).toNanos()); // past the valid_until of the table's body
+        assertEquals(QuotaView.Mode.SERVICE, callback.view().mode, "valid until the header's instant");
+        nanos.addAndGet(Duration.ofSeconds(560).toNanos());
+        assertEquals(QuotaView.Mode.FALLBACK, callback.view().mode, "and no longer");
+    }
+
+    @Test
     void a304WithoutAValidityHeaderKeepsTheTablesOwnExpiry() throws Exception {
         service.table(StubService.table(0.5, DEFAULTS, NO_OVERRIDES, Instant.now().plusSeconds(30)));
         configure(Map.of(ShimConfig.LONG_POLL_WAIT_MS, "100"));
