@@ -18,7 +18,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
 from devtools.devcluster import LocalKafkaCluster
 from app.settings.loading import environ_without_settings
@@ -33,6 +44,14 @@ KEY_PASSWORD = "key-pass-Zr8Wn4"
 SCRAM_USERS = {"throttle": "scram-pw-Q7xK2m", "history": "history-pw-Tb5Jy1"}
 ADMIN_TOKEN = "admin-token-Hq3Vd9Lp0sXc"
 SHIM_TABLE_LINE = "Throttle service shim: table from"
+# ACLs are enforced (KRaft's own authorizer); a resource without any ACL stays open to every
+# principal, and the plaintext listeners (inter-broker, controller, the fixture's admin) are
+# super users, so only what a test denies is denied.
+AUTHORIZER = {
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
+    "super.users": "User:ANONYMOUS",
+}
 TIMING = {
     "storage_check_interval": "PT2S",
     "kafka_request_timeout": "PT1.5S",  # TLS and SCRAM handshakes on a busy machine
@@ -78,8 +97,9 @@ def secure_cluster(pki: Pki, shim_jar: Path, https_port: int) -> Iterator[LocalK
             "client.quota.callback.service.long.poll.wait.ms": "5000",
             "client.quota.callback.service.request.timeout.ms": "2000",
             "broker.heartbeat.interval.ms": "500",
+            **AUTHORIZER,
         },
-        controller_config={"broker.session.timeout.ms": "3000"},
+        controller_config={"broker.session.timeout.ms": "3000", **AUTHORIZER},
     )
     cluster.start()
     try:
@@ -230,6 +250,71 @@ def test_the_kafka_quota_store_connects_with_the_admin_clients_tls_and_sasl_sett
     assert response.status_code == 200, response.text
     assert [o["entity"]["user"] for o in service.client.get("/quotas").json()["overrides"]] == ["alice"]
     assert "created the quota topic 'kafka-throttle-quotas' (replication factor 2, min.insync.replicas 1" in service.log()
+
+
+def _store_acls(topic: str) -> list[AclBinding]:
+    """The service's user may read the quota topic but not write to it."""
+    def acl(operation: AclOperation, permission: AclPermissionType) -> AclBinding:
+        return AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:throttle", "*", operation, permission)
+
+    return [
+        acl(AclOperation.READ, AclPermissionType.ALLOW),
+        acl(AclOperation.DESCRIBE, AclPermissionType.ALLOW),
+        acl(AclOperation.WRITE, AclPermissionType.DENY),
+    ]
+
+
+def test_a_quota_topic_the_service_may_not_write_gets_503_on_writes_while_reads_keep_the_table(secure_cluster, pki, start_service):
+    """Issue: failures of the topic (unreachable, not authorised) are a problem+json 503 on
+    writes, reads keep serving the last table; and once the ACL is lifted, writes work again
+    without a restart."""
+    topic = "acl-denied-quotas"
+    token = "acl-store-admin-token"
+    auth = {"Authorization": f"Bearer {token}"}
+    service = start_service(
+        extra_env=scram_env(pki, SCRAM_USERS["throttle"]),
+        kafka_admin_bootstrap_servers=secure_cluster.bootstrap_servers_for("SASL_SSL"),
+        quota_store="kafka",
+        quota_store_topic=topic,
+        admin_token=token,
+        **TIMING,
+    )
+    deadline = time.monotonic() + 60
+    while service.client.get("/readyz").status_code != 200:
+        assert time.monotonic() < deadline, service.log()[-3000:]
+        time.sleep(0.2)
+    assert service.client.put("/quotas/overrides", params={"user": "alice"}, json={"produce": 4_194_304}, headers=auth).status_code == 200
+
+    admin = AdminClient({"bootstrap.servers": secure_cluster.bootstrap_servers})  # a super user
+    for future in admin.create_acls(_store_acls(topic)).values():
+        future.result(timeout=30)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # an ACL reaches the brokers through the metadata log
+            refused = service.client.put("/quotas/overrides", params={"user": "bob"}, json={"produce": 2_097_152}, headers=auth)
+            if refused.status_code != 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert refused.status_code == 503, refused.text
+        assert refused.headers["content-type"].startswith("application/problem+json")
+        assert "authoriz" in refused.json()["detail"].lower(), refused.json()
+        table = service.client.get("/quotas")
+        assert table.status_code == 200
+        assert [o["entity"]["user"] for o in table.json()["overrides"]] == ["alice"], "reads keep the last table, without bob"
+        assert service.client.get("/readyz").status_code == 200
+    finally:
+        filters = [AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, None, None, AclOperation.ANY, AclPermissionType.ANY)]
+        for future in admin.delete_acls(filters).values():
+            future.result(timeout=30)
+
+    deadline = time.monotonic() + 30
+    while True:  # the ACL lifted: the same service writes again
+        accepted = service.client.put("/quotas/overrides", params={"user": "bob"}, json={"produce": 2_097_152}, headers=auth)
+        if accepted.status_code == 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert accepted.status_code == 200, accepted.text + service.log()[-3000:]
+    assert sorted(o["entity"]["user"] for o in service.client.get("/quotas").json()["overrides"]) == ["alice", "bob"]
 
 
 def test_the_shim_in_every_broker_polls_the_service_over_https_with_its_trust_store(secure_cluster, pki, https_port, start_service):
