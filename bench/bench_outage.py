@@ -15,25 +15,17 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
 
-from devtools.devcluster.resources import ProcessResources, process_resources
-from app.settings.loading import environ_without_settings
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from service_process import ROOT, ServiceProcess, free_port, source_tree
+from devtools.devcluster.resources import ProcessResources
 
 
 def silent_listener() -> int:
@@ -55,39 +47,21 @@ def silent_listener() -> int:
     return listener.getsockname()[1]
 
 
-class Service:
-    def __init__(self, name: str, root: Path, bootstrap: str, interval: str, scratch: Path) -> None:
-        self.name = name
-        self.port = free_port()
-        env = environ_without_settings()
-        env.update(
-            {
-                "CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_BOOTSTRAP_SERVERS": bootstrap,
-                "CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_CHECK_INTERVAL": interval,
-                "CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_LIMIT_MIN_AVAILABLE_RATIO": "0.05",
-                "THROTTLE_SERVICE_HTTP_HOST": "127.0.0.1",
-                "THROTTLE_SERVICE_HTTP_PORT": str(self.port),
-                "THROTTLE_SERVICE_DATA_DIR": str(scratch / name),
-            }
-        )
-        self.log = open(scratch / f"{name}.log", "w")
-        self.process = subprocess.Popen([sys.executable, "-m", "app"], cwd=root, env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=5)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if self.client.get("/healthz").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or self.process.poll() is not None:
-                raise RuntimeError(f"{name} did not start; see {self.log.name}")
-            time.sleep(0.2)
+class OutageService(ServiceProcess):
+    """A service that is expected to fail every round: its reads may go unanswered, and it may exit."""
+
+    def __init__(self, name: str, tree: Path, scratch: Path, bootstrap: str, interval: str) -> None:
         self.failed_reads = 0
+        super().__init__(
+            name, tree, scratch,
+            kafka_admin_bootstrap_servers=bootstrap,
+            storage_check_interval=interval,
+            storage_per_volume_limit_min_available_ratio="0.05",
+        )
 
     def rounds(self) -> int | None:
         try:
-            return self.client.get("/readyz").json()["rounds"]
+            return super().rounds()
         except httpx.HTTPError:
             self.failed_reads += 1
             return None
@@ -95,21 +69,7 @@ class Service:
     def resources(self) -> ProcessResources | None:
         if self.process.poll() is not None:
             return None
-        return process_resources(self.process.pid)
-
-    def stop(self) -> None:
-        self.client.close()
-        self.process.terminate()
-        try:
-            self.process.wait(15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-        self.log.close()
-
-
-def checkout(rev: str, into: Path) -> Path:
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(into), rev], check=True, capture_output=True)
-    return into
+        return super().resources()
 
 
 def ratio(value: float, first: float) -> str:
@@ -125,39 +85,34 @@ def main() -> int:
     args = parser.parse_args()
 
     bootstrap = f"127.0.0.1:{silent_listener() if args.silent else free_port()}"
-    with tempfile.TemporaryDirectory(prefix="bench-outage-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="bench-outage-") as scratch, ExitStack() as stack:
         scratch_dir = Path(scratch)
-        services = [Service("current", ROOT, bootstrap, args.interval, scratch_dir)]
-        baseline_tree = None
-        try:
-            if args.compare:
-                baseline_tree = checkout(args.compare, scratch_dir / "baseline-tree")
-                services.append(Service(f"baseline {args.compare}", baseline_tree, bootstrap, args.interval, scratch_dir))
-            print(f"bootstrap {bootstrap} ({'silent listener' if args.silent else 'nobody listening'}), check interval {args.interval}, "
-                  f"{args.minutes} min, {os.cpu_count()} cores")
-            first: dict[str, ProcessResources] = {}
-            for minute in range(args.minutes + 1):
-                if minute:
-                    time.sleep(60)
-                for service in services:
-                    now = service.resources()
-                    rounds = service.rounds()
-                    if now is None:
-                        print(f"[{minute:3d} min] {service.name}: process exited ({service.process.returncode})")
-                        continue
-                    first.setdefault(service.name, now)
-                    start = first[service.name]
-                    print(
-                        f"[{minute:3d} min] {service.name}: {rounds} rounds; {now}; ratio to the first: "
-                        f"threads {ratio(now.threads, start.threads)}, files {ratio(now.open_files, start.open_files)}, "
-                        f"RSS {ratio(now.rss_kib, start.rss_kib)}; unanswered reads {service.failed_reads}",
-                        flush=True,
-                    )
-        finally:
+        services: list[OutageService] = []
+        stack.callback(lambda: [service.stop() for service in services])
+        services.append(OutageService("current", ROOT, scratch_dir, bootstrap, args.interval))
+        if args.compare:
+            baseline_tree = stack.enter_context(source_tree(args.compare, scratch_dir))
+            services.append(OutageService(f"baseline {args.compare}", baseline_tree, scratch_dir, bootstrap, args.interval))
+        print(f"bootstrap {bootstrap} ({'silent listener' if args.silent else 'nobody listening'}), check interval {args.interval}, "
+              f"{args.minutes} min, {os.cpu_count()} cores")
+        first: dict[str, ProcessResources] = {}
+        for minute in range(args.minutes + 1):
+            if minute:
+                time.sleep(60)
             for service in services:
-                service.stop()
-            if baseline_tree is not None:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(baseline_tree)], capture_output=True)
+                now = service.resources()
+                rounds = service.rounds()
+                if now is None:
+                    print(f"[{minute:3d} min] {service.name}: process exited ({service.process.returncode})")
+                    continue
+                first.setdefault(service.name, now)
+                start = first[service.name]
+                print(
+                    f"[{minute:3d} min] {service.name}: {rounds} rounds; {now}; ratio to the first: "
+                    f"threads {ratio(now.threads, start.threads)}, files {ratio(now.open_files, start.open_files)}, "
+                    f"RSS {ratio(now.rss_kib, start.rss_kib)}; unanswered reads {service.failed_reads}",
+                    flush=True,
+                )
     return 0
 
 

@@ -19,6 +19,7 @@ import httpx
 from app.settings.loading import environ_without_settings
 from app.settings.model import env_name, property_name
 from devtools.devcluster.resources import ProcessResources, established_connections, process_resources
+from devtools.processes import stop_process
 
 ROOT = Path(__file__).resolve().parents[1]
 _ROUND_SERIES = re.compile(rb"^kafka_throttle_round_duration_seconds_(sum|count) (\S+)$", re.MULTILINE)
@@ -104,11 +105,5 @@ class ServiceProcess:
 
     def stop(self) -> None:
         self.client.close()
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
+        stop_process(self.process)
         self._log.close()

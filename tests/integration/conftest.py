@@ -17,6 +17,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from devtools.devcluster import LocalKafkaCluster
+from devtools.processes import stop_process
 from devtools.devcluster.shim import build_shim
 from app.settings.loading import environ_without_settings
 from app.settings.model import env_name, property_name
@@ -92,13 +93,7 @@ class RunningService:
 
     def stop(self) -> None:
         self.client.close()
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
+        stop_process(self.process)
 
 
 def wait_until_healthy(service: RunningService, timeout: float = 30) -> RunningService:
