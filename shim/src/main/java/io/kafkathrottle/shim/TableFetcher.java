@@ -77,7 +77,7 @@ final class TableFetcher {
             return new Failed("cannot reach " + config.quotasUri + ": " + describe(e));
         }
         if (response.statusCode() == 304) {
-            return new NotModified(validUntilHeader(response).map(until -> Duration.between(serverNow(response), until)).orElse(null));
+            return new NotModified(remaining(response, null));
         }
         if (response.statusCode() != 200) {
             return new Failed(config.quotasUri + " answered HTTP " + response.statusCode());
@@ -88,11 +88,17 @@ final class TableFetcher {
         } catch (IOException | IllegalArgumentException e) {
             return new Failed(config.quotasUri + " sent an unusable quota table: " + e.getMessage());
         }
-        // The header, where the service sends one, is its current word on the validity (the same
-        // instant as the body's on the service; a proxy's cached body may be older).
-        Duration remaining = validUntilHeader(response).or(() -> Optional.ofNullable(table.validUntil()))
+        return new Changed(table, response.headers().firstValue("ETag").orElse(null), remaining(response, table.validUntil()));
+    }
+
+    /**
+     * How long what the answer gives stays valid, on the service's clock: until its
+     * {@code Throttle-Valid-Until} header, the service's current word on the validity (on a 200
+     * the same instant as the body's), else until {@code bodyValidUntil}; null when neither says.
+     */
+    private static Duration remaining(HttpResponse<?> response, Instant bodyValidUntil) {
+        return validUntilHeader(response).or(() -> Optional.ofNullable(bodyValidUntil))
                 .map(until -> Duration.between(serverNow(response), until)).orElse(null);
-        return new Changed(table, response.headers().firstValue("ETag").orElse(null), remaining);
     }
 
     /** The body, inflated when the service sent it gzipped. */
