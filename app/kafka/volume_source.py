@@ -182,25 +182,27 @@ class KafkaVolumeSource:
         hung broker cannot fail the round (kafka-python's describe_cluster asks a single one)."""
         nodes = [broker.node_id for broker in manager.cluster.brokers()]
         random.shuffle(nodes)
+        asked = nodes[:DESCRIBE_CLUSTER_FANOUT] or [None]
         first_answer = Future()
-        pending = [0]
+        failures: list[BaseException] = []
 
         def on_success(response: Any) -> None:
             if not first_answer.is_done:
                 first_answer.success(response)
 
         def on_failure(exc: BaseException) -> None:
-            pending[0] -= 1
-            if pending[0] == 0 and not first_answer.is_done:
+            # Counted against every broker asked, not those asked so far: a send can fail at
+            # once (a broker in reconnect backoff), before the others are asked.
+            failures.append(exc)
+            if len(failures) == len(asked) and not first_answer.is_done:
                 first_answer.failure(exc)
 
-        for node_id in nodes[:DESCRIBE_CLUSTER_FANOUT] or [None]:
+        for node_id in asked:
             request = DescribeClusterRequest(include_cluster_authorized_operations=False, include_fenced_brokers=True)
             try:
                 future = manager.send(request, node_id=node_id, request_timeout_ms=self._timeout_ms)
             except Exception as exc:
                 future = Future().failure(exc)
-            pending[0] += 1
             future.add_callback(on_success)
             future.add_errback(on_failure)
         response = await manager.wait_for(first_answer, self._timeout_ms)
@@ -223,12 +225,12 @@ class KafkaVolumeSource:
             except Exception:
                 log.debug("metadata refresh failed", exc_info=True)
         all_answered = Future()
-        pending = [0]
 
         def settle(broker_id: int, answer: Any) -> None:
+            # Complete once every broker has its answer, not every one asked so far: a send can
+            # fail at once (a broker in reconnect backoff), before the others are asked.
             answers[broker_id] = answer
-            pending[0] -= 1
-            if pending[0] == 0 and not all_answered.is_done:
+            if len(answers) == len(broker_ids) and not all_answered.is_done:
                 all_answered.success(None)
 
         for broker_id in broker_ids:
@@ -236,12 +238,11 @@ class KafkaVolumeSource:
             try:
                 future = manager.send(request, node_id=broker_id, request_timeout_ms=self._timeout_ms)
             except Exception as exc:  # e.g. a broker the client's metadata does not know yet
-                answers[broker_id] = exc
+                settle(broker_id, exc)
                 continue
-            pending[0] += 1
             future.add_callback(lambda response, b=broker_id, r=request: settle(b, (response, r.API_VERSION)))
             future.add_errback(lambda exc, b=broker_id: settle(b, exc))
-        if pending[0]:
+        if not all_answered.is_done:
             try:
                 await manager.wait_for(all_answered, self._timeout_ms)
             except kafka_errors.KafkaTimeoutError:
