@@ -34,6 +34,11 @@ def is_secret_key(key: str) -> bool:
     return any(word in lowered for word in SECRET_WORDS)
 
 
+def shown_value(key: str, value: str | None) -> str | None:
+    """A setting's value as it may be shown: HIDDEN for a secret key."""
+    return HIDDEN if value is not None and is_secret_key(key) else value
+
+
 def secret_values_of(key: str, value: str) -> set[str]:
     """The secret strings in one setting: the whole value, and a JAAS line's password."""
     if not is_secret_key(key) or not value:

@@ -33,7 +33,7 @@ from kafka import KafkaAdminClient
 from kafka.net.compat import KafkaNetClient
 from kafka.net.inet import KafkaNetSocket
 
-from app.redaction import HIDDEN, is_secret_key
+from app.redaction import shown_value
 from app.kafka.network_selector import ScalingNetworkSelector
 from app.kafka.tls import TlsFiles
 
@@ -104,7 +104,7 @@ class AdminConnection:
             self._tls_loaded = self._tls.fingerprint()
             config["ssl_context"] = self._tls.context()  # reads the files now; may raise
         # The service hides secrets by key in its own lines; they are not scrubbed by value.
-        shown = {k: HIDDEN if v is not None and is_secret_key(k) else v for k, v in config.items()}
+        shown = {k: shown_value(k, v) for k, v in config.items()}
         log.debug("building the admin connection with %s", shown)
         client = KafkaNetClient(net=ScalingNetworkSelector(**config), metrics=None, **config)
         try:

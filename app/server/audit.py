@@ -17,6 +17,7 @@ from urllib.parse import parse_qsl
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.server.admission import is_write
+from app.server.problems import logged_path
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +74,7 @@ class AuditLog:
     @staticmethod
     def _log(scope: Scope, status: int | None) -> None:
         client = scope.get("client")
-        # raw_path: percent-encoded as sent, so it holds no control characters.
-        path = (scope.get("raw_path") or b"").decode("ascii", "backslashreplace") or scope["path"]
+        path = logged_path(scope)
         named = entity(scope)
         result = "abandoned" if status is None else outcome(status)  # the client left before an answer
         logger.log(

@@ -18,6 +18,11 @@ PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger(__name__)
 
 
+def logged_path(scope: Scope) -> str:
+    """The request's path for a log line: the raw path, percent-encoded as sent, so a hostile
+    path holds no control characters and cannot break the line."""
+    return (scope.get("raw_path") or b"").decode("ascii", "backslashreplace") or scope["path"]
+
 class Problem(BaseModel):
     model_config = ConfigDict(
         json_schema_extra={
@@ -136,9 +141,7 @@ class UnexpectedErrors:
         try:
             await self.app(scope, receive, noting_start)
         except Exception:
-            # raw_path: percent-encoded as sent, so a hostile path cannot break the log line.
-            path = (scope.get("raw_path") or b"").decode("ascii", "backslashreplace") or scope["path"]
-            logger.exception("%s %s failed", scope["method"], path)
+            logger.exception("%s %s failed", scope["method"], logged_path(scope))
             if started:
                 raise  # too late for an answer: the server closes the connection
             detail = "the service failed to answer this request; its log has the details"

@@ -38,7 +38,7 @@ from app.settings.model import (
     env_name,
     property_name,
 )
-from app.redaction import HIDDEN, is_secret_key
+from app.redaction import HIDDEN, is_secret_key, shown_value
 from app.settings.durations import format_duration
 from app.settings.properties import MalformedEntry, PropertiesSyntaxError, escape_key, read_properties
 from app.kafka.admin_config import to_kafka_python
@@ -57,8 +57,7 @@ class Problem:
     origin: str = ""
 
     def __post_init__(self) -> None:
-        if self.value is not None and is_secret_key(self.key):
-            object.__setattr__(self, "value", HIDDEN)
+        object.__setattr__(self, "value", shown_value(self.key, self.value))
 
     def __str__(self) -> str:
         shown = "<missing>" if self.value is None else repr(self.value)

@@ -55,6 +55,8 @@ MAX_BODY_BYTES_DEFAULT = 1024 * 1024
 # A quota change is a few hundred bytes; a group of many thousand members fits in 1 MiB. The
 # limit is also what a write may hold in memory, so it stays far below a process's size.
 MAX_BODY_BYTES_RANGE = (1024, 100 * 1024 * 1024)
+# The integer settings checked against a range ("out of range" outside it).
+_INT_RANGES = {"http_port": (1, 65535), "http_max_body_bytes": MAX_BODY_BYTES_RANGE}
 
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
@@ -416,17 +418,10 @@ class Settings(BaseSettings):
             config["bootstrap.servers"] = self.kafka_admin_bootstrap_servers
         return config
 
-    @field_validator("http_port")
+    @field_validator(*_INT_RANGES)
     @classmethod
-    def _port(cls, value: int) -> int:
-        if not 1 <= value <= 65535:
-            raise ValueError("out of range")
-        return value
-
-    @field_validator("http_max_body_bytes")
-    @classmethod
-    def _body_limit(cls, value: int) -> int:
-        low, high = MAX_BODY_BYTES_RANGE
+    def _in_range(cls, value: int, info: ValidationInfo) -> int:
+        low, high = _INT_RANGES[info.field_name]
         if not low <= value <= high:
             raise ValueError("out of range")
         return value

@@ -234,12 +234,16 @@ def _table_fields(table: QuotaTable) -> dict[str, Any]:
     }
 
 
+_READING_FIELDS = ("factor", "state", "source", "valid_until")
+
+
 def _reading_fields(reading: FactorReading) -> dict[str, Any]:
-    """The fields of the table model that come from the factor reading."""
-    return {"factor": reading.factor, "state": State.of(reading.factor), "source": reading.source, "valid_until": iso_instant(reading.valid_until)}
+    """The fields of the table model that come from the factor reading (_READING_FIELDS)."""
+    values = (reading.factor, State.of(reading.factor), reading.source, iso_instant(reading.valid_until))
+    return dict(zip(_READING_FIELDS, values, strict=True))
 
 
-TABLE_FIELDS = frozenset(QuotaTableModel.model_fields) - frozenset(("factor", "state", "source", "valid_until"))
+TABLE_FIELDS = frozenset(QuotaTableModel.model_fields) - frozenset(_READING_FIELDS)
 
 
 def table_model(table: QuotaTable, reading: FactorReading) -> QuotaTableModel:
@@ -270,11 +274,11 @@ def table_from_json(data: dict) -> QuotaTable:
 TABLE_ETAG_FIELDS = "every field but valid_until and source; valid_until going from a time to null or back"
 
 
-def table_etag_basis(model: QuotaTableModel, table_digest: str | None = None) -> bytes:
-    """What the ETag covers: the table's fields (their digest, given when known), the factor and
-    state, whether it expires."""
+def table_etag_basis(model: QuotaTableModel, table_digest: str) -> bytes:
+    """What the ETag covers: the table's fields (``table_digest``, the digest of them), the
+    factor and state, whether it expires."""
     basis = {
-        "table": table_digest or _table_digest(model),
+        "table": table_digest,
         "factor": model.factor,
         "state": model.state.value,
         "expires": model.valid_until is not None,
