@@ -14,6 +14,10 @@ from app.observation.model import ObservationRound
 HistoryRow = dict[str, Any]
 
 
+# A row's fields of one volume: null in the row of a round that observed none.
+_VOLUME_FIELDS = ("broker_id", "log_dir", "total_bytes", "usable_bytes", "available_ratio", "log_dir_error", "volume_status", "volume_factor")
+
+
 def round_rows(round_: ObservationRound, decision: Decision, check_interval_seconds: float) -> list[HistoryRow]:
     """One row per volume the round observed, or one row without a volume when it observed
     none; ``decision`` is the one the round led to."""
@@ -49,15 +53,13 @@ def round_rows(round_: ObservationRound, decision: Decision, check_interval_seco
             }
         )
     if not rows:
-        no_volume = dict.fromkeys(("broker_id", "log_dir", "total_bytes", "usable_bytes", "available_ratio", "log_dir_error", "volume_status", "volume_factor"))
-        rows.append({**common, **no_volume})
+        rows.append({**common, **dict.fromkeys(_VOLUME_FIELDS)})
     # The declared field order, so every line reads the same.
     return [{name: row[name] for name in FIELD_NAMES} for row in rows]
 
 
 # The writer's encoding of a row: compact, ASCII, the declared field order (round_lines).
 ROW_ENCODER = json.JSONEncoder(separators=(",", ":"))
-_VOLUME_FIELDS = ("broker_id", "log_dir", "total_bytes", "usable_bytes", "available_ratio", "log_dir_error", "volume_status", "volume_factor")
 # round_lines writes the fields in this order; the schema declares it.
 assert tuple(FIELD_NAMES) == ("time", *_VOLUME_FIELDS[:6], "limit_kind", "hard_limit", "soft_limit", *_VOLUME_FIELDS[6:],
                               "cluster_factor", "state", "source", "round_complete", "check_interval_seconds")
