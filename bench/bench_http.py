@@ -13,7 +13,6 @@ import argparse
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -21,15 +20,13 @@ import time
 from pathlib import Path
 
 import httpx
+from service_process import free_port
+
+from devtools.devcluster.resources import process_resources
+from devtools.processes import stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
 CONNECTIONS = 32
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 PARSERS = ("h11", "httptools")
@@ -79,18 +76,12 @@ def wrk(url: str, duration: int, headers: dict[str, str] | None = None) -> dict[
     return {"rps": rps, "p50": p50, "p99": p99, "requests": requests}
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def measured(pid: int, url: str, duration: int, headers: dict[str, str] | None) -> dict[str, float]:
     """wrk's figures and the server's CPU time per request: the CPU figure hardly moves with
     the machine's load, which req/s does."""
-    before = cpu_seconds(pid)
+    before = process_resources(pid).cpu_seconds
     figures = wrk(url, duration, headers)
-    figures["cpu_us"] = (cpu_seconds(pid) - before) / figures["requests"] * 1e6
+    figures["cpu_us"] = (process_resources(pid).cpu_seconds - before) / figures["requests"] * 1e6
     return figures
 
 
@@ -134,8 +125,7 @@ def main() -> None:
                 results[target].append(measured(pid, url, args.duration, headers))
     finally:
         for proc, _ in servers.values():
-            proc.terminate()
-            proc.wait(10)
+            stop_process(proc, timeout=10)
 
     def median(target: tuple[str, str], figure: str) -> float:
         return statistics.median(run[figure] for run in results[target])
