@@ -23,7 +23,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark.gaps import HistoryEnd, gap_limit
+from spark.gaps import HistoryEnd, gap_limit, still_present
 from spark.reading import epoch_seconds
 
 VOLUME = ("broker_id", "log_dir")
@@ -138,7 +138,7 @@ def _with_episode_numbers(rows: DataFrame) -> DataFrame:
 
 def _end_reason(kind: str, end: HistoryEnd) -> Column:
     """Why an episode of ``kind`` whose last observation is this row ends (its code)."""
-    at_the_end = F.col("t") >= F.lit(end.last_observing_round) - F.col("gap_limit")
+    at_the_end = still_present(F.col("t"), end, F.col("gap_limit"))
     reason = (
         F.when(F.col("next_t").isNull() & at_the_end, F.lit("unobserved" if end.unobserved else "ongoing"))
         .when(F.col("next_t").isNull(), F.lit("volume-gone"))
@@ -159,7 +159,6 @@ def _one_row_per_kind(end: HistoryEnd):
     def step(rows: DataFrame) -> DataFrame:
         kinds = []
         for kind in LIMIT_KINDS:
-            reason = _end_reason(kind, end)
             kinds.append(
                 F.struct(
                     F.lit(kind).alias("limit"),
@@ -167,8 +166,7 @@ def _one_row_per_kind(end: HistoryEnd):
                     F.col(f"episode_{kind}").alias("episode"),
                     F.col(f"last_{kind}").alias("last"),
                     F.col(_LEVEL[kind]).alias("level"),
-                    reason.alias("end_reason"),
-                    F.when(reason.isin(*_ENDS_AT_NEXT), F.col("next_time")).otherwise(F.col("time")).alias("end_time"),
+                    _end_reason(kind, end).alias("end_reason"),
                 )
             )
         return rows.withColumn("kind", F.explode(F.filter(F.array(*kinds), lambda k: k["inside"])))
@@ -198,7 +196,8 @@ def _episodes(rows: DataFrame) -> DataFrame:
         F.min_by("limit_kind", "t").alias("limit_kind"),  # as at the start
         F.min_by("kind.level", "t").alias("level"),
         F.min("time").alias("start"),
-        F.max(F.when(last, F.col("kind.end_time"))).alias("end"),
+        # The end time from the reason, once per row: the reason is evaluated once, in the struct.
+        F.max(F.when(last, F.when(F.col("kind.end_reason").isin(*_ENDS_AT_NEXT), F.col("next_time")).otherwise(F.col("time")))).alias("end"),
         F.max(F.when(last, F.col("kind.end_reason"))).alias("end_reason"),
         F.min(F.when(F.col("usable_bytes") >= 0, F.col("usable_bytes"))).alias("worst_usable_bytes"),
         F.min("available_ratio").alias("worst_available_ratio"),

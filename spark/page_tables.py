@@ -52,9 +52,13 @@ def size(value: float | None) -> Cell:
     return EMPTY if value is None else Cell(human_bytes(value), title=f"{plain_decimal(value)} bytes")
 
 
-def rate(bytes_per_second: float | None) -> Cell:
+# A forecast without a fill rate: too few points to fit one.
+_NO_TREND = Cell("–", title="fewer than two observations since the volume last gained space")
+
+
+def rate(bytes_per_second: float | None, missing: Cell = EMPTY) -> Cell:
     if bytes_per_second is None:
-        return Cell("–", title="fewer than two observations since the volume last gained space")
+        return missing
     exact = f"{plain_decimal(bytes_per_second)} bytes/s"
     if bytes_per_second == 0:
         return Cell("flat", title=exact)
@@ -124,7 +128,7 @@ FORECAST: list[Column] = [
     ("log dir", lambda r: text(r["log_dir"])),
     ("available", lambda r: size(r["usable_bytes"])),
     ("hard limit", lambda r: size(r["hard_limit_bytes"])),
-    ("fill rate", lambda r: rate(r["fill_rate_bytes_per_second"])),
+    ("fill rate", lambda r: rate(r["fill_rate_bytes_per_second"], missing=_NO_TREND)),
     ("fitted on", _trend),
     ("time to the hard limit", _time_to_limit),
     ("projected (UTC)", lambda r: instant(r["projected_at"])),
@@ -143,7 +147,7 @@ BROKERS: list[Column] = [
     ("time in hard breach", lambda r: duration(r["hard_breach_seconds"])),
     ("time in soft breach", lambda r: duration(r["soft_breach_seconds"])),
     ("soonest hard limit (UTC)", lambda r: instant(r["soonest_hard_limit_at"])),
-    ("fastest fill rate", lambda r: rate(r["fastest_fill_rate_bytes_per_second"]) if r["fastest_fill_rate_bytes_per_second"] is not None else EMPTY),
+    ("fastest fill rate", lambda r: rate(r["fastest_fill_rate_bytes_per_second"])),
 ]
 
 PAGE_COLUMNS: dict[str, list[Column]] = {"episodes": EPISODES, "time_in_states": TIME_IN_STATES, "forecast": FORECAST, "brokers": BROKERS}

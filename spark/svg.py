@@ -200,8 +200,9 @@ def volume_chart(series: VolumeSeries, first: float, last: float, width: int = 6
     return _svg(frame.width, frame.height, "volume", f"Available bytes of {title} against its limits", body)
 
 
-def state_timeline_chart(buckets: Sequence[StateBucket], first: float, last: float, width: int = 1200, height: int = 118) -> str:
-    """Two lanes over time: the state in force, and when the factor came from last-valid or fallback."""
+def state_timeline_chart(buckets: Sequence[StateBucket], first: float, last: float, width: int = 1200) -> str:
+    """Two lanes over time: the state in force, and when the factor came from last-valid or fallback;
+    as high as its legend and lanes need."""
     lane_names = ("state", "factor source")
     left = int(max(text_width(name) for name in lane_names)) + 16
     legend = [*[(name, colour, "box") for name, colour in STATE_COLOURS.items()], ("fallback / last-valid", FALLBACK_COLOUR, "box"), ("observed", "#cfe8d8", "box"), ("no data", NO_DATA_COLOUR, "box")]
@@ -231,8 +232,9 @@ def state_timeline_chart(buckets: Sequence[StateBucket], first: float, last: flo
 def day_bars_chart(days: Sequence[dict], width: int = 1200, height: int = 230) -> str:
     """Time per UTC day in OPEN / THROTTLE / PAUSE (stacked) and on the fallback (a mark)."""
     legend = [*[(name, colour, "box") for name, colour in STATE_COLOURS.items()], ("on the fallback", FALLBACK_COLOUR, "line")]
-    legend_parts, legend_bottom = _legend(legend, 64, 16, width - 8)
-    left, right, top, bottom = 64, 20, int(legend_bottom) + 14, AXIS_BELOW
+    left, right = 64, 20
+    legend_parts, legend_bottom = _legend(legend, left, 16, width - 8)
+    top, bottom = int(legend_bottom) + 14, AXIS_BELOW
     plot_h = height - top - bottom
     ticks = duration_ticks(max((d["covered_seconds"] for d in days), default=0.0))
     scale = ticks[-1][0]
