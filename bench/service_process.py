@@ -16,10 +16,8 @@ from pathlib import Path
 
 import httpx
 
-from app.settings.loading import environ_without_settings
-from app.settings.model import env_name, property_name
 from devtools.devcluster.resources import ProcessResources, established_connections, process_resources
-from devtools.processes import stop_process
+from devtools.processes import healthz_answers, service_environment, stop_process
 
 ROOT = Path(__file__).resolve().parents[1]
 _ROUND_SERIES = re.compile(rb"^kafka_throttle_round_duration_seconds_(sum|count) (\S+)$", re.MULTILINE)
@@ -29,6 +27,12 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def revisions(compare: str | None) -> list[tuple[str, str | None]]:
+    """(name, git revision) of each code a benchmark runs: this checkout ("current", revision
+    None), then the baseline ``compare`` if one is given."""
+    return [("current", None)] + ([(f"baseline {compare}", compare)] if compare else [])
 
 
 @contextmanager
@@ -52,26 +56,15 @@ class ServiceProcess:
     def __init__(self, name: str, tree: Path, scratch: Path, **settings: str) -> None:
         self.name = name
         self.port = free_port()
-        env = environ_without_settings()
-        settings = {"http_host": "127.0.0.1", "http_port": str(self.port), "data_dir": str(scratch / f"data-{self.port}"), **settings}
-        for field, value in settings.items():
-            env[env_name(property_name(field))] = value
+        env = service_environment(self.port, scratch / f"data-{self.port}", settings)
         self.log_path = scratch / f"{name.replace(' ', '-')}-{self.port}.log"
         self._log = self.log_path.open("w")
         self.process = subprocess.Popen([sys.executable, "-m", "app"], cwd=tree, env=env, stdout=self._log, stderr=subprocess.STDOUT)
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.client = httpx.Client(base_url=self.base_url, timeout=30)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if self.client.get("/healthz").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline or self.process.poll() is not None:
-                self.stop()
-                raise RuntimeError(f"{name} did not start; see {self.log_path}:\n{self.log_path.read_text()[-2000:]}")
-            time.sleep(0.2)
+        if not healthz_answers(self.client, self.process, 60):
+            self.stop()
+            raise RuntimeError(f"{name} did not start; see {self.log_path}:\n{self.log_path.read_text()[-2000:]}")
 
     @property
     def pid(self) -> int:
@@ -95,10 +88,6 @@ class ServiceProcess:
 
     def resources(self) -> ProcessResources:
         return process_resources(self.pid)
-
-    def peak_rss_kib(self) -> int:
-        status = Path(f"/proc/{self.pid}/status").read_text()
-        return int(re.search(r"^VmHWM:\s+(\d+)", status, re.MULTILINE).group(1))
 
     def connections(self) -> int:
         return established_connections(self.pid)

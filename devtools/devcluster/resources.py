@@ -15,6 +15,7 @@ class ProcessResources:
     open_files: int
     rss_kib: int
     cpu_seconds: float
+    peak_rss_kib: int  # the most resident memory so far (VmHWM)
 
     def __str__(self) -> str:
         return f"{self.threads} threads, {self.open_files} open files, {self.rss_kib / 1024:.1f} MiB RSS, {self.cpu_seconds:.1f} s CPU"
@@ -24,7 +25,7 @@ def process_resources(pid: int) -> ProcessResources:
     status = {
         name: value.split()[0]
         for name, _, value in (line.partition(":") for line in Path(f"/proc/{pid}/status").read_text().splitlines())
-        if name in ("Threads", "VmRSS")
+        if name in ("Threads", "VmRSS", "VmHWM")
     }
     stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return ProcessResources(
@@ -32,6 +33,7 @@ def process_resources(pid: int) -> ProcessResources:
         open_files=len(os.listdir(f"/proc/{pid}/fd")),
         rss_kib=int(status["VmRSS"]),
         cpu_seconds=(int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK"),
+        peak_rss_kib=int(status["VmHWM"]),
     )
 
 

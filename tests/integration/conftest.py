@@ -17,10 +17,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from devtools.devcluster import LocalKafkaCluster
-from devtools.processes import stop_process
+from devtools.processes import healthz_answers, service_environment, stop_process
 from devtools.devcluster.shim import build_shim
-from app.settings.loading import environ_without_settings
-from app.settings.model import env_name, property_name
 
 MiB = 1024 * 1024
 VOLUME_MIB = 64
@@ -88,6 +86,13 @@ class RunningService:
             time.sleep(0.2)
         raise AssertionError(f"not {what} within {timeout}s; last decision: {decision}\nservice log:\n{self.log()[-3000:]}")
 
+    def wait_ready(self, timeout: float = 30) -> None:
+        """Until /readyz answers 200 (with the Kafka quota store: its topic read)."""
+        deadline = time.monotonic() + timeout
+        while self.client.get("/readyz").status_code != 200:
+            assert time.monotonic() < deadline, f"not ready within {timeout} s:\n{self.log()[-3000:]}"
+            time.sleep(0.1)
+
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
@@ -99,17 +104,12 @@ class RunningService:
 def wait_until_healthy(service: RunningService, timeout: float = 30) -> RunningService:
     """``service`` once /healthz answers; stopped, and the test failed with its log, when it
     exits or does not answer in time."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if service.process.poll() is not None:
-            service.stop()
-            raise AssertionError(f"service exited with {service.process.returncode}:\n{service.log()}")
-        try:
-            if service.client.get("/healthz").status_code == 200:
-                return service
-        except httpx.HTTPError:
-            time.sleep(0.1)
+    if healthz_answers(service.client, service.process, timeout):
+        return service
+    exited = service.process.poll() is not None
     service.stop()
+    if exited:
+        raise AssertionError(f"service exited with {service.process.returncode}:\n{service.log()}")
     raise AssertionError(f"service did not start:\n{service.log()}")
 
 
@@ -119,10 +119,7 @@ def launch_service(
     """Start ``throttle-service`` (the real console entry point) with settings by field name, its
     data and log under ``work_dir``; returns once /healthz answers."""
     port = int(settings.get("http_port", 0)) or free_port()
-    env = environ_without_settings()
-    settings = {"http_host": "127.0.0.1", "http_port": str(port), "data_dir": str(work_dir / f"data-{port}"), **settings}
-    for field, value in settings.items():
-        env[env_name(property_name(field))] = value
+    env = service_environment(port, work_dir / f"data-{port}", settings)
     env.update(extra_env or {})
     log_path = work_dir / f"service-{port}.log"
     process = subprocess.Popen([sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT)

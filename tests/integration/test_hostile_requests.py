@@ -14,11 +14,12 @@ import socket
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
+
+from devtools.devcluster.resources import process_resources
 
 from .conftest import MiB, RunningService, launch_service
 
@@ -88,13 +89,6 @@ def problem(answer: http.client.HTTPResponse | httpx.Response | None) -> dict:
     return json.loads(body)
 
 
-def resident_bytes(pid: int, field: str = "VmRSS") -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no {field} in /proc/{pid}/status")
-
-
 def test_a_body_over_the_limit_is_refused_with_413_before_it_is_read(service):
     padded = json.dumps({"produce": 5000000}).encode()
     exactly = padded + b" " * (LIMIT - len(padded))
@@ -159,7 +153,7 @@ def test_a_10_mb_header_and_100000_headers_are_refused(service):
 
 def test_memory_stays_bounded_while_300_mb_bodies_are_refused(service):
     pid = service.process.pid
-    before = resident_bytes(pid)
+    before = process_resources(pid).rss_kib * 1024
     body_size = 300 * MiB
 
     def body() -> Iterator[bytes]:
@@ -177,7 +171,7 @@ def test_memory_stays_bounded_while_300_mb_bodies_are_refused(service):
         for auth, length, status in cases:
             answer = client.put("/quotas/overrides", params={"user": "big"}, content=body(), headers={**auth, **length, "Content-Type": "application/json"})
             assert answer.status_code == status, (auth, length, answer.status_code, answer.text[:200])
-    peak = resident_bytes(pid, "VmHWM")
+    peak = process_resources(pid).peak_rss_kib * 1024
     print(f"\n4 x 300 MiB bodies refused: resident {before / MiB:.0f} MiB before, peak {peak / MiB:.0f} MiB")
     assert peak - before < 100 * MiB, f"resident memory grew from {before / MiB:.0f} MiB to a peak of {peak / MiB:.0f} MiB"
     assert service.client.get("/healthz").status_code == 200

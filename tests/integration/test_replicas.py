@@ -37,17 +37,10 @@ def replicas(start_service):
         topic = topic or f"quotas-{uuid.uuid4().hex[:8]}"
         started = [start_service(**{**SETTINGS, "quota_store_topic": topic, **settings}) for _ in range(count)]
         for service in started:
-            wait_ready(service)
+            service.wait_ready()
         return started
 
     return start
-
-
-def wait_ready(service: RunningService, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while service.client.get("/readyz").status_code != 200:
-        assert time.monotonic() < deadline, f"not ready within {timeout} s:\n{service.log()[-3000:]}"
-        time.sleep(0.1)
 
 
 def table(service: RunningService) -> dict:
@@ -117,7 +110,7 @@ def test_a_replica_killed_with_sigkill_rebuilds_the_same_table_from_the_topic(re
     other.process.send_signal(signal.SIGKILL)
     other.process.wait(10)
     restarted = start_service(**{**SETTINGS, "quota_store_topic": topic})
-    wait_ready(restarted)
+    restarted.wait_ready()
     assert table(restarted) == expected
 
 

@@ -240,10 +240,7 @@ def test_the_kafka_quota_store_connects_with_the_admin_clients_tls_and_sasl_sett
         **TIMING,
     )
     service.wait_for(observed, 30, "observed over SASL_SSL/SCRAM-SHA-512")
-    deadline = time.monotonic() + 30
-    while service.client.get("/readyz").status_code != 200:
-        assert time.monotonic() < deadline, service.log()[-3000:]
-        time.sleep(0.2)
+    service.wait_ready(30)
     response = service.client.put(
         "/quotas/overrides", params={"user": "alice"}, json={"produce": 4_194_304}, headers={"Authorization": f"Bearer {token}"}
     )
@@ -279,10 +276,7 @@ def test_a_quota_topic_the_service_may_not_write_gets_503_on_writes_while_reads_
         admin_token=token,
         **TIMING,
     )
-    deadline = time.monotonic() + 60
-    while service.client.get("/readyz").status_code != 200:
-        assert time.monotonic() < deadline, service.log()[-3000:]
-        time.sleep(0.2)
+    service.wait_ready(60)
     assert service.client.put("/quotas/overrides", params={"user": "alice"}, json={"produce": 4_194_304}, headers=auth).status_code == 200
 
     admin = AdminClient({"bootstrap.servers": secure_cluster.bootstrap_servers})  # a super user

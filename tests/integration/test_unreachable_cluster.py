@@ -96,7 +96,8 @@ def resting(service: RunningService) -> ProcessResources:
         samples.append(process_resources(service.process.pid))
         time.sleep(0.1)
     return ProcessResources(
-        min(s.threads for s in samples), min(s.open_files for s in samples), min(s.rss_kib for s in samples), samples[-1].cpu_seconds
+        min(s.threads for s in samples), min(s.open_files for s in samples), min(s.rss_kib for s in samples), samples[-1].cpu_seconds,
+        samples[-1].peak_rss_kib,
     )
 
 
