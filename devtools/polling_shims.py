@@ -41,7 +41,6 @@ class Table:
 class ShimStats:
     table: Table | None = None
     tables: list[Table] = field(default_factory=list)
-    valid_until: str | None = None
     not_modified: int = 0
     failures: int = 0
     bytes_sent: int = 0
@@ -197,7 +196,6 @@ class PollingShims:
                     response = None
                 if response is not None and response.status == 304:
                     stats.not_modified += 1
-                    stats.valid_until = response.headers.get("throttle-valid-until", stats.valid_until)
                     continue
                 if response is not None and response.status == 200:
                     match = _STATE.search(self._tail_of(response))

@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from kafka.protocol.metadata import ApiVersionsRequest
 
 from . import answers
 from .state import Broker, ClusterState, LogDir, MiB, new_cluster
@@ -23,8 +24,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-API_VERSIONS_KEY = 18
-_CORRELATION_ID = slice(4, 8)
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:
@@ -50,7 +49,6 @@ class SimulatedCluster:
         state: ClusterState | None = None,
     ) -> None:
         self.state = state or new_cluster(brokers, log_dirs_per_broker, total_bytes, usable_bytes, host)
-        self.served: Counter[str] = Counter()  # requests answered, by request name
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._servers: dict[int, asyncio.base_events.Server] = {}
@@ -109,10 +107,6 @@ class SimulatedCluster:
     def connections(self) -> int:
         """Client connections open to all brokers now."""
         return self._run_sync(lambda: sum(len(writers) for writers in self._connections.values()))
-
-    def served_counts(self) -> dict[str, int]:
-        """Requests answered so far, by request name."""
-        return self._run_sync(lambda: dict(self.served))
 
     # -- controls: volumes ------------------------------------------------------------------
     def set_usable_bytes(self, broker_id: int, usable_bytes: int, index: int | None = None) -> None:
@@ -251,10 +245,9 @@ class SimulatedCluster:
             writer.close()
 
     def _answer(self, broker: Broker, payload: bytes) -> bytes:
-        api_key, version = peek_api(payload)
-        if api_key == API_VERSIONS_KEY and version > answers.API_VERSIONS[API_VERSIONS_KEY][1]:
-            self.served["ApiVersionsRequest"] += 1
-            return encode_response(answers.unsupported_api_versions(), int.from_bytes(payload[_CORRELATION_ID], "big", signed=True))
+        api_key, version, correlation_id = peek_api(payload)
+        if api_key == ApiVersionsRequest.API_KEY and version > answers.API_VERSIONS[api_key][1]:
+            return encode_response(answers.unsupported_api_versions(), correlation_id)
         header, request = decode_request(payload)
         if request.name == "ApiVersionsRequest":
             response = answers.api_versions(request)
@@ -264,5 +257,4 @@ class SimulatedCluster:
             response = answers.describe_cluster(request, self.state)
         else:
             response = answers.describe_log_dirs(request, broker)
-        self.served[request.name] += 1
         return encode_response(response, header.correlation_id)

@@ -25,7 +25,6 @@ CONTROLS = (
     "stop_broker",
     "start_broker",
     "connections",
-    "served_counts",
 )
 
 
@@ -45,7 +44,6 @@ class SimulatedClusterProcess:
             raise RuntimeError(f"the simulated cluster did not start (exit {self._process.returncode})")
         started = json.loads(line)
         self.bootstrap_servers: str = started["bootstrap_servers"]
-        self.ports: dict[int, int] = {int(broker_id): port for broker_id, port in started["ports"].items()}
 
     @property
     def pid(self) -> int:

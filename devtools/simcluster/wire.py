@@ -27,7 +27,7 @@ REQUESTS: dict[int, Any] = {
 
 MAX_FRAME_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default
 _SIZE = struct.Struct(">i")
-_KEY_AND_VERSION = struct.Struct(">hh")
+_KEY_VERSION_AND_CORRELATION = struct.Struct(">hhi")
 
 
 class UnsupportedRequest(Exception):
@@ -42,14 +42,14 @@ def frame_size(prefix: bytes) -> int:
     return size
 
 
-def peek_api(payload: bytes) -> tuple[int, int]:
-    """The api key and version of a request, read without decoding it."""
-    return _KEY_AND_VERSION.unpack_from(payload)
+def peek_api(payload: bytes) -> tuple[int, int, int]:
+    """The api key, version and correlation id of a request, read without decoding it."""
+    return _KEY_VERSION_AND_CORRELATION.unpack_from(payload)
 
 
 def decode_request(payload: bytes) -> tuple[RequestHeader, Any]:
     """The header and the body of one request (the frame's payload, without its size)."""
-    api_key, version = peek_api(payload)
+    api_key, version, _ = peek_api(payload)
     request_class = REQUESTS.get(api_key)
     if request_class is None:
         raise UnsupportedRequest(f"api key {api_key}")
