@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from service_process import ROOT, ServiceProcess, free_port, source_tree
+from service_process import ServiceProcess, free_port, source_tree, revisions as code_revisions
 from devtools.devcluster.resources import ProcessResources
 
 
@@ -89,10 +89,9 @@ def main() -> int:
         scratch_dir = Path(scratch)
         services: list[OutageService] = []
         stack.callback(lambda: [service.stop() for service in services])
-        services.append(OutageService("current", ROOT, scratch_dir, bootstrap, args.interval))
-        if args.compare:
-            baseline_tree = stack.enter_context(source_tree(args.compare, scratch_dir))
-            services.append(OutageService(f"baseline {args.compare}", baseline_tree, scratch_dir, bootstrap, args.interval))
+        for name, revision in code_revisions(args.compare):
+            tree = stack.enter_context(source_tree(revision, scratch_dir))
+            services.append(OutageService(name, tree, scratch_dir, bootstrap, args.interval))
         print(f"bootstrap {bootstrap} ({'silent listener' if args.silent else 'nobody listening'}), check interval {args.interval}, "
               f"{args.minutes} min, {os.cpu_count()} cores")
         first: dict[str, ProcessResources] = {}

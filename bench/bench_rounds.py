@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from devtools.simcluster import MiB, SimulatedClusterProcess
-from service_process import ServiceProcess, source_tree
+from service_process import ServiceProcess, source_tree, revisions as code_revisions
 
 
 @dataclass(frozen=True)
@@ -47,15 +47,16 @@ def measure(service: ServiceProcess, cluster: SimulatedClusterProcess, rounds: i
     duration_sum, count = service.round_durations()
     cpu = service.resources().cpu_seconds
     service.wait_for_rounds(start + 1 + rounds, timeout=(interval + 30) * rounds + 60)
-    cpu = service.resources().cpu_seconds - cpu
+    held = service.resources()
+    cpu = held.cpu_seconds - cpu
     end_sum, end_count = service.round_durations()
     decision = service.client.get("/throttle-factor").json()
     return RoundFigures(
         first_round_seconds=first_sum / max(first_count, 1),
         wall_seconds=(end_sum - duration_sum) / max(end_count - count, 1),
         cpu_seconds=cpu / max(end_count - count, 1),
-        rss_mib=service.resources().rss_kib / 1024,
-        peak_rss_mib=service.peak_rss_kib() / 1024,
+        rss_mib=held.rss_kib / 1024,
+        peak_rss_mib=held.peak_rss_kib / 1024,
         connections=service.connections(),
         cluster_connections=cluster.call("connections"),
         complete=bool(decision.get("round", {}).get("complete", decision.get("complete"))),
@@ -86,7 +87,7 @@ def main() -> int:
     results: dict[tuple[str, int], RoundFigures] = {}
     with tempfile.TemporaryDirectory(prefix="bench-rounds-") as scratch_name:
         scratch = Path(scratch_name)
-        revisions = [("current", None)] + ([(f"baseline {args.compare}", args.compare)] if args.compare else [])
+        revisions = code_revisions(args.compare)
         with ExitStack() as stack:
             trees = {name: stack.enter_context(source_tree(revision, scratch)) for name, revision in revisions}
             for brokers in sizes:

@@ -36,9 +36,9 @@ from pathlib import Path
 
 from devtools.polling_shims import PollingShims
 from devtools.simcluster import MiB, SimulatedClusterProcess
-from service_process import ServiceProcess, source_tree
+from service_process import ServiceProcess, source_tree, revisions as code_revisions
 
-QUOTA_STORE_FILE = "quotas.sqlite3"  # app/server/app.py, the same in the baseline revisions
+QUOTA_STORE_FILE = "quotas.sqlite3"  # the store's name in every revision compared (app.quotas.store today)
 VOLUME_BYTES = 1024 * MiB
 HARD_LIMIT_BYTES = 100 * MiB
 
@@ -182,7 +182,7 @@ def main() -> int:
     }
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start; {args.shims} shims, {args.overrides} overrides, "
           f"{args.brokers} brokers x 12 log dirs, interval {args.interval:g} s, idle window {args.idle_seconds:g} s", flush=True)
-    revisions = [("current", None)] + ([(f"baseline {args.compare}", args.compare)] if args.compare else [])
+    revisions = code_revisions(args.compare)
     results: dict[str, ShimFigures] = {}
     with tempfile.TemporaryDirectory(prefix="bench-shims-") as scratch_name, ExitStack() as stack:
         scratch = Path(scratch_name)
