@@ -198,12 +198,13 @@ def test_with_the_topic_unreachable_writes_get_503_and_reads_keep_the_last_table
         time.sleep(1)
 
 
-def test_migrate_store_copies_the_sqlite_overrides_and_groups_into_the_topic(start_service, replicas, tmp_path):
+def test_migrate_store_copies_the_sqlite_overrides_groups_and_enforcement_into_the_topic(start_service, replicas, tmp_path):
     data_dir = str(tmp_path / "sqlite-replica")
     single = start_service(**{**SETTINGS, "quota_store": "sqlite"}, data_dir=data_dir)
     for n in range(5):
         assert put_override(single, f"user-{n}", 1_000_000 + n).status_code == 200
     assert single.client.put("/quotas/groups/etl", json={"users": ["bob"], "limits": {"fetch": 7_000_000}}, headers=AUTH).status_code == 200
+    assert single.client.put("/enforcement", json={"mode": "shadow"}, headers=AUTH).status_code == 200
     expected = table(single)
     single.stop()
 
@@ -211,9 +212,10 @@ def test_migrate_store_copies_the_sqlite_overrides_and_groups_into_the_topic(sta
     env = {**single.env, "THROTTLE_SERVICE_QUOTA_STORE": "kafka", "THROTTLE_SERVICE_QUOTA_STORE_TOPIC": topic}
     result = subprocess.run([sys.executable, "-m", "app", "migrate-store"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "copied 5 overrides and 1 groups" in result.stdout
+    assert "copied 5 overrides and 1 groups and the enforcement (shadow (no broker enforces))" in result.stdout
     (migrated,) = replicas(count=1, topic=topic)
     assert table(migrated) == expected
+    assert enforcement_seen(migrated)[0] == ("shadow", [], "store")
 
 
 def test_the_store_topic_is_created_compacted_with_three_replicas_and_two_in_sync(replicas, kafka_cluster):

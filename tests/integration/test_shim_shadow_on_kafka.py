@@ -41,7 +41,8 @@ TOKEN = "shadow-admin-token-0123"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 RATE = MiB  # offered per partition
 WOULD_PAUSE = "would apply factor 0.0 (PAUSE"
-SETTLE = 6.0  # producers reach their rate on a busy machine
+SETTLE = 6.0  # producers reach their rate (and catch up their first queue) on a busy machine
+MEASURE = 4.0  # seconds each rate is measured over
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +90,8 @@ def test_shadow_mode_leaves_producers_alone_in_a_pause_and_switching_to_enforce_
     load = LoadProducer({"bootstrap.servers": shim_cluster.bootstrap_servers}, rate_per_partition=RATE)
     ramp = None
     try:
-        time.sleep(SETTLE)
-        healthy = load.rate(time.monotonic() - 3, time.monotonic())
+        time.sleep(SETTLE + MEASURE)
+        healthy = load.rate(time.monotonic() - MEASURE, time.monotonic())
         assert healthy > 0.8 * 3 * RATE, f"the healthy cluster should take the offered load, got {healthy:.0f} B/s"
         would_before = broker_log_count(shim_cluster, WOULD_PAUSE)
         ramp = pause_broker_1(shim_cluster, service)
@@ -103,10 +104,10 @@ def test_shadow_mode_leaves_producers_alone_in_a_pause_and_switching_to_enforce_
             CHECK + 5, "every shim logging the pause it would apply", lambda: shim_lines(shim_cluster),
         )
         paused_at = time.monotonic()
-        time.sleep(4)
-        in_shadow = load.rate(paused_at, paused_at + 4)
+        time.sleep(MEASURE)
+        in_shadow = load.rate(paused_at, paused_at + MEASURE)
         assert service.decision()["state"] == "PAUSE"
-        assert in_shadow >= 0.9 * healthy, f"in shadow {in_shadow:.0f} B/s, healthy {healthy:.0f} B/s"
+        assert abs(in_shadow - healthy) <= 0.1 * healthy, f"in shadow {in_shadow:.0f} B/s, healthy {healthy:.0f} B/s"
         assert load.throttled_brokers(0) == {}, "a shim in shadow throttled a producer"
         counts = broker_log_count(shim_cluster, WOULD_PAUSE)
         assert all(counts[b] == would_before[b] + 1 for b in counts), f"logged once per change:\n{shim_lines(shim_cluster)}"
@@ -130,8 +131,8 @@ def test_shadow_mode_leaves_producers_alone_in_a_pause_and_switching_to_enforce_
         recovered = wait_until(
             lambda: load.rate(time.monotonic() - 1, time.monotonic()) > 0.9 * healthy, largest + 15, "throughput back in shadow"
         )
-        time.sleep(3)
-        again = load.rate(recovered, recovered + 3)
+        time.sleep(MEASURE)
+        again = load.rate(recovered, recovered + MEASURE)
         assert again >= 0.9 * healthy, f"back in shadow {again:.0f} B/s, healthy {healthy:.0f} B/s"
         late = [t for t in load.throttles if t[0] > shadow_at + largest + CHECK + 2]
         assert late == [], f"throttled after the switch back to shadow: {late[:5]}"
@@ -157,8 +158,8 @@ def test_with_a_canary_broker_only_its_clients_are_throttled(shim_cluster, start
              for broker in (1, 2, 3)}
     ramp = None
     try:
-        time.sleep(SETTLE)
-        healthy = {b: load.rate(time.monotonic() - 3, time.monotonic()) for b, load in loads.items()}
+        time.sleep(SETTLE + MEASURE)
+        healthy = {b: load.rate(time.monotonic() - MEASURE, time.monotonic()) for b, load in loads.items()}
         ramp = pause_broker_1(shim_cluster, service)
         refused = service.client.put("/enforcement", json={"mode": "enforce", "canary_brokers": [7]}, headers=AUTH)
         assert refused.status_code == 422 and "broker 7 is not registered" in refused.text
@@ -168,13 +169,14 @@ def test_with_a_canary_broker_only_its_clients_are_throttled(shim_cluster, start
         assert (decision["enforced"], decision["canary_brokers"]) == (True, [2])
         wait_until(lambda: loads[2].throttled_brokers(canary_at), CHECK + 2 + 5, "the canary broker's clients throttled",
                    lambda: shim_lines(shim_cluster))
-        time.sleep(5)
+        time.sleep(2 + MEASURE)
         now = time.monotonic()
-        rates = {b: load.rate(now - 3, now) for b, load in loads.items()}
+        rates = {b: load.rate(now - MEASURE, now) for b, load in loads.items()}
         assert rates[2] < 0.2 * healthy[2], f"canary broker 2: {rates[2]:.0f} B/s, healthy {healthy[2]:.0f}"
         for broker in (1, 3):
+            # Never throttled is what the brokers report; the rate only guards against gross slowdowns.
             assert loads[broker].throttles == [], f"broker {broker} is not a canary, yet throttled"
-            assert rates[broker] >= 0.9 * healthy[broker], f"broker {broker}: {rates[broker]:.0f} B/s, healthy {healthy[broker]:.0f}"
+            assert rates[broker] >= 0.8 * healthy[broker], f"broker {broker}: {rates[broker]:.0f} B/s, healthy {healthy[broker]:.0f}"
         for broker in (1, 3):
             assert "not a canary broker [2]" in shim_cluster.server_log(broker).read_text(errors="replace")
         print(f"\ncanary broker 2 throttled to {rates[2] / 1024:.0f} KiB/s; brokers 1 and 3 at {rates[1] / MiB:.2f} and {rates[3] / MiB:.2f} MiB/s")

@@ -287,7 +287,9 @@ final class QuotaFeed {
     /** One line per change of enforcement, and in shadow one per change of what would apply. */
     private void logEnforcement(QuotaView previous, QuotaView next) {
         boolean wasShadow = previous.mode == QuotaView.Mode.SERVICE && !previous.enforcing;
-        if (!next.enforcing && (!wasShadow || previous.wouldFactor != next.wouldFactor)) {
+        boolean sameReason = wasShadow && previous.service.enforced() == next.service.enforced()
+                && previous.service.canaryBrokers().equals(next.service.canaryBrokers());
+        if (!next.enforcing && (!sameReason || previous.wouldFactor != next.wouldFactor)) {
             LOG.info("Throttle service shim: shadow on broker {} ({}): would apply factor {} ({}, source {}); applying quotas unscaled",
                     config.brokerId, next.service.enforced() ? "not a canary broker " + next.service.canaryBrokers() : "shadow mode",
                     next.wouldFactor, next.wouldState(), next.service.source());
