@@ -59,7 +59,7 @@ async def put_enforcement(request: Request, body: EnforcementBody) -> Enforcemen
     response_model=EnforcementModel,
     summary="Forget the enforcement set with PUT: the settings' enforcement holds again",
     dependencies=[Admin],
-    responses=problem_responses(401, 403, 503),
+    responses=problem_responses(401, 403, 413, 503),
 )
 async def delete_enforcement(request: Request) -> EnforcementModel:
     await quota_service(request).clear_enforcement()
