@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from app.decision.enforcement import ENFORCE_EVERYWHERE, Enforcement
 from app.decision.factor import FactorReading, FactorSource
+from app.decision.fill_rate import TimeToFull
 from app.decision.policy import Evaluation, State, StoragePolicy, VolumeVerdict
 from app.observation.model import ObservationRound, VolumeObservation
 
@@ -59,6 +60,16 @@ class Decision:
         return self.evaluation.breaching or self.evaluation.ramping
 
 
+    @property
+    def rule(self) -> str | None:
+        """The rule that set the factor: the reason of the volume asking for the least factor
+        ("hard limit", "soft limit", "time to full", a log dir error); None when none did."""
+        listed = self.listed
+        if not listed or self.factor >= 1.0:
+            return None
+        return min(listed, key=lambda v: v.factor).reason
+
+
 @dataclass(frozen=True, slots=True)
 class VolumeState:
     """One volume in the view, as /volumes shows it."""
@@ -68,3 +79,4 @@ class VolumeState:
     expires_at: float  # when it leaves the view unless a round renews it
     broker_active: bool
     broker_fenced: bool
+    time_to_full: TimeToFull | None = None  # fill rate and time to the hard limit, with a horizon

@@ -189,6 +189,45 @@ class DecisionCollector(Collector):
                 value=decision.last_success_at,
             )
         yield from _limit_levels(decision)
+        yield from _rule_and_time_to_full(decision)
+
+
+# The rules that can set the factor, as kafka_throttle_rule names them.
+FACTOR_RULES = ("hard limit", "soft limit", "time to full")
+
+
+def _rule_and_time_to_full(decision: Decision) -> Iterator[GaugeMetricFamily | StateSetMetricFamily]:
+    """Which rule set the factor, and the fill rate and time to the hard limit of the volumes the
+    horizon rule lists (a handful at most: reading every volume's trend at each scrape would cost
+    what a round costs)."""
+    rule = decision.rule or ""
+    yield StateSetMetricFamily(
+        "kafka_throttle_rule",
+        "The rule that set the factor: 1 for hard limit, soft limit or time to full, 0 for the others (all 0 when open)",
+        value={name: rule.startswith(name) for name in FACTOR_RULES},
+    )
+    timed = [v for v in decision.listed if v.time_to_full is not None]
+    if not timed:
+        return
+    rate = GaugeMetricFamily(
+        "kafka_throttle_volume_fill_rate_bytes_per_second",
+        "Net fill rate of a volume the horizon rule slows (Theil-Sen over its recent observations)",
+        labels=["broker_id", "log_dir"],
+    )
+    left = GaugeMetricFamily(
+        "kafka_throttle_volume_seconds_to_hard_limit",
+        "Seconds until that volume reaches its hard limit at its fill rate",
+        labels=["broker_id", "log_dir"],
+    )
+    for verdict in timed:
+        assert verdict.time_to_full is not None
+        labels = [str(verdict.volume.broker_id), verdict.volume.log_dir]
+        if verdict.time_to_full.fill_rate is not None:
+            rate.add_metric(labels, verdict.time_to_full.fill_rate)
+        if verdict.time_to_full.seconds_to_hard_limit is not None:
+            left.add_metric(labels, verdict.time_to_full.seconds_to_hard_limit)
+    yield rate
+    yield left
 
 
 def _enforcement(decision: Decision) -> Iterator[GaugeMetricFamily]:

@@ -1,0 +1,143 @@
+"""Time to full: the horizon rule's factor, and the loop it closes through Kafka's quota window.
+
+The plant: producers that would write ``demand`` bytes/s, a quota of ``quota`` bytes/s that the
+factor scales, and Kafka's enforcement, which follows the factor over its quota window (11
+samples of 1 s: the rate let through is the quota times the mean factor of the last 11 s)."""
+
+from collections import deque
+
+import pytest
+
+from app.decision.decider import ThrottleDecider
+from app.decision.horizon import KAFKA_QUOTA_WINDOW_SECONDS, MIN_HORIZON_SECONDS, HorizonRule
+from app.decision.policy import LimitKind, StoragePolicy, evaluate
+from app.observation.model import ObservationRound, VolumeObservation
+
+MiB = 1024**2
+GiB = 1024**3
+HARD = 1 * GiB
+POLICY = StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, hard_level=HARD)
+HORIZON = 120.0
+CHECK = 2.0
+
+
+def observe(at: float, usable: float, total: float = 20 * GiB, broker: int = 1) -> ObservationRound:
+    volume = VolumeObservation(broker, "/data", int(total), int(usable), at)
+    return ObservationRound(at, at, (broker,), (volume,))
+
+
+def run_plant(headroom: float, demand: float, quota: float, seconds: float, horizon: float | None = HORIZON):
+    """Simulate ``seconds`` of a volume ``headroom`` above its hard limit; returns per round
+    (time, factor, seconds left at the rate written over the last check interval)."""
+    decider = ThrottleDecider(POLICY, 60.0, 1.0, started_at=0.0, horizon_seconds=horizon)
+    usable = HARD + headroom
+    window = deque([1.0] * int(KAFKA_QUOTA_WINDOW_SECONDS), maxlen=int(KAFKA_QUOTA_WINDOW_SECONDS))
+    rounds = []
+    written_since_check = 0.0
+    step = 0.25
+    t = 0.0
+    while t < seconds:
+        factor = decider.reading(t).factor
+        if int(t / step) % int(1 / step) == 0:  # one quota sample a second
+            window.append(factor)
+        rate = min(demand, quota * sum(window) / len(window))
+        usable -= rate * step
+        written_since_check += rate * step
+        t += step
+        if abs(t / CHECK - round(t / CHECK)) < 1e-9:
+            decider.apply_round(observe(t, usable))
+            recent_rate = written_since_check / CHECK
+            left = (usable - HARD) / recent_rate if recent_rate > 0 else float("inf")
+            rounds.append((t, decider.reading(t).factor, left))
+            written_since_check = 0.0
+    return rounds
+
+
+def settled(rounds, after: float):
+    return [r for r in rounds if r[0] >= after]
+
+
+def test_from_above_the_time_left_falls_to_the_horizon_and_holds():
+    # 20 MiB/s into 9 GiB: 7.7 min to full, far above the 2 min horizon at first.
+    demand = 20 * MiB
+    rounds = run_plant(headroom=9 * GiB, demand=demand, quota=demand, seconds=700)
+    assert rounds[0][1] == 1.0
+    throttled = [r for r in rounds if r[1] < 1.0]
+    assert throttled, "the rule never slowed the fill"
+    start = throttled[0][0]
+    assert start > 200  # not before the time left came near the horizon (460 s to full at first)
+    late = settled(rounds, start + 2 * CHECK + KAFKA_QUOTA_WINDOW_SECONDS + 30)
+    assert min(r[2] for r in late) >= 0.8 * HORIZON
+    assert max(r[2] for r in late) <= 1.25 * HORIZON
+    assert max(abs(b[1] - a[1]) for a, b in zip(late, late[1:])) <= 0.2
+
+
+@pytest.mark.parametrize("quota_over_demand", [1.0, 2.0])
+def test_from_below_the_time_left_rises_to_the_horizon_and_holds(quota_over_demand):
+    # 40 MiB/s into 2 GiB: 51 s to full, less than half the horizon.
+    demand = 40 * MiB
+    rounds = run_plant(headroom=2 * GiB, demand=demand, quota=demand * quota_over_demand, seconds=300)
+    late = settled(rounds, 60)
+    assert min(r[2] for r in late) >= 0.8 * HORIZON
+    assert max(r[2] for r in late) <= 1.25 * HORIZON
+    assert max(abs(b[1] - a[1]) for a, b in zip(late, late[1:])) <= 0.2
+
+
+def test_with_quotas_above_the_demand_the_first_cuts_bite_late_and_the_loop_still_settles():
+    # The documented limit: the factor scales quotas, so until quota x factor comes below
+    # what producers write it changes nothing, and the time left dips under the horizon.
+    demand = 20 * MiB
+    rounds = run_plant(headroom=9 * GiB, demand=demand, quota=2 * demand, seconds=700)
+    start = next(r[0] for r in rounds if r[1] < 1.0)
+    dip = min(r[2] for r in settled(rounds, start))
+    assert 0.5 * HORIZON < dip < 0.8 * HORIZON
+    late = settled(rounds, start + 90)
+    assert min(r[2] for r in late) >= 0.9 * HORIZON
+    assert max(r[2] for r in late) <= 1.1 * HORIZON
+
+
+def test_a_fill_that_would_take_an_hour_is_never_slowed():
+    demand = 2.5 * MiB  # 9 GiB in an hour
+    rounds = run_plant(headroom=9 * GiB, demand=demand, quota=demand, seconds=600)
+    assert all(r[1] == 1.0 for r in rounds)
+
+
+def test_without_a_horizon_the_decisions_are_the_level_rules_alone():
+    with_rule = run_plant(headroom=2 * GiB, demand=40 * MiB, quota=40 * MiB, seconds=40, horizon=None)
+    assert all(r[1] == 1.0 for r in with_rule)  # 2 GiB above the hard limit: the levels say open
+    decider = ThrottleDecider(POLICY, 60.0, 1.0, started_at=0.0)
+    for i in range(1, 30):
+        round_ = observe(i * CHECK, HARD + 2 * GiB - i * 100 * MiB)
+        evaluation = decider.apply_round(round_)
+        assert evaluation == evaluate(POLICY, round_.observations)
+        assert decider.time_to_full(round_.observations[0]) is None
+
+
+def test_the_time_rule_names_itself_and_carries_the_rate():
+    # The first round that can fit a trend (three observations), all made at factor 1.
+    decider = ThrottleDecider(POLICY, 60.0, 1.0, started_at=0.0, horizon_seconds=HORIZON)
+    for i in range(3):
+        decider.apply_round(observe(i * CHECK, HARD + 1 * GiB - i * CHECK * 20 * MiB))
+    decision = decider.decision(2 * CHECK)
+    assert decision.rule == "time to full"
+    (verdict,) = decision.listed
+    assert verdict.time_to_full is not None
+    assert verdict.time_to_full.fill_rate == pytest.approx(20 * MiB)
+    headroom = 1 * GiB - 2 * CHECK * 20 * MiB
+    assert verdict.time_to_full.seconds_to_hard_limit == pytest.approx(headroom / (20 * MiB))
+    assert decision.factor == pytest.approx(headroom / HORIZON / (20 * MiB))
+
+
+def test_a_gain_of_space_restarts_the_trend():
+    rule = HorizonRule(POLICY, HORIZON)
+    for i in range(5):
+        rule.record(observe(i * CHECK, HARD + 1 * GiB - i * 100 * MiB).observations, 1.0)
+    freed = observe(5 * CHECK, HARD + 5 * GiB).observations[0]
+    assert rule.record([freed], 1.0) == {}
+    assert rule.estimate(freed).fill_rate is None  # one observation since the gain
+
+
+def test_horizons_shorter_than_the_minimum_are_refused():
+    assert MIN_HORIZON_SECONDS >= 5 * KAFKA_QUOTA_WINDOW_SECONDS
+    with pytest.raises(ValueError):
+        HorizonRule(POLICY, MIN_HORIZON_SECONDS - 1)
