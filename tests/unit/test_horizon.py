@@ -26,7 +26,9 @@ def observe(at: float, usable: float, total: float = 20 * GiB, broker: int = 1) 
     return ObservationRound(at, at, (broker,), (volume,))
 
 
-def run_plant(headroom: float, demand: float, quota: float, seconds: float, horizon: float | None = HORIZON):
+def run_plant(
+    headroom: float, demand: float, quota: float, seconds: float, horizon: float | None = HORIZON, stop_at: float = float("inf")
+):
     """Simulate ``seconds`` of a volume ``headroom`` above its hard limit; returns per round
     (time, factor, seconds left at the rate written over the last check interval)."""
     decider = ThrottleDecider(POLICY, 60.0, 1.0, started_at=0.0, horizon_seconds=horizon)
@@ -40,7 +42,7 @@ def run_plant(headroom: float, demand: float, quota: float, seconds: float, hori
         factor = decider.reading(t).factor
         if int(t / step) % int(1 / step) == 0:  # one quota sample a second
             window.append(factor)
-        rate = min(demand, quota * sum(window) / len(window))
+        rate = min(demand if t < stop_at else 0.0, quota * sum(window) / len(window))
         usable -= rate * step
         written_since_check += rate * step
         t += step
@@ -94,6 +96,15 @@ def test_with_quotas_above_the_demand_the_first_cuts_bite_late_and_the_loop_stil
     late = settled(rounds, start + 90)
     assert min(r[2] for r in late) >= 0.9 * HORIZON
     assert max(r[2] for r in late) <= 1.1 * HORIZON
+
+
+def test_a_fill_that_stops_releases_the_throttle_within_a_check_interval_and_the_quota_window():
+    demand = 40 * MiB
+    rounds = run_plant(headroom=2 * GiB, demand=demand, quota=demand, seconds=200, stop_at=150)
+    assert [r for r in rounds if r[0] == 150][0][1] < 0.5
+    released = next(r[0] for r in rounds if r[0] > 150 and r[1] == 1.0)
+    assert released - 150 <= CHECK + KAFKA_QUOTA_WINDOW_SECONDS
+    assert all(r[1] == 1.0 for r in rounds if r[0] >= released)
 
 
 def test_a_fill_that_would_take_an_hour_is_never_slowed():
