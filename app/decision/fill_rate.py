@@ -10,7 +10,7 @@ The slope over the trend is the Theil-Sen estimator: the median of the slopes be
 pair of observations. One outlier among n observations moves at most n - 1 of the n(n - 1)/2
 pair slopes, so the median ignores it once the trend holds 4 or more observations (with
 fewer, it is at least bounded by the other slopes). The service keeps at most
-MAX_TREND_OBSERVATIONS per volume, so a fit costs at most 28 slopes."""
+MAX_TREND_OBSERVATIONS per volume, so a fit costs at most 120 slopes."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from statistics import median
 
 GAIN_NOISE_RATIO = 0.001
 GAIN_NOISE_MAX_BYTES = 64 * 1024 * 1024
-MAX_TREND_OBSERVATIONS = 8
+MAX_TREND_OBSERVATIONS = 16
 MIN_TREND_OBSERVATIONS = 3
 
 

@@ -21,7 +21,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from app.decision.enforcement import Enforcement, parse_broker_ids
 from app.redaction import HIDDEN, is_secret_key, secret_values_of
-from app.decision.horizon import MIN_HORIZON_SECONDS
+from app.decision.horizon import HORIZON_CHECK_INTERVALS, MIN_HORIZON_SECONDS
 from app.settings.durations import DURATION_HINT, format_duration, parse_duration
 
 STATIC_PREFIX = "client.quota.callback.static."
@@ -156,7 +156,8 @@ class Settings(BaseSettings):
     ramp_horizon: timedelta | None = setting(
         None,
         SERVICE_PREFIX + "ramp.horizon",
-        DURATION_HINT + ", at least " + format_duration(timedelta(seconds=MIN_HORIZON_SECONDS)) + " (Kafka enforces a factor over an 11 s quota window)",
+        DURATION_HINT + ", at least " + format_duration(timedelta(seconds=MIN_HORIZON_SECONDS)) + " (Kafka enforces a factor over an 11 s quota window) "
+        f"and {HORIZON_CHECK_INTERVALS} check intervals",
         "Time to full: keep every volume at least this long from its hard limit at its current fill rate "
         "(see docs/architecture.md); unset: only the limit levels throttle.",
     )

@@ -7,7 +7,7 @@ The producer offers 1.25 x the default produce quota, and the quota is what fill
 room above the hard limit in the time a case names (3 minutes, an hour), so the quota binds
 from the start: the factor scales what is written. A sampler reads statvfs (what Kafka reports
 as UsableBytes) and the service's decision twice a second; the time left is the room above the
-hard limit over the fill rate measured by statvfs over the last 10 s."""
+hard limit over the fill rate measured by statvfs over the last 20 s (a throttled producer writes in bursts)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ CHECK = 2.0
 QUOTA_WINDOW = 11.0  # Kafka's quota window: 11 samples of 1 s (KIP-13)
 SETTLE = 2 * CHECK + QUOTA_WINDOW  # the issue's "two check intervals plus the quota window"
 FILLED = 1  # the broker whose volume fills
-RATE_WINDOW = 10.0
+RATE_WINDOW = 20.0
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +121,7 @@ def fill(shim_cluster, start_service, service_port, request):
             {"bootstrap.servers": shim_cluster.bootstrap_servers, "client.id": "filler"},
             topic=topic,
             partitions=[0],
+            message_bytes=1024,  # the producer's burst (0.2 s of its rate) must hold one message at an hour's rate
             rate_per_partition=1.25 * quota,
         )
         started.extend([producer, sampler])

@@ -136,7 +136,7 @@ def test_the_time_rule_names_itself_and_carries_the_rate():
     assert verdict.time_to_full.fill_rate == pytest.approx(20 * MiB)
     headroom = 1 * GiB - 2 * CHECK * 20 * MiB
     assert verdict.time_to_full.seconds_to_hard_limit == pytest.approx(headroom / (20 * MiB))
-    assert decision.factor == pytest.approx(headroom / HORIZON / (20 * MiB))
+    assert decision.factor == pytest.approx(headroom / (HORIZON + KAFKA_QUOTA_WINDOW_SECONDS) / (20 * MiB))
 
 
 def test_a_gain_of_space_restarts_the_trend():
