@@ -152,3 +152,39 @@ def test_horizons_shorter_than_the_minimum_are_refused():
     assert MIN_HORIZON_SECONDS >= 5 * KAFKA_QUOTA_WINDOW_SECONDS
     with pytest.raises(ValueError):
         HorizonRule(POLICY, MIN_HORIZON_SECONDS - 1)
+
+
+def test_the_metrics_name_the_rule_and_the_slowed_volumes_figures():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from app.server.metrics import DecisionCollector
+
+    decider = ThrottleDecider(POLICY, 60.0, 1.0, started_at=0.0, horizon_seconds=HORIZON)
+    for i in range(3):
+        decider.apply_round(observe(i * CHECK, HARD + 1 * GiB - i * CHECK * 20 * MiB))
+    registry = CollectorRegistry()
+    registry.register(DecisionCollector(lambda: decider.decision(2 * CHECK)))
+    text = generate_latest(registry).decode()
+    assert 'kafka_throttle_rule{kafka_throttle_rule="time to full"} 1.0' in text
+    assert 'kafka_throttle_rule{kafka_throttle_rule="hard limit"} 0.0' in text
+    assert 'kafka_throttle_volume_fill_rate_bytes_per_second{broker_id="1",log_dir="/data"} 2.097152e+07' in text
+    assert 'kafka_throttle_volume_seconds_to_hard_limit{broker_id="1",log_dir="/data"}' in text
+
+
+def test_volumes_and_the_decision_carry_the_fill_rate_and_the_time_to_the_hard_limit():
+    from app.server.schemas.decision import decision_response, volume_entry
+
+    decider = ThrottleDecider(POLICY, 60.0, 1.0, started_at=0.0, horizon_seconds=HORIZON)
+    for i in range(3):
+        decider.apply_round(observe(i * CHECK, HARD + 1 * GiB - i * CHECK * 20 * MiB))
+    body = decision_response(decider.decision(2 * CHECK))
+    assert body.rule == "time to full"
+    assert body.ramping[0].fill_rate_bytes_per_second == pytest.approx(20 * MiB)
+    (state,) = decider.volumes(2 * CHECK)
+    entry = volume_entry(state.verdict, (), state.time_to_full)
+    assert entry.seconds_to_hard_limit == pytest.approx((1 * GiB - 2 * CHECK * 20 * MiB) / (20 * MiB))
+    plain = ThrottleDecider(POLICY, 60.0, 1.0, started_at=0.0)
+    plain.apply_round(observe(0.0, HARD + GiB))
+    (state,) = plain.volumes(0.0)
+    assert volume_entry(state.verdict, (), state.time_to_full).fill_rate_bytes_per_second is None
+    assert decision_response(plain.decision(0.0)).rule is None
