@@ -12,6 +12,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from devtools.prometheus_rule import runbook_url
+
 from ..promtools import promtool
 from .exposition import BYTES_LIMITS, RATIO_LIMITS, busy_service, parse, scrape_after
 
@@ -101,7 +103,7 @@ def test_every_alert_has_a_summary_a_severity_and_a_runbook_section_in_the_docs(
         annotations = rule["annotations"]
         assert annotations["summary"] and annotations["description"], name
         assert rule["labels"]["severity"] in ("warning", "critical"), name
-        assert annotations["runbook"] == f"docs/operations.md#{name.lower()}", name
+        assert annotations["runbook_url"] == runbook_url(name), name
         assert name in headings, f"docs/operations.md has no runbook section '### {name}'"
         section = docs.split(f"### {name}\n", 1)[1].split("\n### ", 1)[0]
         assert len(section.split()) >= 40, f"the runbook of {name} says too little"
