@@ -34,19 +34,23 @@ def outcome(status: int) -> str:
     return "rejected" if status < 500 else "failed"
 
 
-def _quoted(name: str) -> str:
-    if len(name) > MAX_NAME_CHARS:
-        name = name[:MAX_NAME_CHARS] + "..."
-    return json.dumps(name)  # ASCII only, control characters escaped
+def _cut(name: str) -> str:
+    return name[:MAX_NAME_CHARS] + "..." if len(name) > MAX_NAME_CHARS else name
+
+
+def entity_fields(scope: Scope) -> dict[str, str]:
+    """The entity a write names: a group by its path, an override by its query (names cut
+    at MAX_NAME_CHARS)."""
+    path: str = scope["path"]
+    if path.startswith(GROUPS_PATH):
+        return {"group": _cut(path[len(GROUPS_PATH) :])}
+    query = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
+    return {key: _cut(value) for key, value in query if key in ENTITY_QUERY}
 
 
 def entity(scope: Scope) -> str:
-    """The entity a write names: a group by its path, an override by its query."""
-    path: str = scope["path"]
-    if path.startswith(GROUPS_PATH):
-        return "group=" + _quoted(path[len(GROUPS_PATH) :])
-    query = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
-    return " ".join(f"{key}={_quoted(value)}" for key, value in query if key in ENTITY_QUERY)
+    """The entity for the text line, each name quoted and escaped."""
+    return " ".join(f"{key}={json.dumps(value)}" for key, value in entity_fields(scope).items())
 
 
 class AuditLog:
@@ -77,8 +81,18 @@ class AuditLog:
         path = logged_path(scope)
         named = entity(scope)
         result = "abandoned" if status is None else outcome(status)  # the client left before an answer
+        fields = {
+            "event": "audit",
+            "method": scope["method"],
+            "path": path,
+            "entity": entity_fields(scope),
+            "outcome": result,
+            "status": status,
+            "client": client[0] if client else None,
+        }
         logger.log(
             logging.WARNING if result == "refused" else logging.INFO,
             "%s %s%s outcome=%s status=%s client=%s",
             scope["method"], path, f" {named}" if named else "", result, status or "-", client[0] if client else "-",
+            extra=fields,
         )

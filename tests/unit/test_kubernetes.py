@@ -17,6 +17,7 @@ from app.settings import load_settings
 from devtools import prometheus_rule
 
 from ..gotools import kustomize_build
+from ..integration.pki import Pki
 from ..promtools import promtool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,15 +134,21 @@ def test_the_probes_ask_the_health_endpoints(rendered):
     assert "memory" in main["resources"]["limits"] and "cpu" in main["resources"]["requests"]
 
 
-def test_the_settings_load_in_the_service_settings_model(rendered):
+def test_the_settings_load_in_the_service_settings_model(rendered, tmp_path):
     name, objects = rendered
     settings_map = by_kind(objects, "ConfigMap")
-    environ = {**settings_map["data"], **SECRET_VALUES}
     referenced = {
         entry["name"] for entry in container(objects)["env"] if "secretKeyRef" in entry.get("valueFrom", {})
     }
     assert referenced <= set(SECRET_VALUES)
-    settings = load_settings(environ={key: value for key, value in environ.items() if key in referenced or key in settings_map["data"]})
+    environ = {**settings_map["data"], **{key: SECRET_VALUES[key] for key in referenced}}
+    # A file the settings name from a mounted Secret (the cluster CA) is a real CA here.
+    mounted = {mount["mountPath"] for mount in container(objects)["volumeMounts"] if mount.get("readOnly")}
+    ca = Pki(tmp_path).ca_cert
+    for key, value in environ.items():
+        if any(value.startswith(f"{path}/") for path in mounted):
+            environ[key] = str(ca)
+    settings = load_settings(environ=environ)
     assert settings.data_dir == DATA_DIR
     assert settings.log_format == "json"
     env_from = container(objects)["envFrom"][0]["configMapRef"]["name"]
