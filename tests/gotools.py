@@ -4,7 +4,6 @@ devtools/composeconfig)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -26,8 +25,6 @@ def tool(name: str) -> str:
 
 
 def kustomize_build(directory: Path) -> list[dict]:
-    result = subprocess.run(
-        [tool("kustomize"), "build", str(directory)], capture_output=True, text=True, timeout=120, env={**os.environ}
-    )
+    result = subprocess.run([tool("kustomize"), "build", str(directory)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     return [document for document in yaml.safe_load_all(result.stdout) if document]

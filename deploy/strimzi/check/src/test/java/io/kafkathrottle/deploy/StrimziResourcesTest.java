@@ -6,6 +6,7 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.annotation.JsonProperty;
 import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -79,7 +80,10 @@ class StrimziResourcesTest {
         return found;
     }
 
-    /** Every property Strimzi's model kept aside as unknown, anywhere in the resource. */
+    /**
+     * Every property Strimzi's model kept aside as unknown, and every one it requires that is
+     * missing, anywhere in the resource.
+     */
     static List<String> unknownProperties(Object value, String path, Map<Object, Boolean> seen) throws Exception {
         List<String> unknown = new ArrayList<>();
         if (value == null || seen.put(value, true) != null) {
@@ -105,6 +109,10 @@ class StrimziResourcesTest {
                     && !getter.getName().equals("getAdditionalProperties");
             if (isGetter && !getter.getReturnType().isPrimitive()) {
                 Object child = getter.invoke(value);
+                JsonProperty property = getter.getAnnotation(JsonProperty.class);
+                if (child == null && property != null && property.required()) {
+                    unknown.add(path + "." + getter.getName().substring(3) + " (required, missing)");
+                }
                 if (child instanceof Map<?, ?> map && !getter.getName().equals("getConfig")) {
                     for (var entry : map.entrySet()) {
                         unknown.addAll(unknownProperties(entry.getValue(), path + "." + entry.getKey(), seen));
@@ -119,7 +127,7 @@ class StrimziResourcesTest {
 
     private static void assertNoUnknownProperties(Object resource, String name) throws Exception {
         List<String> unknown = unknownProperties(resource, name, new IdentityHashMap<>());
-        assertTrue(unknown.isEmpty(), "properties Strimzi does not know: " + unknown);
+        assertTrue(unknown.isEmpty(), "properties Strimzi does not know or misses: " + unknown);
     }
 
     private static Kafka kafka() throws Exception {
@@ -147,6 +155,15 @@ class StrimziResourcesTest {
         Kafka misspelt = YAML.treeToValue(node, Kafka.class);
         List<String> unknown = unknownProperties(misspelt, "Kafka", new IdentityHashMap<>());
         assertEquals(List.of("Kafka.Spec.Kafka.autorization"), unknown);
+    }
+
+    @Test
+    void aMissingRequiredPropertyFailsTheCheck() throws Exception {
+        ObjectNode node = (ObjectNode) documents("kafka.yaml").get(2);
+        ((ObjectNode) node.get("spec").get("kafka")).remove("listeners");
+        Kafka incomplete = YAML.treeToValue(node, Kafka.class);
+        assertEquals(List.of("Kafka.Spec.Kafka.Listeners (required, missing)"),
+                unknownProperties(incomplete, "Kafka", new IdentityHashMap<>()));
     }
 
     @Test
