@@ -192,3 +192,32 @@ def test_only_brokers_prometheus_and_operators_reach_the_service(rendered):
         ({"kubernetes.io/metadata.name": "monitoring"}, {"app.kubernetes.io/name": "prometheus"}),
         ({}, {"kafka-throttle-service/access": "operator"}),
     ]
+
+
+def test_the_replicated_overlay_and_the_strimzi_cluster_name_each_other():
+    """The names Strimzi derives from the cluster's name (its bootstrap Service, CA Secret and
+    the TLS users of the Topic Operator and Cruise Control) and the KafkaUser's Secret are what
+    the overlay uses; the shim polls the Service the base defines."""
+    strimzi = {doc["kind"] + "/" + doc["metadata"]["name"]: doc for doc in yaml.safe_load_all((ROOT / "deploy/strimzi/kafka.yaml").read_text())}
+    (cluster,) = [doc for key, doc in strimzi.items() if key.startswith("Kafka/")]
+    name = cluster["metadata"]["name"]
+    user = yaml.safe_load((ROOT / "deploy/strimzi/kafka-user.yaml").read_text())
+    objects = kustomize_build(KUBERNETES / "overlays/replicated")
+    settings = by_kind(objects, "ConfigMap")["data"]
+    (listener,) = [entry for entry in cluster["spec"]["kafka"]["listeners"] if entry["authentication"]["type"] == user["spec"]["authentication"]["type"]]
+    assert settings["CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_BOOTSTRAP_SERVERS"] == f"{name}-kafka-bootstrap:{listener['port']}"
+    assert settings["CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_SECURITY_PROTOCOL"] == ("SASL_SSL" if listener["tls"] else "SASL_PLAINTEXT")
+    assert settings["CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_SASL_MECHANISM"] == "SCRAM-SHA-512"
+    assert settings["CLIENT_QUOTA_CALLBACK_STATIC_EXCLUDED_PRINCIPAL_NAME_LIST"].split(";") == [
+        f"User:CN={name}-entity-topic-operator",
+        f"User:CN={name}-cruise-control",
+    ]
+    pod = by_kind(objects, "Deployment")["spec"]["template"]["spec"]
+    secrets = {volume["secret"]["secretName"] for volume in pod["volumes"] if "secret" in volume}
+    assert secrets == {f"{name}-cluster-ca-cert"}
+    jaas = [entry for entry in container(objects)["env"] if entry["name"].endswith("SASL_JAAS_CONFIG")]
+    assert jaas[0]["valueFrom"]["secretKeyRef"] == {"name": user["metadata"]["name"], "key": "sasl.jaas.config"}
+    assert user["metadata"]["labels"]["strimzi.io/cluster"] == name
+    service = by_kind(objects, "Service")
+    url = cluster["spec"]["kafka"]["config"]["client.quota.callback.service.url"]
+    assert re.fullmatch(rf"http://{service['metadata']['name']}\.[a-z0-9-]+\.svc:{service['spec']['ports'][0]['port']}", url)
