@@ -6,7 +6,9 @@ Outcomes: ``accepted`` (2xx), ``refused`` (401/403: no token, a wrong one, or ch
 disabled), ``rejected`` (another 4xx: an invalid or too large request, a conflict, nothing to
 delete), ``failed`` (5xx), ``abandoned`` (the client left before an answer); refusals are
 warnings, the rest information. The line never holds the token or the body. Names come from the
-request as sent: quoted and escaped, so a name with a line break stays on its line."""
+request as sent: quoted and escaped, so a name with a line break stays on its line. The same
+facts go with the record as fields (``event="audit"``, method, path, entity, outcome, status,
+client), which JSON log lines carry (app/server/log_format.py)."""
 
 from __future__ import annotations
 
@@ -48,9 +50,10 @@ def entity_fields(scope: Scope) -> dict[str, str]:
     return {key: _cut(value) for key, value in query if key in ENTITY_QUERY}
 
 
-def entity(scope: Scope) -> str:
-    """The entity for the text line, each name quoted and escaped."""
-    return " ".join(f"{key}={json.dumps(value)}" for key, value in entity_fields(scope).items())
+def entity_text(fields: dict[str, str]) -> str:
+    """The entity for the text line, each name quoted and escaped as a JSON string (ASCII
+    only, control characters escaped)."""
+    return " ".join(f"{key}={json.dumps(value)}" for key, value in fields.items())
 
 
 class AuditLog:
@@ -79,13 +82,14 @@ class AuditLog:
     def _log(scope: Scope, status: int | None) -> None:
         client = scope.get("client")
         path = logged_path(scope)
-        named = entity(scope)
+        named_fields = entity_fields(scope)
+        named = entity_text(named_fields)
         result = "abandoned" if status is None else outcome(status)  # the client left before an answer
         fields = {
             "event": "audit",
             "method": scope["method"],
             "path": path,
-            "entity": entity_fields(scope),
+            "entity": named_fields,
             "outcome": result,
             "status": status,
             "client": client[0] if client else None,
