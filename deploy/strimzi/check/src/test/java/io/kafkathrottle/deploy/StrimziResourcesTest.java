@@ -18,6 +18,7 @@ import io.strimzi.api.kafka.model.kafka.Kafka;
 import io.strimzi.api.kafka.model.kafka.KafkaClusterSpec;
 import io.strimzi.api.kafka.model.nodepool.KafkaNodePool;
 import io.strimzi.api.kafka.model.nodepool.ProcessRoles;
+import io.strimzi.api.kafka.model.topic.KafkaTopic;
 import io.strimzi.api.kafka.model.user.KafkaUser;
 import io.strimzi.api.kafka.model.user.acl.AclOperation;
 import io.strimzi.api.kafka.model.user.acl.AclRule;
@@ -221,6 +222,21 @@ class StrimziResourcesTest {
                 "cluster", Set.of(AclOperation.DESCRIBE),
                 "topic:kafka-throttle-quotas", Set.of(AclOperation.CREATE, AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE),
                 "topic:kafka-throttle-history", Set.of(AclOperation.DESCRIBE, AclOperation.WRITE)), byResource);
+    }
+
+    @Test
+    void theHistoryTopicIsCompactedAndTheUserMayWriteIt() throws Exception {
+        List<KafkaTopic> topics = read("kafka-topic.yaml", KafkaTopic.class);
+        assertEquals(1, topics.size());
+        KafkaTopic history = topics.get(0);
+        assertEquals("compact", history.getSpec().getConfig().get("cleanup.policy"));
+        assertEquals(kafka().getMetadata().getName(), history.getMetadata().getLabels().get("strimzi.io/cluster"));
+        KafkaUser user = read("kafka-user.yaml", KafkaUser.class).get(0);
+        boolean writable = ((KafkaUserAuthorizationSimple) user.getSpec().getAuthorization()).getAcls().stream()
+                .anyMatch(rule -> rule.getResource() instanceof AclRuleTopicResource topic
+                        && topic.getName().equals(history.getMetadata().getName())
+                        && rule.getOperations().contains(AclOperation.WRITE));
+        assertTrue(writable, "the KafkaUser may write the history topic");
     }
 
     @Test
