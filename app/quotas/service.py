@@ -126,7 +126,7 @@ class QuotaService:
     async def set_enforcement(self, enforcement: Enforcement) -> None:
         """Keep ``enforcement`` in the store: it wins over the settings from now on."""
         async with self._writes:
-            await asyncio.to_thread(self.store.put_enforcement, enforcement, self.clock())
+            await self._stored(self.store.put_enforcement, enforcement, self.clock())
             self._take_enforcement(self.store.load_enforcement() if self._follows else enforcement)
 
     async def clear_enforcement(self) -> bool:
@@ -134,7 +134,7 @@ class QuotaService:
         async with self._writes:
             if self.stored_enforcement is None:
                 return False
-            await asyncio.to_thread(self.store.delete_enforcement)
+            await self._stored(self.store.delete_enforcement)
             self._take_enforcement(self.store.load_enforcement() if self._follows else None)
             return True
 

@@ -235,7 +235,7 @@ class QuotaStoreCollector(Collector):
         yield GaugeMetricFamily("kafka_throttle_quota_groups", "Quota groups the quota store holds", value=len(table.groups))
         yield CounterMetricFamily(
             "kafka_throttle_quota_store_write_failures",
-            "Changes of quotas the store did not take (unreachable, not authorised, timed out, a disk error)",
+            "Changes through the API (quotas, groups, enforcement) the store did not take (unreachable, not authorised, timed out, a disk error)",
             value=quotas.write_failures,
         )
         yield GaugeMetricFamily(
