@@ -102,8 +102,9 @@ def fill(shim_cluster, start_service, service_port, request):
     ``seconds``, and a producer offering 1.25 x that into a topic without retention on the
     filled broker. Returns (service, producer, sampler, quota)."""
     admin = AdminClient({"bootstrap.servers": shim_cluster.bootstrap_servers})
-    topic = f"fill-{request.node.name[5:20]}"
+    topic = f"fill-{len(request.node.name)}-{abs(hash(request.node.name)) % 10**8}"
     started: list = []
+    created: list[str] = []
 
     def start(seconds: float):
         mount_point = shim_cluster.mount_point(FILLED)
@@ -111,6 +112,7 @@ def fill(shim_cluster, start_service, service_port, request):
         quota = (stats.f_bavail * stats.f_frsize - HARD_LIMIT) / seconds
         config = {"segment.bytes": str(MiB), "retention.bytes": "-1", "retention.ms": "-1"}
         admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[FILLED]], config=config)])[topic].result(timeout=30)
+        created.append(topic)
         before = broker_log_count(shim_cluster, SHIM_TABLE_LINE)
         service = start_service(
             http_port=str(service_port),
@@ -133,8 +135,8 @@ def fill(shim_cluster, start_service, service_port, request):
     yield start
     for item in started:
         item.stop()
-    if started:
-        admin.delete_topics([topic])[topic].result(timeout=30)
+    if created:
+        admin.delete_topics(created)[topic].result(timeout=30)
 
 
 def test_a_fill_that_would_take_an_hour_is_never_slowed_by_the_time_rule(fill):
