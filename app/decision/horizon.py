@@ -77,12 +77,14 @@ class _Trend:
 
 
 def _stopped(times: deque[float], usable: deque[float]) -> bool:
-    """No net fill over the last quota window: the producers stopped (a throttled one still
-    writes every few seconds). The Theil-Sen slope lags a stop by half the trend; this lets the
+    """No net fill over the last quota window (less the latest interval): the producers
+    stopped (a throttled one still writes every second or few). The Theil-Sen slope lags a stop by half the trend; this lets the
     throttle go within a check interval and the quota window of the stop."""
     last = times[-1]
+    # The first observation after a stop stands for the interval before it as well.
+    span = KAFKA_QUOTA_WINDOW_SECONDS - (last - times[-2])
     for index in range(len(times) - 2, -1, -1):
-        if last - times[index] >= KAFKA_QUOTA_WINDOW_SECONDS:
+        if last - times[index] >= span:
             return usable[-1] >= usable[index]
     return False
 
