@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable
 
 from app.clock import Clock
-from app.quotas.change_rules import FLOOR_SETTINGS
+from app.quotas.change_rules import FLOOR_SETTINGS, table_size_problem
 from app.quotas.model import QuotaValues, QuotaEntity, QuotaGroup, QuotaTable, QuotaType
 from app.quotas.resolution import Resolution, resolve
 from app.quotas.kafka_store import ChangeRefused, KafkaQuotaStore
@@ -21,6 +21,10 @@ from app.decision.factor import FactorReading
 
 class MembershipConflict(ValueError):
     pass
+
+
+class TableFull(ValueError):
+    """The change would take the table past its cap (throttle.service.quota.table.max.entries)."""
 
 
 def table_from_settings(settings: Settings, overrides: dict[QuotaEntity, QuotaValues], groups: dict[str, QuotaGroup]) -> QuotaTable:
@@ -94,8 +98,14 @@ class QuotaService:
 
     async def put_override(self, entity: QuotaEntity, limits: QuotaValues) -> None:
         async with self._writes:
+            self._check_size(entity=entity)
             await asyncio.to_thread(self.store.put_override, entity, limits, self.clock())
             self._replace(overrides={**self.table.overrides, entity: dict(limits)})
+
+    def _check_size(self, entity: QuotaEntity | None = None, group: QuotaGroup | None = None) -> None:
+        problem = table_size_problem(self.table, self._settings.quota_table_max_entries, entity, group)
+        if problem:
+            raise TableFull(problem)
 
     async def delete_override(self, entity: QuotaEntity) -> bool:
         async with self._writes:
@@ -115,6 +125,7 @@ class QuotaService:
                 owner = self.table.client_groups.get(client_id)
                 if owner not in (None, group.name):
                     raise MembershipConflict(f"client id {client_id!r} already belongs to group {owner!r}")
+            self._check_size(group=group)
             try:
                 await asyncio.to_thread(self.store.put_group, group, self.clock())
             except ChangeRefused as exc:  # another replica's group took the member first

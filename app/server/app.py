@@ -30,6 +30,7 @@ from app.server.problems import UnexpectedErrors, install_problem_handlers
 from app.server.publishing import Publication, Rendering
 from app.server.routes import health, metrics, quotas, throttle, volumes
 from app.server.schemas.decision import ThrottleDecision, decision_etag_basis, decision_response
+from app.server.schemas.bounds import bound_by_settings
 from app.server.schemas.quotas import QuotaTableModel, QuotaTableRenderer
 from app.server.state import ServiceState
 from app.settings import Settings
@@ -162,7 +163,18 @@ def create_app(
         lifespan=lifespan,
         # operation ids are the handler names: generated clients get quota_table(), put_override(), ...
         generate_unique_id_function=lambda route: route.name,
+        # relative: a client generated from the document calls the host it was fetched from
+        servers=[{"url": "/"}],
     )
+    generate_openapi = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            bound_by_settings(generate_openapi(), settings)  # the generated document, kept by the app
+        assert app.openapi_schema is not None
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     app.state.service = state
     install_problem_handlers(app)
     for routes in (throttle.routes, quotas.routes, volumes.routes, health.routes):
