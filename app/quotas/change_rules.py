@@ -73,7 +73,10 @@ def name_pattern(users: bool, members: bool) -> str:
     a regular expression for the OpenAPI document: no refused character, none of str.strip()'s
     whitespace at either end, users without the principal prefix, members not the default."""
     characters = [chr(code) for code in range(sys.maxunicode + 1)]
-    refused = [ord(c) for c, category in zip(characters, map(unicodedata.category, characters)) if category in _REFUSED_CATEGORIES]
+    # Lone surrogates are left out: they are no Unicode scalar values, so no regular expression
+    # engine of a UTF-8 validator can name them (nor a UTF-8 JSON text hold them but as escapes).
+    pattern_categories = set(_REFUSED_CATEGORIES) - {"Cs"}
+    refused = [ord(c) for c, category in zip(characters, map(unicodedata.category, characters)) if category in pattern_categories]
     spaces = [ord(c) for c in filter(str.isspace, characters)]
     anywhere = _character_class(refused)
     at_ends = _character_class(sorted(set(refused + spaces)))

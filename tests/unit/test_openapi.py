@@ -46,7 +46,7 @@ def test_request_bodies_are_plain_objects_that_client_generators_understand():
     # A top-level anyOf (say, "at least one of these properties") makes openapi-generator's Java
     # generators emit a wrapper around one alternative: a group body without its limits, a
     # quota body holding one type only. Rules across properties live in descriptions and the
-    # server's 422 instead (tests/integration/test_generated_clients_java_typescript.py).
+    # server's 422 instead (tests/integration/test_generated_clients.py).
     import json
 
     document = json.loads(render())
