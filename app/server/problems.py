@@ -116,7 +116,7 @@ def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = exc.detail if isinstance(exc.detail, str) else None
-        title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
+        title = {400: "Bad request", 404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
         return problem_response(request, exc.status_code, title, detail, headers=getattr(exc, "headers", None))
 
 
