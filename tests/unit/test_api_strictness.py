@@ -240,3 +240,21 @@ def test_the_documented_name_patterns_agree_with_the_change_rules(name):
     ):
         documented = re.fullmatch(name_pattern(users, members), name) is not None
         assert documented == (problem_of(name) is None), (name, users, members, problem_of(name))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "key"),
+    [
+        ("produce", "1e39", "client.quota.callback.static.produce"),
+        ("quota_floor_bytes", "9007199254740992", "throttle.service.quota.floor.bytes"),
+        ("quota_group_max_members", "0", "throttle.service.quota.group.max.members"),
+        ("quota_table_max_entries", "10000001", "throttle.service.quota.table.max.entries"),
+    ],
+)
+def test_settings_beyond_the_documented_bounds_stop_start_up_naming_the_key(field, value, key):
+    from app.settings import ConfigurationError
+
+    environ = {"CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_CHECK_INTERVAL": "PT0S", "CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_LIMIT_MIN_AVAILABLE_RATIO": "0.05"}
+    with pytest.raises(ConfigurationError) as caught:
+        load_settings(environ=environ, **{field: value})
+    assert [str(p) for p in caught.value.problems if key in str(p)], caught.value.problems
