@@ -234,7 +234,7 @@ def _check_members(body: GroupBody, max_members: int) -> None:
     status_code=204,
     summary="Remove a quota group",
     dependencies=MUTATION_DEPENDENCIES,
-    responses={**DELETE_ERRORS, **problem_responses(404)},
+    responses=DELETE_ERRORS,
 )
 async def delete_group(request: Request, name: Annotated[str, GroupName]) -> Response:
     if not await quota_service(request).delete_group(name):
