@@ -23,9 +23,9 @@ PRECEDENCE_NAMES = [level.value for level in PRECEDENCE]
 # A quota: a double (format double, so that generated clients read it as one: without it
 # openapi-generator's Go client takes float32 and reads 123456789 as 123456792), finite,
 # positive and at most QUOTA_MAX. A quota to set is also at or above the floor of its type.
-Quota = Annotated[float, Field(gt=0, le=QUOTA_MAX, allow_inf_nan=False, json_schema_extra={"format": "double"})]
+DOUBLE = {"format": "double"}
+Quota = Annotated[float, Field(gt=0, le=QUOTA_MAX, allow_inf_nan=False, json_schema_extra=DOUBLE)]
 Limit = Annotated[Quota | None, Field()]
-Double = {"format": "double"}
 
 
 class QuotaLimits(BaseModel):
@@ -48,8 +48,8 @@ class QuotaLimits(BaseModel):
 
 # A quota to set: a JSON number (strict: no booleans, no numeric strings); the floor of its
 # type, a setting, is checked where the settings are known and written into the document there
-# (app.server.schemas.document).
-StrictQuota = Annotated[float, Field(gt=0, le=QUOTA_MAX, allow_inf_nan=False, strict=True, json_schema_extra={"format": "double"})]
+# (app.server.schemas.bounds).
+StrictQuota = Annotated[Quota, Field(strict=True)]
 
 
 def _limits_body_schema(schema: dict[str, Any]) -> None:
@@ -211,7 +211,7 @@ class QuotaTableModel(BaseModel):
         description="Resolution order, most specific first: a client's quota of a type comes from the first of these levels "
         "that sets one. The broker shim resolves in this order."
     )
-    factor: float = Field(ge=0, le=1, description="The throttle factor in force", json_schema_extra=Double)
+    factor: float = Field(ge=0, le=1, description="The throttle factor in force", json_schema_extra=DOUBLE)
     factor_types: list[QuotaType]
     floors: QuotaLimits = Field(description="The lowest limit the factor brings a quota to, per type")
     state: State
@@ -246,7 +246,7 @@ class ResolutionModel(BaseModel):
     entity: EntityModel | None = Field(description="The override entity that matched, if any")
     group: str | None = Field(description="The quota group that matched, if any")
     base_limit: Quota | None = Field(description="The configured quota before the factor; null: unlimited")
-    factor: float = Field(ge=0, le=1, description="The factor applied to this quota type (1.0 when it does not apply)", json_schema_extra=Double)
+    factor: float = Field(ge=0, le=1, description="The factor applied to this quota type (1.0 when it does not apply)", json_schema_extra=DOUBLE)
     limit: Quota | None = Field(description="The effective limit the broker enforces; null: unlimited")
     tags: dict[str, str] = Field(description="Metric tags: clients with equal tags share one quota")
 
