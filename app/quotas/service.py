@@ -16,6 +16,7 @@ from app.quotas.resolution import Resolution, resolve
 from app.quotas.kafka_store import ChangeRefused, KafkaQuotaStore
 from app.quotas.store import QuotaStore
 from app.settings import Settings
+from app.settings.model import QUOTA_MAX
 from app.decision.factor import FactorReading
 
 
@@ -40,12 +41,21 @@ def table_from_settings(settings: Settings, overrides: dict[QuotaEntity, QuotaVa
     }
     return QuotaTable(
         defaults=defaults,
-        overrides=overrides,
-        groups=groups,
+        overrides={entity: _at_most_the_maximum(limits) for entity, limits in overrides.items()},
+        groups={name: dataclasses.replace(group, limits=_at_most_the_maximum(group.limits)) for name, group in groups.items()},
         excluded_principals=settings.excluded_principals,
         factor_types=frozenset(QuotaType(t) for t in settings.factor_types),
         floors={quota_type: getattr(settings, field) for quota_type, field in FLOOR_SETTINGS.items()},
     )
+
+
+def _at_most_the_maximum(limits: QuotaValues) -> QuotaValues:
+    """A quota stored above QUOTA_MAX before changes were held to it (1e39, say) is served as
+    QUOTA_MAX: Kafka treats both alike, and clients read no larger double than the document
+    allows."""
+    if all(value <= QUOTA_MAX for value in limits.values()):
+        return limits
+    return {quota_type: min(value, QUOTA_MAX) for quota_type, value in limits.items()}
 
 
 class QuotaService:

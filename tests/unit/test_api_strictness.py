@@ -258,3 +258,24 @@ def test_settings_beyond_the_documented_bounds_stop_start_up_naming_the_key(fiel
     with pytest.raises(ConfigurationError) as caught:
         load_settings(environ=environ, **{field: value})
     assert [str(p) for p in caught.value.problems if key in str(p)], caught.value.problems
+
+
+def test_a_quota_stored_above_the_maximum_before_it_existed_is_served_as_the_maximum(tmp_path):
+    # Kafka treats 1e39 and 2^53 - 1 bytes/s alike (no broker nears either); a table holding
+    # 1e39 would break every client that reads doubles no larger than the document allows.
+    from app.quotas.model import QuotaEntity, QuotaGroup, QuotaType
+    from app.quotas.store import QuotaStore
+
+    store = QuotaStore(tmp_path / "quotas.sqlite3")
+    store.put_override(QuotaEntity("big"), {QuotaType.PRODUCE: 1e39, QuotaType.FETCH: 70000.0}, 0.0)
+    store.put_group(QuotaGroup("g", frozenset({"u"}), frozenset(), {QuotaType.REQUEST: 1e300}), 0.0)
+    store.close()
+
+    async def scenario(client, observer, clock):
+        response = await client.get("/quotas")
+        assert response.status_code == 200, response.text
+        table = response.json()
+        assert table["overrides"][0]["limits"]["produce"] == QUOTA_MAX and table["overrides"][0]["limits"]["fetch"] == 70000
+        assert table["groups"][0]["limits"]["request"] == QUOTA_MAX
+
+    run(scenario, tmp_path)
