@@ -6,7 +6,9 @@ import argparse
 import sys
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
+from spark.backtest import LimitSet, LimitSetError, check_names, read_limit_set
 from spark.forecast import FORECAST_WINDOW_SECONDS
 from spark.job import EmptyHistory, Report, run_report
 from spark.session import report_session
@@ -49,7 +51,28 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--forecast-window", type=_seconds, default=FORECAST_WINDOW_SECONDS, metavar="SECONDS", help="history each fill-rate fit uses (default: 3600)"
     )
+    parser.add_argument(
+        "--limits",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="a candidate set of limits to try on the history (a properties file with the service's limit settings; "
+        "the set is named after the file); repeat for more sets",
+    )
     return parser
+
+
+def _limit_sets(files: list[Path]) -> list[LimitSet]:
+    """The sets of --limits, or exit 2 naming each problem (as the service does at start-up)."""
+    try:
+        sets = [read_limit_set(path) for path in files]
+        check_names(sets)
+    except LimitSetError as exc:
+        for line in str(exc).splitlines():
+            print(f"throttle-report: {line}", file=sys.stderr)
+        raise SystemExit(2) from None
+    return sets
 
 
 def _progress(started: float):
@@ -95,6 +118,7 @@ def summary_table(report: Report) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
+    limit_sets = _limit_sets(args.limits)
     started = time.perf_counter()
     say = _progress(started)
     say("starting Spark")
@@ -102,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     say(f"Spark {spark.version} on {spark.sparkContext.master}")
     try:
         report = run_report(
-            spark, args.input, args.output, args.since, args.until, args.max_gap, args.forecast_window, progress=say
+            spark, args.input, args.output, args.since, args.until, args.max_gap, args.forecast_window, progress=say, limit_sets=limit_sets
         )
     except EmptyHistory as exc:
         print(f"throttle-report: {exc}", file=sys.stderr)

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from html import escape
 from typing import TYPE_CHECKING
 
+from spark.backtest_page import backtest_sections
 from spark.gaps import GAP_INTERVALS
 from spark.page_tables import table_html
 from spark.svg import day_bars_chart, state_timeline_chart, volume_chart
@@ -100,6 +101,7 @@ def render_page(report: Report) -> str:
         table("forecast"),
         "<h2>Brokers</h2>",
         table("brokers"),
+        *backtest_sections(report.tables),
     ]
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Kafka volume limits: history report</title>'

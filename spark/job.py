@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from spark.backtest import LimitSet, Outcome, backtest, page_view
 from spark.brokers import broker_summary, volume_summary
 from spark.chart_data import (
     StateBucket,
@@ -18,6 +19,7 @@ from spark.chart_data import (
     closest_volume_series,
     state_timeline,
 )
+from spark.enforcement import with_enforcement
 from spark.episodes import violation_episodes
 from spark.forecast import FORECAST_WINDOW_SECONDS, fill_forecast
 from spark.gaps import HistoryEnd
@@ -84,6 +86,7 @@ def run_report(
     max_gap_seconds: float | None = None,
     forecast_window_seconds: float = FORECAST_WINDOW_SECONDS,
     progress: Progress = lambda message: None,
+    limit_sets: Sequence[LimitSet] = (),
 ) -> Report:
     started = time.perf_counter()
     step_started = started
@@ -115,7 +118,7 @@ def run_report(
         end = _history_end(volumes, read.last_time)
         # Small tables, each computed once: written twice and shown, and the broker summary
         # builds on the episodes and the forecast.
-        episodes = violation_episodes(rows, volumes, end, max_gap_seconds).persist()
+        episodes = violation_episodes(rows, volumes, end, max_gap_seconds).transform(with_enforcement(rows)).persist()
         forecast = fill_forecast(rows, volumes, end, forecast_window_seconds).persist()
         tables = {
             "episodes": episodes,
@@ -123,10 +126,15 @@ def run_report(
             "brokers": broker_summary(volumes, episodes, forecast, end).persist(),
             "forecast": forecast,
         }
-        for name in TABLES:
+        names = list(TABLES)
+        if limit_sets:  # the history judged again under each candidate set, beside the live one
+            tried = backtest(rows, volumes, end, Outcome(episodes, round_rows), list(limit_sets), max_gap_seconds, with_enforcement(rows))
+            tables.update({name: table.persist() for name, table in tried.items()})
+            names += tried
+        for name in names:
             output.write_table(name, tables[name])
             report.table_sizes[name] = tables[name].count()
-            report.tables[name] = _rows_of(tables[name])
+            report.tables[name] = _rows_of(page_view(name, tables[name]))
             done(name, f"wrote {name}: {report.table_sizes[name]:,} rows")
 
         counts = episodes.agg(
