@@ -258,15 +258,20 @@ def backtest(
     limit_sets: list[LimitSet],
     max_gap_seconds: float | None = None,
     episode_steps=lambda episodes: episodes,
+    cached: list[DataFrame] | None = None,
 ) -> dict[str, DataFrame]:
     """The tables of TABLES, the live set first, then each set in the order given.
     ``live``: the plain report's episodes and rounds; ``episode_steps``: what the job does
-    to its episodes after ``violation_episodes`` (so every set's episodes have its columns)."""
+    to its episodes after ``violation_episodes`` (so every set's episodes have its columns);
+    ``cached`` receives the frames persisted here, for the caller to unpersist."""
+    cached = [] if cached is None else cached
     outcomes = [(LIVE, None, live)]
     for limit_set in limit_sets:
         judged = rows.transform(judged_rows(limit_set.policy, max_gap_seconds))
-        episodes = episode_steps(violation_episodes(judged, volumes, end, max_gap_seconds))
-        outcomes.append((limit_set.name, limit_set.policy, Outcome(episodes, judged_rounds(judged))))
+        # Each set's episodes and rounds feed three tables: computed once (they are small).
+        episodes = episode_steps(violation_episodes(judged, volumes, end, max_gap_seconds)).persist()
+        outcomes.append((limit_set.name, limit_set.policy, Outcome(episodes, judged_rounds(judged).persist())))
+        cached += [episodes, outcomes[-1][2].round_rows]
     recorded = _recorded_limits(rows)
     order = {name: index for index, (name, _, _) in enumerate(outcomes)}
     set_order = F.element_at(F.create_map(*[F.lit(x) for name, i in order.items() for x in (name, i)]), F.col("limit_set"))

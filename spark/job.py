@@ -127,8 +127,10 @@ def run_report(
             "forecast": forecast,
         }
         names = list(TABLES)
+        cached: list[DataFrame] = []
         if limit_sets:  # the history judged again under each candidate set, beside the live one
-            tried = backtest(rows, volumes, end, Outcome(episodes, round_rows), list(limit_sets), max_gap_seconds, with_enforcement(rows))
+            live = Outcome(episodes, round_rows)
+            tried = backtest(rows, volumes, end, live, list(limit_sets), max_gap_seconds, with_enforcement(rows), cached)
             tables.update({name: table.persist() for name, table in tried.items()})
             names += tried
         for name in names:
@@ -151,7 +153,7 @@ def run_report(
         output.write_text("report.html", render_page(report))
         done("html", f"wrote {output.path('report.html')}")
         report.seconds["total"] = time.perf_counter() - started
-        for table in (*tables.values(), round_rows, round_decisions, volumes):
+        for table in (*tables.values(), *cached, round_rows, round_decisions, volumes):
             table.unpersist()
     finally:
         output.delete(PARSED)  # the parsed copy of the history
