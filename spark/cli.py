@@ -112,6 +112,12 @@ def summary_table(report: Report) -> str:
         f"{report.rows:,} rows, {report.skipped_lines:,} lines skipped; time in THROTTLE {human_duration(throttle) or '0 s'}, "
         f"PAUSE {human_duration(pause) or '0 s'}, on the fallback {human_duration(fallback) or '0 s'}"
     )
+    for tried in report.tables.get("backtest", []):
+        rendered.append(
+            f"limits {tried['limit_set']}: {tried['hard_episodes']:,} hard / {tried['soft_episodes']:,} soft episodes, "
+            f"THROTTLE {human_duration(tried['throttle_seconds']) or '0 s'}, PAUSE {human_duration(tried['pause_seconds']) or '0 s'}, "
+            f"first fired {tried['first_fired_at'] or 'never'}"
+        )
     rendered.append(f"report: {report.output}/report.html  (tables: {report.output}/<name>.csv and {report.output}/parquet/)")
     return "\n".join(rendered)
 

@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from app.decision.policy import LimitKind, StoragePolicy, evaluate
 from app.observation.model import VolumeObservation
 from spark.backtest import LimitSet, LimitSetError, judged_rows, read_limit_set
-from spark.cli import _limit_sets
+from spark.cli import _limit_sets, summary_table
 from spark.enforcement import with_enforcement
 from spark.episodes import violation_episodes
 from spark.gaps import HistoryEnd
@@ -207,13 +207,15 @@ def test_the_live_set_is_the_plain_report_exactly(backtest):
     assert again == plain
 
 
-def test_the_page_shows_the_sets_side_by_side(backtest):
-    _, output = backtest
+def test_the_page_and_the_terminal_show_the_sets_side_by_side(backtest):
+    report, output = backtest
     page = (output / "report.html").read_text()
     assert "Limits tried on the history" in page
     header = page.split('<table data-table="backtest">', 1)[1].split("</thead>", 1)[0]
     assert [name for name in ["live", *CANDIDATES] if f"<th>{name}</th>" in header] == ["live", *CANDIDATES]
     assert '<table data-table="backtest_volumes">' in page
+    printed = summary_table(report).splitlines()
+    assert [line.split(":")[0] for line in printed if line.startswith("limits ")] == [f"limits {name}" for name in ["live", *CANDIDATES]]
 
 
 # --- the Spark judgement is the policy's, on generated values ---
