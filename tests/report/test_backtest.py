@@ -27,13 +27,13 @@ from pyspark.sql import functions as F
 
 from app.decision.policy import LimitKind, StoragePolicy, evaluate
 from app.observation.model import VolumeObservation
-from spark.backtest import LimitSet, LimitSetError, judged_rows, read_limit_set
+from spark.analysis.backtest import LimitSet, LimitSetError, judged_rows, read_limit_set
 from spark.cli import _limit_sets, summary_table
-from spark.enforcement import with_enforcement
-from spark.episodes import violation_episodes
-from spark.gaps import HistoryEnd
+from spark.analysis.enforcement import with_enforcement
+from spark.analysis.episodes import violation_episodes
+from spark.analysis.gaps import HistoryEnd
 from spark.job import run_report
-from spark.page_tables import table_html
+from spark.page.tables import table_html
 
 from .synthetic import CHECK_INTERVAL, TOTAL, MiB, at, write_rounds
 
@@ -333,8 +333,8 @@ def test_a_limit_set_named_live_or_two_of_one_name_are_refused(tmp_path, capsys)
 
 
 def test_episodes_begun_in_rows_not_enforced_are_labelled_would_have(spark, tmp_path):
-    from spark.brokers import volume_summary
-    from spark.reading import read_history
+    from spark.analysis.brokers import volume_summary
+    from spark.reading.history import read_history
 
     history = tmp_path / "history"
     write_rounds(history, START, ROUNDS, VOLUMES, outage=set())

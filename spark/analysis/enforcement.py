@@ -10,7 +10,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark.episodes import VOLUME
+from spark.analysis.episodes import VOLUME
 
 ENFORCED = "enforced"
 

@@ -16,7 +16,7 @@ state of the lowest factor of its volumes (OPEN when it observed none); a ``last
 in the lower of that and the last observed round's; a ``fallback`` round keeps its recorded
 state (the fallback factor does not depend on the limits).
 
-Then the episodes (spark/episodes.py) and the time in states (spark/states.py) are computed
+Then the episodes (spark/analysis/episodes.py) and the time in states (spark/analysis/states.py) are computed
 from the re-judged rows by the report's own code. The ``live`` set is the history as recorded:
 the plain report's episodes and time in states, unchanged."""
 
@@ -30,15 +30,14 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from app.decision.policy import LimitKind, State, StoragePolicy
-from spark.episodes import VOLUME, violation_episodes
-from spark.gaps import HistoryEnd, gap_limit
-from spark.reading import epoch_seconds
-from spark.states import time_in_states
+from spark.analysis.episodes import VOLUME, violation_episodes
+from spark.analysis.gaps import HistoryEnd, gap_limit
+from spark.analysis.states import time_in_states
+from spark.reading.history import epoch_seconds
+from spark.report import LIVE_LIMITS as LIVE
+from spark.report import WORST_VOLUMES
 
-LIVE = "live"  # the limits recorded in the history
 TABLES = ("backtest", "backtest_episodes", "backtest_volumes")
-# Volumes per set on the page, by their rank in the set (the tables hold every one).
-WORST_VOLUMES = 5
 _FACTOR = "volume_factor"
 
 

@@ -1,4 +1,4 @@
-"""The page's section on the limits tried on the history (spark/backtest.py): the sets side by
+"""The page's section on the limits tried on the history (spark/analysis/backtest.py): the sets side by
 side, one column each, and the volumes each set would have hit hardest."""
 
 from __future__ import annotations
@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from html import escape
 
-from spark.backtest import LIVE, WORST_VOLUMES
-from spark.page_tables import Cell, Row, duration, instant, number, size_and_ratio, text
-from spark.units import human_bytes, plain_decimal
+from spark.page.tables import Cell, Row, duration, instant, number, size_and_ratio, text
+from spark.page.units import human_bytes, plain_decimal
+from spark.report import LIVE_LIMITS as LIVE
+from spark.report import WORST_VOLUMES
 
 
 def _level(kind: str | None, value: float | None) -> str:
