@@ -6,11 +6,13 @@ Outcomes: ``accepted`` (2xx), ``refused`` (401/403: no token, a wrong one, or ch
 disabled), ``rejected`` (another 4xx: an invalid or too large request, a conflict, nothing to
 delete), ``failed`` (5xx), ``abandoned`` (the client left before an answer); refusals are
 warnings, the rest information. The line never holds the token or the body. Names come from the
-request as sent: quoted and escaped, so a name with a line break stays on its line."""
+request as sent: quoted and escaped, so a name with a line break stays on its line, and cut to
+their first 200 characters, as is the path. Refusals are logged at most once a minute per
+client and status, the next line counting those left out: a client without the token cannot
+fill the log."""
 
 from __future__ import annotations
 
-import json
 import logging
 from urllib.parse import parse_qsl
 
@@ -18,12 +20,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.server.admission import is_write
 from app.server.problems import logged_path
+from app.server.refusal_log import RefusalLog, quoted
 
 logger = logging.getLogger(__name__)
 
 GROUPS_PATH = "/quotas/groups/"
 ENTITY_QUERY = ("user", "client-id")
-MAX_NAME_CHARS = 200
+MAX_NAMED = 4  # names quoted from one query, however many it repeats
 
 
 def outcome(status: int) -> str:
@@ -34,24 +37,20 @@ def outcome(status: int) -> str:
     return "rejected" if status < 500 else "failed"
 
 
-def _quoted(name: str) -> str:
-    if len(name) > MAX_NAME_CHARS:
-        name = name[:MAX_NAME_CHARS] + "..."
-    return json.dumps(name)  # ASCII only, control characters escaped
-
-
 def entity(scope: Scope) -> str:
     """The entity a write names: a group by its path, an override by its query."""
     path: str = scope["path"]
     if path.startswith(GROUPS_PATH):
-        return "group=" + _quoted(path[len(GROUPS_PATH) :])
+        return "group=" + quoted(path[len(GROUPS_PATH) :])
     query = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
-    return " ".join(f"{key}={_quoted(value)}" for key, value in query if key in ENTITY_QUERY)
+    named = [f"{key}={quoted(value)}" for key, value in query if key in ENTITY_QUERY]
+    return " ".join(named[:MAX_NAMED]) + (f" (+{len(named) - MAX_NAMED} more)" if len(named) > MAX_NAMED else "")
 
 
 class AuditLog:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, refusals: RefusalLog | None = None) -> None:
         self.app = app
+        self.refusals = refusals or RefusalLog()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not is_write(scope):
@@ -71,14 +70,14 @@ class AuditLog:
             raise
         self._log(scope, status)
 
-    @staticmethod
-    def _log(scope: Scope, status: int | None) -> None:
+    def _log(self, scope: Scope, status: int | None) -> None:
         client = scope.get("client")
-        path = logged_path(scope)
+        host = client[0] if client else "-"
         named = entity(scope)
         result = "abandoned" if status is None else outcome(status)  # the client left before an answer
-        logger.log(
-            logging.WARNING if result == "refused" else logging.INFO,
-            "%s %s%s outcome=%s status=%s client=%s",
-            scope["method"], path, f" {named}" if named else "", result, status or "-", client[0] if client else "-",
-        )
+        line = "%s %s%s outcome=%s status=%s client=%s"
+        args = (scope["method"], logged_path(scope), f" {named}" if named else "", result, status or "-", host)
+        if result == "refused":
+            self.refusals.log(logger, logging.WARNING, host, str(status), line, *args)
+        else:
+            logger.info(line, *args)

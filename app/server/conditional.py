@@ -13,7 +13,7 @@ from app.timefmt import iso_instant
 
 MAX_WAIT_SECONDS = 300.0
 VALID_UNTIL_HEADER = b"throttle-valid-until"
-_WAIT = re.compile(r"^(\d+(?:\.\d+)?)s?$")
+_WAIT = re.compile(r"^([0-9]+(?:\.[0-9]+)?)s?$")  # ASCII digits only: float() takes any script's
 
 # Declared for the OpenAPI document; handlers read it from the query string themselves so
 # the hot endpoints skip FastAPI's parameter machinery.

@@ -1,37 +1,43 @@
-"""How the service serves HTTP: uvicorn with the h11 parser and a bounded request head."""
+"""How the service serves HTTP: uvicorn with the h11 parser, through the edge's protocol
+(deadlines, a connection cap, a bounded head, one framing of every request)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import uvicorn
 from fastapi import FastAPI
 
+from app.server.http_protocol import MAX_REQUEST_HEAD_BYTES, ConnectionGuard, EdgeH11Protocol, connection_cap
 from app.settings import Settings
 
 # h11, not httptools: with httptools a request carrying "Upgrade: h2c" (every http:// request
 # of Java's java.net.http.HttpClient) reaches the app without its body (Kludex/uvicorn#2722).
 # h11 is pure Python and costs throughput; BENCHMARKS.md has the figures.
 HTTP_PARSER = "h11"
-# The request line and every header together; a longer head is refused with 400 before the
-# app sees it (h11 buffers at most this much of an incomplete head).
-MAX_REQUEST_HEAD_BYTES = 16 * 1024
 
 
-class _IgnoredUpgradeFilter(logging.Filter):
+class _UvicornLinesFilter(logging.Filter):
     """An HTTP/1.1 server may ignore Upgrade (RFC 9110 7.8); every request of Java's HttpClient
-    asks for h2c, so the warning would otherwise be one line per request."""
+    asks for h2c, so the warning would otherwise be one line per request. An invalid request
+    is logged by the edge's protocol, rate-limited, instead of one line each."""
+
+    DROPPED = frozenset({"Unsupported upgrade request.", "Invalid HTTP request received."})
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != "Unsupported upgrade request."
+        return record.getMessage() not in self.DROPPED
 
 
 def serve(app: FastAPI, settings: Settings) -> None:
-    logging.getLogger("uvicorn.error").addFilter(_IgnoredUpgradeFilter())
+    logging.getLogger("uvicorn.error").addFilter(_UvicornLinesFilter())
+    guard = ConnectionGuard(connection_cap(settings.http_max_connections), settings.http_head_timeout.total_seconds())
+    app.state.service.registry.register(guard)
     uvicorn.run(
         app,
-        http=HTTP_PARSER,
+        http=functools.partial(EdgeH11Protocol, guard=guard),  # type: ignore[arg-type]  # called as the protocol class
         h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
+        timeout_keep_alive=settings.http_idle_timeout.total_seconds(),  # type: ignore[arg-type]  # seconds, as a float
         host=settings.http_host,
         port=settings.http_port,
         ssl_certfile=settings.http_ssl_certfile,

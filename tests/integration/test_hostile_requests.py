@@ -213,7 +213,8 @@ def test_a_failure_inside_the_service_is_a_problem_json_500_not_text(start_servi
     assert service.client.get("/healthz").status_code == 200
 
 
-def test_every_write_and_every_refused_token_leaves_one_audit_line(service):
+def test_every_write_and_every_refused_token_leaves_one_audit_line(start_service):
+    service = start_service(**SETTINGS)  # its own: refusal lines are rate-limited per client
     service.client.put("/quotas/overrides", params={"user": "audited", "client-id": "<default>"}, json={"produce": 2e6}, headers=AUTH)
     service.client.put("/quotas/groups/audited-group", json={"users": ["u1"], "limits": {"fetch": 3e6}}, headers=AUTH)
     service.client.delete("/quotas/groups/audited-group", headers=AUTH)
