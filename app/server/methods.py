@@ -9,10 +9,10 @@ add series by inventing methods."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 from starlette.responses import Response
-from starlette.routing import Route
+from fastapi import FastAPI
+from starlette.routing import Match, Route, compile_path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.server.problems import problem_json
@@ -27,21 +27,22 @@ def metric_method(method: str) -> str:
 
 
 class AllowedMethods:
-    """The methods served on each path of a set of routes: exact paths in a dict, the few
-    with parameters by their pattern."""
+    """The methods served on each path of an app: exact paths in a dict, the few with
+    parameters by their pattern. The paths are the OpenAPI document's and the app's own
+    routes'; what each serves is asked of the app's router, once."""
 
-    def __init__(self, routes: Iterable[object]) -> None:
-        exact: dict[str, set[str]] = {}
-        patterns: dict[re.Pattern[str], set[str]] = {}
-        for route in routes:
-            if not isinstance(route, Route) or route.methods is None:
-                continue  # a mount serves whatever it serves
-            if route.param_convertors:
-                patterns.setdefault(route.path_regex, set()).update(route.methods)
+    def __init__(self, app: FastAPI) -> None:
+        templates = set(app.openapi()["paths"]) | {route.path for route in app.routes if isinstance(route, Route)}
+        self.exact: dict[str, tuple[str, ...]] = {}
+        self.patterns: list[tuple[re.Pattern[str], tuple[str, ...]]] = []
+        for template in templates:
+            regex, _, convertors = compile_path(template)
+            sample = _PARAMETER.sub("x", template)
+            allowed = _allow_list({method for method in PROBED_METHODS if _routed(app, sample, method)})
+            if convertors:
+                self.patterns.append((regex, allowed))
             else:
-                exact.setdefault(route.path, set()).update(route.methods)
-        self.exact = {path: _allow_list(methods) for path, methods in exact.items()}
-        self.patterns = [(pattern, _allow_list(methods)) for pattern, methods in patterns.items()]
+                self.exact[template] = allowed
 
     def of(self, path: str) -> tuple[str, ...] | None:
         """The methods served on ``path`` in Allow's order, or None for a path no route serves."""
@@ -52,6 +53,15 @@ class AllowedMethods:
             if pattern.match(path):
                 return methods
         return None
+
+
+_PARAMETER = re.compile(r"\{[^}]*\}")
+PROBED_METHODS = ("GET", "PUT", "DELETE", "POST", "PATCH")
+
+
+def _routed(app: FastAPI, path: str, method: str) -> bool:
+    scope = {"type": "http", "path": path, "method": method, "root_path": "", "headers": [], "query_string": b""}
+    return any(route.matches(scope)[0] is Match.FULL for route in app.router.routes)
 
 
 def _allow_list(methods: set[str]) -> tuple[str, ...]:
@@ -73,7 +83,7 @@ class MethodGate:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         if self.allowed is None:
-            self.allowed = AllowedMethods(scope["app"].routes)
+            self.allowed = AllowedMethods(scope["app"])
         method, path = scope["method"], scope["path"]
         allowed = self.allowed.of(path)
         if allowed is None:
