@@ -1,5 +1,6 @@
 """Servers for the HTTP benchmarks, one per process:
-``python bench/serve.py service|bare PORT [h11|httptools]`` (the parser defaults to the service's).
+``python bench/serve.py service|bare PORT [h11|h11-edge|httptools]`` (default: the service's
+parser through its edge protocol, as the service runs; ``h11`` is uvicorn's plain protocol).
 
 ``service`` is the real app (metrics on) holding a decision over a 3-broker cluster view, as
 after a real observation round; ``bare`` is a FastAPI endpoint returning a constant JSON body
@@ -7,6 +8,7 @@ of the same size, the baseline every ratio is measured against."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 import tempfile
@@ -16,7 +18,8 @@ import uvicorn
 from fastapi import FastAPI, Response
 
 from app.server.app import create_app
-from app.server.http_server import HTTP_PARSER, MAX_REQUEST_HEAD_BYTES
+from app.server.http_protocol import MAX_REQUEST_HEAD_BYTES, ConnectionGuard, EdgeH11Protocol
+from app.server.http_server import HTTP_PARSER
 from app.quotas.model import DEFAULT, QuotaEntity, QuotaType
 from app.quotas.store import QuotaStore, store_file
 from app.settings import load_settings
@@ -66,11 +69,14 @@ def bare_app(body: bytes) -> FastAPI:
 
 def main() -> None:
     kind, port = sys.argv[1], int(sys.argv[2])
-    parser = sys.argv[3] if len(sys.argv) > 3 else HTTP_PARSER
+    parser = sys.argv[3] if len(sys.argv) > 3 else f"{HTTP_PARSER}-edge"
     service = service_app()
     app = service if kind == "service" else bare_app(service.state.service.decisions.current().body)
-    limits = {"h11_max_incomplete_event_size": MAX_REQUEST_HEAD_BYTES} if parser == "h11" else {}
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, http=parser, **limits)
+    limits = {"h11_max_incomplete_event_size": MAX_REQUEST_HEAD_BYTES} if parser.startswith("h11") else {}
+    protocol: object = parser
+    if parser == "h11-edge":  # the service's deadlines and cap at their defaults
+        protocol = functools.partial(EdgeH11Protocol, guard=ConnectionGuard(4096, 5.0))
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, http=protocol, **limits)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":
