@@ -29,10 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import h11
+import httptools
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from app.server.refusal_log import RefusalLog
@@ -45,6 +47,9 @@ MAX_REQUEST_HEAD_BYTES = 16 * 1024
 # Kafka admin client's connection to every broker, the listening socket.
 RESERVED_DESCRIPTORS = 256
 REFUSAL_REASONS = ("connection_cap", "head_timeout", "head_too_large", "ambiguous_framing", "malformed")
+
+
+CL_WITH_TE = "Content-Length and Transfer-Encoding together (RFC 9112 6.1)"
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,7 @@ def framing_problem(request: h11.Request) -> Refusal | None:
     names = {name for name, _ in request.headers}
     if b"transfer-encoding" in names:
         if b"content-length" in names:
-            return Refusal(400, "ambiguous_framing", "Content-Length and Transfer-Encoding together (RFC 9112 6.1)")
+            return Refusal(400, "ambiguous_framing", CL_WITH_TE)
         if request.http_version == b"1.0":
             return Refusal(400, "ambiguous_framing", "Transfer-Encoding in an HTTP/1.0 request (RFC 9112 6.1)")
     return None
@@ -183,8 +188,14 @@ def connection_cap(configured: int) -> int:
     return cap
 
 
-class EdgeH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with the guard's limits (see the module's description)."""
+class _EdgeConnection:
+    """What both parsers' protocols share: the cap, the head deadline and the refusals. A
+    parser's protocol says whether part of a head is waiting (``_head_started``)."""
+
+    guard: ConnectionGuard
+    transport: asyncio.Transport
+    loop: asyncio.AbstractEventLoop
+    client: tuple[str, int] | None
 
     def __init__(
         self,
@@ -195,19 +206,18 @@ class EdgeH11Protocol(H11Protocol):
         *,
         guard: ConnectionGuard,
     ) -> None:
-        super().__init__(config, server_state, app_state, _loop)
+        super().__init__(config, server_state, app_state, _loop)  # type: ignore[call-arg]
         self.guard = guard
-        self.conn = CheckedConnection(config.h11_max_incomplete_event_size or MAX_REQUEST_HEAD_BYTES)
         self.admitted = False
         self.head_deadline: asyncio.TimerHandle | None = None
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:
         if not self.guard.admit():
             transport.write(AT_CAPACITY)
             transport.close()
             return
         self.admitted = True
-        super().connection_made(transport)
+        super().connection_made(transport)  # type: ignore[misc]
         self._arm_head_deadline()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -216,30 +226,25 @@ class EdgeH11Protocol(H11Protocol):
         self.admitted = False
         self.guard.release()
         self._disarm_head_deadline()
-        super().connection_lost(exc)
+        super().connection_lost(exc)  # type: ignore[misc]
 
-    def data_received(self, data: bytes) -> None:
-        if not self.admitted:
-            return
-        if self.head_deadline is None and self.conn.their_state is h11.IDLE:
-            self._arm_head_deadline()  # the first bytes of a kept-alive connection's next request
-        super().data_received(data)
-        if self.conn.their_state is not h11.IDLE:
+    def _head_started(self) -> bool:
+        raise NotImplementedError
+
+    def _awaiting_head(self, waiting: bool) -> None:
+        """After bytes arrived: a head is incomplete (``waiting``), so its deadline runs (from
+        the connection's start, or from now for a kept-alive connection's next request), or
+        none is, so none runs. A head that arrives whole never arms a timer."""
+        if not waiting:
             self._disarm_head_deadline()
+        elif self.head_deadline is None and not self.transport.is_closing():
+            self._arm_head_deadline()
 
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE and self.conn.trailing_data[0]:
-            self._arm_head_deadline()  # part of a pipelined head is waiting
-
-    def send_400_response(self, msg: str) -> None:
-        refusal = self.conn.refusal or Refusal(400, "malformed", "not a valid HTTP/1.1 request")
-        self.guard.refuse(refusal, self._client_host())
+    def _refuse(self, refusal: Refusal) -> None:
+        self.guard.refuse(refusal, self.client[0] if self.client else "-")
+        self._disarm_head_deadline()
         self.transport.write(_canned(refusal.status, PHRASES.get(refusal.status, "Bad Request"), refusal.detail))
         self.transport.close()
-
-    def _client_host(self) -> str:
-        return self.client[0] if self.client else "-"
 
     def _arm_head_deadline(self) -> None:
         self._disarm_head_deadline()
@@ -255,7 +260,190 @@ class EdgeH11Protocol(H11Protocol):
         if self.transport.is_closing():
             return
         refusal = Refusal(408, "head_timeout", f"the request head was not complete within {self.guard.head_timeout:g}s")
-        self.guard.refuse(refusal, self._client_host())
-        if self.conn.trailing_data[0]:  # a client that sent part of a head learns why
-            self.transport.write(_canned(408, PHRASES[408], refusal.detail))
-        self.transport.close()
+        if self._head_started():  # a client that sent part of a head learns why
+            self._refuse(refusal)
+        else:
+            self.guard.refuse(refusal, self.client[0] if self.client else "-")
+            self.transport.close()
+
+
+class EdgeH11Protocol(_EdgeConnection, H11Protocol):
+    """uvicorn's h11 protocol with the edge's limits (see the module's description)."""
+
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+        *,
+        guard: ConnectionGuard,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop, guard=guard)
+        self.conn = CheckedConnection(config.h11_max_incomplete_event_size or MAX_REQUEST_HEAD_BYTES)
+
+    def data_received(self, data: bytes) -> None:
+        if not self.admitted:
+            return
+        super().data_received(data)
+        self._awaiting_head(self.conn.their_state is h11.IDLE)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self.conn.their_state is h11.IDLE and self.conn.trailing_data[0]:
+            self._awaiting_head(True)  # part of a pipelined head is waiting
+
+    def send_400_response(self, msg: str) -> None:
+        self._refuse(self.conn.refusal or Refusal(400, "malformed", "not a valid HTTP/1.1 request"))
+
+    def _head_started(self) -> bool:
+        return bool(self.conn.trailing_data[0])
+
+
+class _Refused(Exception):
+    """Raised from a parser callback to stop parsing a request the edge refuses."""
+
+
+# A request whose Upgrade is ignored gets its body parsed by a fresh parser behind a head of
+# this shape, which states only the body's framing; the callbacks skip it.
+_REPLAYED_HEAD = b"PUT / HTTP/1.1\r\n%s\r\n\r\n"
+
+
+class EdgeHttpToolsProtocol(_EdgeConnection, HttpToolsProtocol):
+    """uvicorn's httptools (llhttp) protocol with the edge's limits, and with Upgrade ignored
+    as an HTTP/1.1 server may (RFC 9110 7.8) without losing the body: llhttp ends a request
+    that asks for an upgrade at its head and hands the rest to the new protocol, which would
+    drop the body of every write from Java's HttpClient (it asks for h2c on every http://
+    request; Kludex/uvicorn#2722). Here the body goes on to a fresh parser and the request is
+    served as HTTP/1.1.
+
+    llhttp refuses on its own Content-Length with Transfer-Encoding, repeated Content-Lengths
+    and any coding but chunked last; it has no head limit: the head's bytes are counted here."""
+
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+        *,
+        guard: ConnectionGuard,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop, guard=guard)
+        self.max_head_bytes = config.h11_max_incomplete_event_size or MAX_REQUEST_HEAD_BYTES
+        self.in_head = False
+        self.head_bytes = 0  # of the head being read
+        self.refusal: Refusal | None = None
+        self.upgrade_body: bytes | None = None  # the framing of an upgrade request's body, still to read
+        self.replaying = False
+
+    def data_received(self, data: bytes) -> None:
+        if not self.admitted:
+            return
+        self._unset_keepalive_if_required()
+        self._feed(data)
+
+    def _feed(self, data: bytes) -> None:
+        started_in_head = self.in_head
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade as upgrade:
+            self._ignore_upgrade(data[upgrade.args[0] :])
+            return
+        except httptools.HttpParserError as exc:
+            self._refuse(self.refusal or _llhttp_refusal(exc))
+            return
+        if self.in_head:
+            # A head still incomplete: every byte of a piece that began inside it is the head's;
+            # of the piece it began in, the callbacks counted what they saw.
+            if started_in_head:
+                self.head_bytes += len(data)
+            if self.head_bytes > self.max_head_bytes:
+                return self._refuse(_head_too_large(self.max_head_bytes))
+        self._awaiting_head(self.in_head)
+
+    def _ignore_upgrade(self, rest: bytes) -> None:
+        self.parser = httptools.HttpRequestParser(self)
+        self.parser.set_dangerous_leniencies(lenient_data_after_close=True)  # as uvicorn's own parser
+        if self.upgrade_body is not None:
+            self.replaying = True
+            self.parser.feed_data(_REPLAYED_HEAD % self.upgrade_body)
+            self.upgrade_body = None
+        if rest:
+            self._feed(rest)
+
+    def on_message_begin(self) -> None:
+        if self.replaying:
+            return
+        super().on_message_begin()
+        self.in_head = True
+        self.head_bytes = 0
+
+    def on_url(self, url: bytes) -> None:
+        if self.replaying:
+            return
+        self._count_head(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self.replaying:
+            return
+        self._count_head(len(name) + len(value) + 4)
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        if self.replaying:
+            self.replaying = False  # what follows is the upgrade request's body
+            return
+        self.in_head = False
+        self.head_bytes = 0
+        names = {name for name, _ in self.headers}
+        if b"transfer-encoding" in names and self.parser.get_http_version() == "1.0":
+            self.refusal = Refusal(400, "ambiguous_framing", "Transfer-Encoding in an HTTP/1.0 request (RFC 9112 6.1)")
+            raise _Refused
+        if self.parser.should_upgrade():
+            self.upgrade_body = _body_framing(self.headers)
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        if self.upgrade_body is not None:
+            return  # llhttp ends an upgrade request at its head: its body is still to come
+        super().on_message_complete()
+
+    def send_400_response(self, msg: str) -> None:
+        self._refuse(self.refusal or Refusal(400, "malformed", "not a valid HTTP/1.1 request"))
+
+    def _head_started(self) -> bool:
+        return self.in_head
+
+    def _count_head(self, size: int) -> None:
+        self.head_bytes += size
+        if self.head_bytes > self.max_head_bytes:
+            self.refusal = _head_too_large(self.max_head_bytes)
+            raise _Refused
+
+
+def _head_too_large(limit: int) -> Refusal:
+    return Refusal(431, "head_too_large", f"the request head is larger than {limit} bytes")
+
+
+def _body_framing(headers: list[tuple[bytes, bytes]]) -> bytes | None:
+    """The framing header of a request's body (llhttp has checked there is one framing), or
+    None when it has no body."""
+    for name, value in headers:
+        if name == b"transfer-encoding":
+            return b"transfer-encoding: chunked"
+        if name == b"content-length" and value.strip() not in (b"0", b""):
+            return b"content-length: " + value.strip()
+    return None
+
+
+def _llhttp_refusal(exc: httptools.HttpParserError) -> Refusal:
+    detail = str(exc)
+    if isinstance(exc, httptools.HttpParserInvalidMethodError):
+        return Refusal(501, "malformed", f"the API serves the methods GET, HEAD, PUT, DELETE, OPTIONS ({detail})")
+    if detail == "Transfer-Encoding can't be present with Content-Length":
+        return Refusal(400, "ambiguous_framing", CL_WITH_TE)
+    if "Content-Length" in detail or "Transfer-Encoding" in detail:
+        return Refusal(400, "ambiguous_framing", detail)
+    return Refusal(400, "malformed", f"not a valid HTTP/1.1 request ({detail})")

@@ -1,5 +1,6 @@
-"""How the service serves HTTP: uvicorn with the h11 parser, through the edge's protocol
-(deadlines, a connection cap, a bounded head, one framing of every request)."""
+"""How the service serves HTTP: uvicorn with the httptools parser, through the edge's
+protocol (deadlines, a connection cap, a bounded head, one framing of every request, Upgrade
+ignored without losing the body)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ import logging
 import uvicorn
 from fastapi import FastAPI
 
-from app.server.http_protocol import MAX_REQUEST_HEAD_BYTES, ConnectionGuard, EdgeH11Protocol, connection_cap
+from app.server.http_protocol import MAX_REQUEST_HEAD_BYTES, ConnectionGuard, EdgeH11Protocol, EdgeHttpToolsProtocol, connection_cap
 from app.settings import Settings
 
-# h11, not httptools: with httptools a request carrying "Upgrade: h2c" (every http:// request
-# of Java's java.net.http.HttpClient) reaches the app without its body (Kludex/uvicorn#2722).
-# h11 is pure Python and costs throughput; BENCHMARKS.md has the figures.
-HTTP_PARSER = "h11"
+# httptools (llhttp, in C): h11, pure Python, costs 1.5-2x the CPU of a request (BENCHMARKS.md).
+# uvicorn's own httptools protocol loses the body of a request carrying "Upgrade: h2c" (every
+# http:// request of Java's java.net.http.HttpClient; Kludex/uvicorn#2722); the edge's keeps it.
+HTTP_PARSER = "httptools"
+PROTOCOLS = {"httptools": EdgeHttpToolsProtocol, "h11": EdgeH11Protocol}
 
 
 class _UvicornLinesFilter(logging.Filter):
@@ -35,8 +37,9 @@ def serve(app: FastAPI, settings: Settings) -> None:
     app.state.service.registry.register(guard)
     uvicorn.run(
         app,
-        http=functools.partial(EdgeH11Protocol, guard=guard),  # type: ignore[arg-type]  # called as the protocol class
-        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
+        http=functools.partial(PROTOCOLS[HTTP_PARSER], guard=guard),  # type: ignore[arg-type]  # called as the protocol class
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,  # the head limit of either protocol
+        ws="none",  # no WebSocket endpoint: every Upgrade is ignored
         timeout_keep_alive=settings.http_idle_timeout.total_seconds(),  # type: ignore[arg-type]  # seconds, as a float
         host=settings.http_host,
         port=settings.http_port,

@@ -57,18 +57,21 @@ def audit_lines(service: RunningService) -> list[str]:
     return [line for line in service.log().splitlines() if " app.server.audit: " in line]
 
 
-def test_invented_methods_are_answered_405_without_a_token_an_audit_line_or_new_metric_series(service):
+def test_invented_methods_are_refused_without_a_token_an_audit_line_or_new_metric_series(service):
     rng = random.Random(25)
-    service.client.request("BREW", "/throttle-factor")  # the first one creates the "other" series
+    for method in ("POST", "PROPFIND"):  # methods HTTP knows and the API does not serve
+        answer = service.client.request(method, "/throttle-factor")
+        assert answer.status_code == 405 and answer.headers["allow"] == "GET, HEAD, OPTIONS"
+    assert 'method="other"' in service.client.get("/metrics").text
     before, audited = series(service), len(audit_lines(service))
     for _ in range(300):
         method = "".join(rng.choices(string.ascii_uppercase, k=12))
         answer = service.client.request(method, "/throttle-factor")
-        assert answer.status_code == 405, (method, answer.status_code)
-        assert answer.headers["allow"] == "GET, HEAD, OPTIONS"
+        # 405 with Allow from the app, or 501 from a parser that knows no such method
+        assert answer.status_code in (405, 501), (method, answer.status_code)
+        assert answer.status_code == 501 or answer.headers["allow"] == "GET, HEAD, OPTIONS"
     assert series(service) - before < 5, "invented methods must not add series"
     assert len(audit_lines(service)) == audited
-    assert 'method="other"' in service.client.get("/metrics").text
 
 
 @pytest.mark.parametrize(
@@ -84,6 +87,8 @@ def test_options_and_unserved_methods_are_answered_with_every_served_method_with
         if method in served:
             continue
         answer = service.client.request(method, path)
+        if method == "BREW" and answer.status_code == 501:
+            continue  # refused by a parser that knows no such method
         assert answer.status_code == 405, (method, path, answer.status_code)
         assert answer.headers["allow"] == allow and problem(answer)["status"] == 405
     assert len(audit_lines(service)) == audited, "nothing was changed, so nothing audited"
@@ -125,7 +130,7 @@ def test_content_length_with_transfer_encoding_is_refused_and_the_smuggled_reque
         answer = read_until_closed(sock, 5)
     assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
     assert answer.count(b"HTTP/1.1 ") == 1, "one answer, then the connection closed"
-    assert b"Content-Length and Transfer-Encoding" in answer
+    assert b"Content-Length and Transfer-Encoding together" in answer
 
 
 @pytest.mark.parametrize(
@@ -219,7 +224,8 @@ def test_an_idle_kept_alive_connection_is_closed_but_a_long_poll_is_held_as_long
     assert answer.startswith(b"HTTP/1.1 200 ") and 0.8 < time.monotonic() - started < 3
 
 
-def test_refusal_and_audit_lines_are_bounded_and_rate_limited(service):
+def test_refusal_and_audit_lines_are_bounded_and_rate_limited(start_service):
+    service = start_service(**EDGE)  # its own: no refusal from this client logged yet
     before = len(service.log())
     with httpx.Client(base_url=service.base_url, timeout=10) as client:
         for _ in range(100):
@@ -230,7 +236,9 @@ def test_refusal_and_audit_lines_are_bounded_and_rate_limited(service):
             read_until_closed(sock, 5)
     grown = service.log()[before:]
     assert len(grown) < 3000, f"the log grew by {len(grown)} bytes:\n{grown[:3000]}"
-    assert max(len(line) for line in grown.splitlines()) < 1000
+    lines = grown.splitlines()
+    assert len(lines) == 2 and all(len(line) < 1000 for line in lines), lines
+    assert "outcome=refused status=401" in lines[0] and "(431)" in lines[1]
 
 
 def test_wait_in_other_scripts_digits_is_refused(service):
@@ -290,3 +298,18 @@ def test_the_cap_stays_below_the_descriptor_limit_so_new_clients_are_refused_not
         assert service.client.get("/healthz").status_code == 200
     finally:
         service.stop()
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_write_asking_for_an_h2c_upgrade_keeps_its_body_and_the_connection_goes_on_in_http_1_1(service, chunked):
+    body = b'{"produce": 3000000}'
+    framing = {"Transfer-Encoding": "chunked"} if chunked else {"Content-Length": str(len(body))}
+    sent = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body) if chunked else body
+    upgrade = {"Connection": "Upgrade, HTTP2-Settings", "Upgrade": "h2c", "HTTP2-Settings": "AAEAAEAAAAIAAAABAAMAAABkAAQBAAAAAAUAAEAA"}
+    put = request_head("PUT", f"/quotas/overrides?user=java-{chunked}", {**upgrade, **AUTH, "Content-Type": "application/json", **framing}) + sent
+    get = request_head("GET", f"/quotas/resolve?user=java-{chunked}&type=produce", {**upgrade, "Connection": "close"})
+    with connect(service) as sock:
+        sock.sendall(put + get)  # pipelined: the GET follows the body in the same write
+        answers = read_until_closed(sock, 10)
+    assert answers.startswith(b"HTTP/1.1 200 "), answers[:300]
+    assert answers.count(b"HTTP/1.1 200 ") == 2 and b'"limit":3000000' in answers.replace(b" ", b""), answers
