@@ -1,9 +1,10 @@
 """Throughput and latency of the hot endpoints against a bare FastAPI endpoint:
 /throttle-factor (200 and 304), /quotas/resolve and conditional GET /quotas (304), each
-served by uvicorn with h11 through the service's edge protocol (as the service runs), with
-uvicorn's plain h11 protocol, and with httptools.
+served by uvicorn with httptools through the service's edge protocol (as the service runs),
+with uvicorn's own h11 protocol (as the service ran before) and with uvicorn's own httptools
+protocol (what the edge costs).
 
-Run: .venv/bin/python bench/bench_http.py [--duration 10] [--rounds 3] [--parsers h11-edge,h11]
+Run: .venv/bin/python bench/bench_http.py [--duration 10] [--rounds 3] [--parsers httptools-edge,h11,httptools]
 Needs wrk (Debian package ``wrk``). Every figure is measured in the same run, the targets'
 order reversed every other round, and reported as ratios taken within each round (min /
 median / max over the rounds): to the bare endpoint on the same parser, and of each parser to
@@ -31,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CONNECTIONS = 32
 
 
-PARSERS = ("h11-edge", "h11", "httptools")
+PARSERS = ("httptools-edge", "h11", "httptools")
 
 
 def start(kind: str, parser: str, attempts: int = 3) -> tuple[subprocess.Popen, int]:
@@ -140,13 +141,13 @@ def main() -> None:
         each = sorted(run[figure] / based[figure] for run, based in zip(results[target], results[base]))
         return f"{each[0]:.2f}/{statistics.median(each):.2f}/{each[-1]:.2f}"
 
-    print(f"{'endpoint':<24}{'parser':>10}{'req/s':>10}{'x bare min/med/max':>20}{'p50 ms':>9}{'p99 ms':>9}{'p99 x bare':>12}{'CPU us/req':>12}")
+    print(f"{'endpoint':<24}{'parser':>16}{'req/s':>10}{'x bare min/med/max':>20}{'p50 ms':>9}{'p99 ms':>9}{'p99 x bare':>16}{'CPU us/req':>12}")
     for name, parser in results:
         bare = ("bare endpoint", parser)
         p50, p99, cpu = (median((name, parser), figure) for figure in ("p50", "p99", "cpu_us"))
         print(
-            f"{name:<24}{parser:>10}{median((name, parser), 'rps'):>10.0f}{ratios((name, parser), bare, 'rps'):>20}"
-            f"{p50:>9.2f}{p99:>9.2f}{ratios((name, parser), bare, 'p99'):>12}{cpu:>12.0f}"
+            f"{name:<24}{parser:>16}{median((name, parser), 'rps'):>10.0f}{ratios((name, parser), bare, 'rps'):>20}"
+            f"{p50:>9.2f}{p99:>9.2f}{ratios((name, parser), bare, 'p99'):>16}{cpu:>12.0f}"
         )
     first = parsers[0]
     for other in parsers[1:]:

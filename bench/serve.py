@@ -1,6 +1,7 @@
 """Servers for the HTTP benchmarks, one per process:
-``python bench/serve.py service|bare PORT [h11|h11-edge|httptools]`` (default: the service's
-parser through its edge protocol, as the service runs; ``h11`` is uvicorn's plain protocol).
+``python bench/serve.py service|bare PORT [httptools-edge|h11|httptools]`` (default: the
+service's edge protocol, as the service runs; a parser's name alone is uvicorn's own protocol
+for it).
 
 ``service`` is the real app (metrics on) holding a decision over a 3-broker cluster view, as
 after a real observation round; ``bare`` is a FastAPI endpoint returning a constant JSON body
@@ -18,8 +19,8 @@ import uvicorn
 from fastapi import FastAPI, Response
 
 from app.server.app import create_app
-from app.server.http_protocol import MAX_REQUEST_HEAD_BYTES, ConnectionGuard, EdgeH11Protocol
-from app.server.http_server import HTTP_PARSER
+from app.server.http_protocol import MAX_REQUEST_HEAD_BYTES, ConnectionGuard
+from app.server.http_server import HTTP_PARSER, HTTP_PROTOCOL
 from app.quotas.model import DEFAULT, QuotaEntity, QuotaType
 from app.quotas.store import QuotaStore, store_file
 from app.settings import load_settings
@@ -72,11 +73,13 @@ def main() -> None:
     parser = sys.argv[3] if len(sys.argv) > 3 else f"{HTTP_PARSER}-edge"
     service = service_app()
     app = service if kind == "service" else bare_app(service.state.service.decisions.current().body)
-    limits = {"h11_max_incomplete_event_size": MAX_REQUEST_HEAD_BYTES} if parser.startswith("h11") else {}
     protocol: object = parser
-    if parser == "h11-edge":  # the service's deadlines and cap at their defaults
-        protocol = functools.partial(EdgeH11Protocol, guard=ConnectionGuard(4096, 5.0))
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, http=protocol, **limits)  # type: ignore[arg-type]
+    if parser == f"{HTTP_PARSER}-edge":  # the service's deadlines and cap at their defaults
+        protocol = functools.partial(HTTP_PROTOCOL, guard=ConnectionGuard(4096, 5.0))
+    uvicorn.run(
+        app, host="127.0.0.1", port=port, log_level="warning", access_log=False, http=protocol,  # type: ignore[arg-type]
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES, ws="none",
+    )
 
 
 if __name__ == "__main__":

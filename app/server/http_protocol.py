@@ -1,5 +1,6 @@
-"""The HTTP/1.1 connection as the service serves it: uvicorn's h11 protocol with the edge's
-deadlines, limits and one framing of every request.
+"""The HTTP/1.1 connection as the service serves it: uvicorn's httptools (llhttp) protocol
+with the edge's deadlines, limits and one framing of every request, and Upgrade ignored
+without losing the body.
 
 - A request head must be complete within the head timeout, counted from the connection's
   start or from the first byte of a kept-alive connection's next request; an idle kept-alive
@@ -8,12 +9,15 @@ deadlines, limits and one framing of every request.
 - At most ``max_connections`` connections at once, kept below the process's file descriptor
   limit: a connection past the cap is answered 503 and closed at once, instead of waiting
   in the backlog or taking the descriptors the service needs.
-- A head over 16 KiB is refused with 431 however its bytes arrive (h11 bounds only a head
-  that arrives in pieces).
+- A head over 16 KiB is refused with 431 however its bytes arrive (llhttp has no limit).
 - A request whose body framing could be read two ways (RFC 9112 6.1, 6.3: Content-Length
-  and Transfer-Encoding together, Transfer-Encoding in HTTP/1.0, differing Content-Lengths,
-  a transfer coding other than chunked) is refused and its connection closed, so nothing
-  after it can be read as another request.
+  and Transfer-Encoding together, Transfer-Encoding in HTTP/1.0, repeated Content-Lengths,
+  a transfer coding other than chunked last) is refused and its connection closed, so
+  nothing after it can be read as another request. llhttp refuses all but HTTP/1.0's.
+- A request asking for an upgrade (every http:// request of Java's HttpClient asks for h2c)
+  is served as HTTP/1.1, as a server may (RFC 9110 7.8), body and all: llhttp ends such a
+  request at its head and leaves the rest to the new protocol, so uvicorn's own httptools
+  protocol hands the app an empty body (Kludex/uvicorn#2722).
 
 Every refusal counts in ``http_edge_refusals_total``; its log line is rate-limited per client
 and reason. Reaching the connection cap is one warning per episode."""
@@ -28,12 +32,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import h11
 import httptools
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from uvicorn.config import Config
-from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
@@ -57,59 +59,6 @@ class Refusal:
     status: int
     reason: str  # one of REFUSAL_REASONS
     detail: str
-
-
-def framing_problem(request: h11.Request) -> Refusal | None:
-    """Why the framing of ``request``'s body is ambiguous, if it is. h11 already refuses
-    differing Content-Lengths and any transfer coding but chunked; it reads a request with
-    both headers as chunked, which a proxy in front may not."""
-    names = {name for name, _ in request.headers}
-    if b"transfer-encoding" in names:
-        if b"content-length" in names:
-            return Refusal(400, "ambiguous_framing", CL_WITH_TE)
-        if request.http_version == b"1.0":
-            return Refusal(400, "ambiguous_framing", "Transfer-Encoding in an HTTP/1.0 request (RFC 9112 6.1)")
-    return None
-
-
-def head_size(request: h11.Request) -> int:
-    """The bytes of ``request``'s head as sent, less any optional whitespace h11 dropped."""
-    line = len(request.method) + len(request.target) + len(b"  HTTP/1.1\r\n")
-    return line + sum(len(name) + len(value) + 4 for name, value in request.headers.raw_items()) + 2
-
-
-class CheckedConnection(h11.Connection):
-    """h11's connection, refusing the heads h11 lets through that the service must not serve,
-    and keeping why it refused the last one for the answer."""
-
-    def __init__(self, max_head_bytes: int) -> None:
-        super().__init__(h11.SERVER, max_incomplete_event_size=max_head_bytes)
-        self.max_head_bytes = max_head_bytes
-        self.refusal: Refusal | None = None
-
-    def next_event(self) -> Any:
-        try:
-            event = super().next_event()
-        except h11.RemoteProtocolError as exc:
-            self.refusal = _refusal_of(exc)
-            raise
-        if isinstance(event, h11.Request):
-            if head_size(event) > self.max_head_bytes:
-                self.refusal = Refusal(431, "head_too_large", f"the request head is larger than {self.max_head_bytes} bytes")
-            else:
-                self.refusal = framing_problem(event)
-            if self.refusal is not None:
-                raise h11.RemoteProtocolError(self.refusal.detail, error_status_hint=self.refusal.status)
-        return event
-
-
-def _refusal_of(exc: h11.RemoteProtocolError) -> Refusal:
-    detail = str(exc)
-    if exc.error_status_hint == 431:
-        return Refusal(431, "head_too_large", "the request head is larger than the limit")
-    if "Content-Length" in detail or "Transfer-Encoding" in detail:
-        return Refusal(exc.error_status_hint, "ambiguous_framing", detail)
-    return Refusal(400, "malformed", "not a valid HTTP/1.1 request")
 
 
 def _canned(status: int, phrase: str, detail: str) -> bytes:
@@ -188,14 +137,17 @@ def connection_cap(configured: int) -> int:
     return cap
 
 
-class _EdgeConnection:
-    """What both parsers' protocols share: the cap, the head deadline and the refusals. A
-    parser's protocol says whether part of a head is waiting (``_head_started``)."""
+class _Refused(Exception):
+    """Raised from a parser callback to stop parsing a request the edge refuses."""
 
-    guard: ConnectionGuard
-    transport: asyncio.Transport
-    loop: asyncio.AbstractEventLoop
-    client: tuple[str, int] | None
+
+# A request whose Upgrade is ignored gets its body parsed by a fresh parser behind a head of
+# this shape, which states only the body's framing; the callbacks skip it.
+_REPLAYED_HEAD = b"PUT / HTTP/1.1\r\n%s\r\n\r\n"
+
+
+class EdgeHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the edge's limits (see the module's description)."""
 
     def __init__(
         self,
@@ -206,18 +158,28 @@ class _EdgeConnection:
         *,
         guard: ConnectionGuard,
     ) -> None:
-        super().__init__(config, server_state, app_state, _loop)  # type: ignore[call-arg]
+        super().__init__(config, server_state, app_state, _loop)
         self.guard = guard
+        self.max_head_bytes = config.h11_max_incomplete_event_size or MAX_REQUEST_HEAD_BYTES
         self.admitted = False
         self.head_deadline: asyncio.TimerHandle | None = None
+        self.in_head = False
+        # The head being read, as the callbacks saw it (complete header lines), and as bytes
+        # received (the pieces that arrived while it was incomplete): neither over-counts.
+        self.head_parsed = 0
+        self.head_received = 0
+        self.refusal: Refusal | None = None
+        self.upgrade_body: bytes | None = None  # the framing of an upgrade request's body, still to read
+        self.replaying = False
 
-    def connection_made(self, transport: asyncio.Transport) -> None:
+    # Connections: the cap and the deadlines
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if not self.guard.admit():
             transport.write(AT_CAPACITY)
             transport.close()
             return
         self.admitted = True
-        super().connection_made(transport)  # type: ignore[misc]
+        super().connection_made(transport)
         self._arm_head_deadline()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -226,25 +188,13 @@ class _EdgeConnection:
         self.admitted = False
         self.guard.release()
         self._disarm_head_deadline()
-        super().connection_lost(exc)  # type: ignore[misc]
+        super().connection_lost(exc)
 
-    def _head_started(self) -> bool:
-        raise NotImplementedError
-
-    def _awaiting_head(self, waiting: bool) -> None:
-        """After bytes arrived: a head is incomplete (``waiting``), so its deadline runs (from
-        the connection's start, or from now for a kept-alive connection's next request), or
-        none is, so none runs. A head that arrives whole never arms a timer."""
-        if not waiting:
-            self._disarm_head_deadline()
-        elif self.head_deadline is None and not self.transport.is_closing():
-            self._arm_head_deadline()
-
-    def _refuse(self, refusal: Refusal) -> None:
-        self.guard.refuse(refusal, self.client[0] if self.client else "-")
-        self._disarm_head_deadline()
-        self.transport.write(_canned(refusal.status, PHRASES.get(refusal.status, "Bad Request"), refusal.detail))
-        self.transport.close()
+    def data_received(self, data: bytes) -> None:
+        if not self.admitted:
+            return
+        self._unset_keepalive_if_required()
+        self._feed(data)
 
     def _arm_head_deadline(self) -> None:
         self._disarm_head_deadline()
@@ -260,89 +210,25 @@ class _EdgeConnection:
         if self.transport.is_closing():
             return
         refusal = Refusal(408, "head_timeout", f"the request head was not complete within {self.guard.head_timeout:g}s")
-        if self._head_started():  # a client that sent part of a head learns why
+        if self.in_head:  # a client that sent part of a head learns why
             self._refuse(refusal)
         else:
-            self.guard.refuse(refusal, self.client[0] if self.client else "-")
+            self.guard.refuse(refusal, self._client_host())
             self.transport.close()
 
+    def _refuse(self, refusal: Refusal) -> None:
+        self.guard.refuse(refusal, self._client_host())
+        self._disarm_head_deadline()
+        self.transport.write(_canned(refusal.status, PHRASES.get(refusal.status, "Bad Request"), refusal.detail))
+        self.transport.close()
 
-class EdgeH11Protocol(_EdgeConnection, H11Protocol):
-    """uvicorn's h11 protocol with the edge's limits (see the module's description)."""
-
-    def __init__(
-        self,
-        config: Config,
-        server_state: ServerState,
-        app_state: dict[str, Any],
-        _loop: asyncio.AbstractEventLoop | None = None,
-        *,
-        guard: ConnectionGuard,
-    ) -> None:
-        super().__init__(config, server_state, app_state, _loop, guard=guard)
-        self.conn = CheckedConnection(config.h11_max_incomplete_event_size or MAX_REQUEST_HEAD_BYTES)
-
-    def data_received(self, data: bytes) -> None:
-        if not self.admitted:
-            return
-        super().data_received(data)
-        self._awaiting_head(self.conn.their_state is h11.IDLE)
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if self.conn.their_state is h11.IDLE and self.conn.trailing_data[0]:
-            self._awaiting_head(True)  # part of a pipelined head is waiting
+    def _client_host(self) -> str:
+        return self.client[0] if self.client else "-"
 
     def send_400_response(self, msg: str) -> None:
-        self._refuse(self.conn.refusal or Refusal(400, "malformed", "not a valid HTTP/1.1 request"))
+        self._refuse(self.refusal or Refusal(400, "malformed", "not a valid HTTP/1.1 request"))
 
-    def _head_started(self) -> bool:
-        return bool(self.conn.trailing_data[0])
-
-
-class _Refused(Exception):
-    """Raised from a parser callback to stop parsing a request the edge refuses."""
-
-
-# A request whose Upgrade is ignored gets its body parsed by a fresh parser behind a head of
-# this shape, which states only the body's framing; the callbacks skip it.
-_REPLAYED_HEAD = b"PUT / HTTP/1.1\r\n%s\r\n\r\n"
-
-
-class EdgeHttpToolsProtocol(_EdgeConnection, HttpToolsProtocol):
-    """uvicorn's httptools (llhttp) protocol with the edge's limits, and with Upgrade ignored
-    as an HTTP/1.1 server may (RFC 9110 7.8) without losing the body: llhttp ends a request
-    that asks for an upgrade at its head and hands the rest to the new protocol, which would
-    drop the body of every write from Java's HttpClient (it asks for h2c on every http://
-    request; Kludex/uvicorn#2722). Here the body goes on to a fresh parser and the request is
-    served as HTTP/1.1.
-
-    llhttp refuses on its own Content-Length with Transfer-Encoding, repeated Content-Lengths
-    and any coding but chunked last; it has no head limit: the head's bytes are counted here."""
-
-    def __init__(
-        self,
-        config: Config,
-        server_state: ServerState,
-        app_state: dict[str, Any],
-        _loop: asyncio.AbstractEventLoop | None = None,
-        *,
-        guard: ConnectionGuard,
-    ) -> None:
-        super().__init__(config, server_state, app_state, _loop, guard=guard)
-        self.max_head_bytes = config.h11_max_incomplete_event_size or MAX_REQUEST_HEAD_BYTES
-        self.in_head = False
-        self.head_bytes = 0  # of the head being read
-        self.refusal: Refusal | None = None
-        self.upgrade_body: bytes | None = None  # the framing of an upgrade request's body, still to read
-        self.replaying = False
-
-    def data_received(self, data: bytes) -> None:
-        if not self.admitted:
-            return
-        self._unset_keepalive_if_required()
-        self._feed(data)
-
+    # Parsing: the head's size, its framing, an ignored upgrade
     def _feed(self, data: bytes) -> None:
         started_in_head = self.in_head
         try:
@@ -351,16 +237,16 @@ class EdgeHttpToolsProtocol(_EdgeConnection, HttpToolsProtocol):
             self._ignore_upgrade(data[upgrade.args[0] :])
             return
         except httptools.HttpParserError as exc:
-            self._refuse(self.refusal or _llhttp_refusal(exc))
+            self._refuse(self.refusal or llhttp_refusal(exc))
             return
-        if self.in_head:
-            # A head still incomplete: every byte of a piece that began inside it is the head's;
-            # of the piece it began in, the callbacks counted what they saw.
-            if started_in_head:
-                self.head_bytes += len(data)
-            if self.head_bytes > self.max_head_bytes:
-                return self._refuse(_head_too_large(self.max_head_bytes))
-        self._awaiting_head(self.in_head)
+        if not self.in_head:
+            self._disarm_head_deadline()  # none is waiting: a head that arrives whole arms no timer
+            return
+        self.head_received = self.head_received + len(data) if started_in_head else self.head_parsed
+        if self.head_received > self.max_head_bytes:
+            self._refuse(_head_too_large(self.max_head_bytes))
+        elif self.head_deadline is None and not self.transport.is_closing():
+            self._arm_head_deadline()  # a kept-alive connection's next head has begun
 
     def _ignore_upgrade(self, rest: bytes) -> None:
         self.parser = httptools.HttpRequestParser(self)
@@ -371,13 +257,15 @@ class EdgeHttpToolsProtocol(_EdgeConnection, HttpToolsProtocol):
             self.upgrade_body = None
         if rest:
             self._feed(rest)
+        else:
+            self._disarm_head_deadline()
 
     def on_message_begin(self) -> None:
         if self.replaying:
             return
         super().on_message_begin()
         self.in_head = True
-        self.head_bytes = 0
+        self.head_parsed = self.head_received = 0
 
     def on_url(self, url: bytes) -> None:
         if self.replaying:
@@ -396,13 +284,11 @@ class EdgeHttpToolsProtocol(_EdgeConnection, HttpToolsProtocol):
             self.replaying = False  # what follows is the upgrade request's body
             return
         self.in_head = False
-        self.head_bytes = 0
-        names = {name for name, _ in self.headers}
-        if b"transfer-encoding" in names and self.parser.get_http_version() == "1.0":
+        if self.parser.get_http_version() == "1.0" and any(name == b"transfer-encoding" for name, _ in self.headers):
             self.refusal = Refusal(400, "ambiguous_framing", "Transfer-Encoding in an HTTP/1.0 request (RFC 9112 6.1)")
             raise _Refused
         if self.parser.should_upgrade():
-            self.upgrade_body = _body_framing(self.headers)
+            self.upgrade_body = body_framing(self.headers)
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
@@ -410,15 +296,9 @@ class EdgeHttpToolsProtocol(_EdgeConnection, HttpToolsProtocol):
             return  # llhttp ends an upgrade request at its head: its body is still to come
         super().on_message_complete()
 
-    def send_400_response(self, msg: str) -> None:
-        self._refuse(self.refusal or Refusal(400, "malformed", "not a valid HTTP/1.1 request"))
-
-    def _head_started(self) -> bool:
-        return self.in_head
-
     def _count_head(self, size: int) -> None:
-        self.head_bytes += size
-        if self.head_bytes > self.max_head_bytes:
+        self.head_parsed += size
+        if self.head_parsed > self.max_head_bytes:
             self.refusal = _head_too_large(self.max_head_bytes)
             raise _Refused
 
@@ -427,7 +307,7 @@ def _head_too_large(limit: int) -> Refusal:
     return Refusal(431, "head_too_large", f"the request head is larger than {limit} bytes")
 
 
-def _body_framing(headers: list[tuple[bytes, bytes]]) -> bytes | None:
+def body_framing(headers: list[tuple[bytes, bytes]]) -> bytes | None:
     """The framing header of a request's body (llhttp has checked there is one framing), or
     None when it has no body."""
     for name, value in headers:
@@ -438,7 +318,7 @@ def _body_framing(headers: list[tuple[bytes, bytes]]) -> bytes | None:
     return None
 
 
-def _llhttp_refusal(exc: httptools.HttpParserError) -> Refusal:
+def llhttp_refusal(exc: httptools.HttpParserError) -> Refusal:
     detail = str(exc)
     if isinstance(exc, httptools.HttpParserInvalidMethodError):
         return Refusal(501, "malformed", f"the API serves the methods GET, HEAD, PUT, DELETE, OPTIONS ({detail})")

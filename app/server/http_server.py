@@ -10,14 +10,15 @@ import logging
 import uvicorn
 from fastapi import FastAPI
 
-from app.server.http_protocol import MAX_REQUEST_HEAD_BYTES, ConnectionGuard, EdgeH11Protocol, EdgeHttpToolsProtocol, connection_cap
+from app.server.http_protocol import MAX_REQUEST_HEAD_BYTES, ConnectionGuard, EdgeHttpToolsProtocol, connection_cap
 from app.settings import Settings
 
-# httptools (llhttp, in C): h11, pure Python, costs 1.5-2x the CPU of a request (BENCHMARKS.md).
-# uvicorn's own httptools protocol loses the body of a request carrying "Upgrade: h2c" (every
-# http:// request of Java's java.net.http.HttpClient; Kludex/uvicorn#2722); the edge's keeps it.
+# httptools (llhttp, in C), through the edge's protocol: h11, pure Python, costs 1.5-2x the CPU
+# of a request (BENCHMARKS.md). uvicorn's own httptools protocol loses the body of a request
+# carrying "Upgrade: h2c" (every http:// request of Java's java.net.http.HttpClient;
+# Kludex/uvicorn#2722); the edge's keeps it.
 HTTP_PARSER = "httptools"
-PROTOCOLS = {"httptools": EdgeHttpToolsProtocol, "h11": EdgeH11Protocol}
+HTTP_PROTOCOL = EdgeHttpToolsProtocol
 
 
 class _UvicornLinesFilter(logging.Filter):
@@ -37,8 +38,8 @@ def serve(app: FastAPI, settings: Settings) -> None:
     app.state.service.registry.register(guard)
     uvicorn.run(
         app,
-        http=functools.partial(PROTOCOLS[HTTP_PARSER], guard=guard),  # type: ignore[arg-type]  # called as the protocol class
-        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,  # the head limit of either protocol
+        http=functools.partial(HTTP_PROTOCOL, guard=guard),  # type: ignore[arg-type]  # called as the protocol class
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,  # the edge's head limit
         ws="none",  # no WebSocket endpoint: every Upgrade is ignored
         timeout_keep_alive=settings.http_idle_timeout.total_seconds(),  # type: ignore[arg-type]  # seconds, as a float
         host=settings.http_host,

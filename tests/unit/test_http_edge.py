@@ -1,61 +1,65 @@
-"""The pure parts of the HTTP edge: what framing is ambiguous, how large a head is, the rate
-limit of refusal lines, the methods each path serves and the metrics' method label. The real
+"""The pure parts of the HTTP edge: which framings are refused and why, what an ignored
+upgrade replays, the rate limit of refusal lines, the methods each path serves and the metrics' method label. The real
 server is covered in tests/integration/test_http_edge.py."""
 
 from __future__ import annotations
 
 import logging
 
-import h11
+import httptools
 import pytest
 
 from app.clock import ManualClock
-from app.server.http_protocol import MAX_REQUEST_HEAD_BYTES, CheckedConnection, ConnectionGuard, framing_problem, head_size
+from app.server.http_protocol import CL_WITH_TE, ConnectionGuard, body_framing, llhttp_refusal
 from app.server.methods import AllowedMethods, metric_method
 from app.server.refusal_log import RefusalLog, bounded, quoted
 
 from .test_admission import make_app
 
 
-def received(raw: bytes) -> h11.Request | CheckedConnection:
-    connection = CheckedConnection(MAX_REQUEST_HEAD_BYTES)
-    connection.receive_data(raw)
-    try:
-        return connection.next_event()
-    except h11.RemoteProtocolError:
-        return connection
+def llhttp_error(raw: bytes) -> httptools.HttpParserError:
+    class Ignored:
+        pass
+
+    with pytest.raises(httptools.HttpParserError) as raised:
+        httptools.HttpRequestParser(Ignored()).feed_data(raw)
+    return raised.value
 
 
 @pytest.mark.parametrize(
-    ("headers", "version"),
-    [(b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n", b"1.1"), (b"Transfer-Encoding: chunked\r\nContent-Length: 4\r\n", b"1.1"), (b"Transfer-Encoding: chunked\r\n", b"1.0")],
+    ("framing", "reason"),
+    [
+        (b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n", "ambiguous_framing"),
+        (b"Transfer-Encoding: chunked\r\nContent-Length: 4\r\n", "ambiguous_framing"),
+        (b"Content-Length: 4\r\nContent-Length: 4\r\n", "ambiguous_framing"),
+        (b"Content-Length: 4, 5\r\n", "ambiguous_framing"),
+        (b"Transfer-Encoding: chunked, gzip\r\n", "ambiguous_framing"),
+        (b"Bad Header\r\n", "malformed"),
+    ],
 )
-def test_content_length_with_transfer_encoding_and_chunked_http_1_0_are_ambiguous(headers, version):
-    refused = received(b"PUT /x HTTP/" + version + b"\r\nHost: a\r\n" + headers + b"\r\n")
-    assert isinstance(refused, CheckedConnection) and refused.refusal is not None
-    assert (refused.refusal.status, refused.refusal.reason) == (400, "ambiguous_framing")
+def test_the_parser_refuses_every_framing_that_could_be_read_two_ways(framing, reason):
+    refusal = llhttp_refusal(llhttp_error(b"PUT /x HTTP/1.1\r\nHost: a\r\n" + framing + b"\r\nabcd"))
+    assert (refusal.status, refusal.reason) == (400, reason)
+    if framing.startswith(b"Content-Length: 4\r\nTransfer"):
+        assert refusal.detail == CL_WITH_TE
 
 
-def test_one_content_length_or_chunked_alone_is_one_framing():
-    for headers in (b"Content-Length: 4\r\n", b"Transfer-Encoding: chunked\r\n", b"Content-Length: 4\r\nContent-Length: 4\r\n"):
-        request = received(b"PUT /x HTTP/1.1\r\nHost: a\r\n" + headers + b"\r\n")
-        assert isinstance(request, h11.Request) and framing_problem(request) is None
+def test_a_method_the_parser_does_not_know_is_501():
+    refusal = llhttp_refusal(llhttp_error(b"BREWCOFFEE / HTTP/1.1\r\nHost: a\r\n\r\n"))
+    assert refusal.status == 501 and "GET, HEAD, PUT, DELETE, OPTIONS" in refusal.detail
 
 
-def test_a_head_is_measured_as_sent_and_refused_with_431_past_the_limit():
-    head = b"GET /throttle-factor HTTP/1.1\r\nHost: a\r\nX-Padding: " + b"a" * 100 + b"\r\n\r\n"
-    request = received(head)
-    assert isinstance(request, h11.Request) and head_size(request) == len(head)
-    padding = MAX_REQUEST_HEAD_BYTES - len(head) + 100
-    at_limit = received(head.replace(b"a" * 100, b"a" * padding))
-    assert isinstance(at_limit, h11.Request)
-    over = received(head.replace(b"a" * 100, b"a" * (padding + 1)))
-    assert isinstance(over, CheckedConnection) and over.refusal is not None and over.refusal.status == 431
-
-
-def test_a_malformed_head_is_refused_as_malformed():
-    refused = received(b"GET /x HTTP/1.1\r\nBad Header\r\n\r\n")
-    assert isinstance(refused, CheckedConnection) and refused.refusal is not None and refused.refusal.reason == "malformed"
+@pytest.mark.parametrize(
+    ("headers", "framing"),
+    [
+        ([(b"content-length", b"17")], b"content-length: 17"),
+        ([(b"transfer-encoding", b"chunked")], b"transfer-encoding: chunked"),
+        ([(b"content-length", b"0")], None),
+        ([(b"host", b"a")], None),
+    ],
+)
+def test_an_ignored_upgrade_replays_only_the_framing_of_its_body(headers, framing):
+    assert body_framing(headers) == framing
 
 
 def test_refusal_lines_are_one_per_source_and_reason_per_interval_then_count_those_left_out(caplog):
