@@ -78,7 +78,7 @@ def main() -> None:
         protocol = functools.partial(HTTP_PROTOCOL, guard=ConnectionGuard(4096, 5.0))
     uvicorn.run(
         app, host="127.0.0.1", port=port, log_level="warning", access_log=False, http=protocol,  # type: ignore[arg-type]
-        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES, ws="none",
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES, ws="none",  # h11's head limit, as the service had
     )
 
 

@@ -76,9 +76,12 @@ class ConnectionGuard(Collector):
     """The edge's limits and what they refused, shared by every connection of the server; a
     Prometheus collector of the open connections, the cap and the refusals."""
 
-    def __init__(self, max_connections: int, head_timeout_seconds: float, refusals: RefusalLog | None = None) -> None:
+    def __init__(
+        self, max_connections: int, head_timeout_seconds: float, max_head_bytes: int = MAX_REQUEST_HEAD_BYTES, refusals: RefusalLog | None = None
+    ) -> None:
         self.max_connections = max_connections
         self.head_timeout = head_timeout_seconds
+        self.max_head_bytes = max_head_bytes
         self.refusals = refusals or RefusalLog()
         self.open = 0
         self.at_cap = False
@@ -160,7 +163,7 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
         self.guard = guard
-        self.max_head_bytes = config.h11_max_incomplete_event_size or MAX_REQUEST_HEAD_BYTES
+        self.max_head_bytes = guard.max_head_bytes
         self.admitted = False
         self.head_deadline: asyncio.TimerHandle | None = None
         self.in_head = False

@@ -5,12 +5,11 @@ ignored without losing the body)."""
 from __future__ import annotations
 
 import functools
-import logging
 
 import uvicorn
 from fastapi import FastAPI
 
-from app.server.http_protocol import MAX_REQUEST_HEAD_BYTES, ConnectionGuard, EdgeHttpToolsProtocol, connection_cap
+from app.server.http_protocol import ConnectionGuard, EdgeHttpToolsProtocol, connection_cap
 from app.settings import Settings
 
 # httptools (llhttp, in C), through the edge's protocol: h11, pure Python, costs 1.5-2x the CPU
@@ -21,25 +20,12 @@ HTTP_PARSER = "httptools"
 HTTP_PROTOCOL = EdgeHttpToolsProtocol
 
 
-class _UvicornLinesFilter(logging.Filter):
-    """An HTTP/1.1 server may ignore Upgrade (RFC 9110 7.8); every request of Java's HttpClient
-    asks for h2c, so the warning would otherwise be one line per request. An invalid request
-    is logged by the edge's protocol, rate-limited, instead of one line each."""
-
-    DROPPED = frozenset({"Unsupported upgrade request.", "Invalid HTTP request received."})
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() not in self.DROPPED
-
-
 def serve(app: FastAPI, settings: Settings) -> None:
-    logging.getLogger("uvicorn.error").addFilter(_UvicornLinesFilter())
     guard = ConnectionGuard(connection_cap(settings.http_max_connections), settings.http_head_timeout.total_seconds())
     app.state.service.registry.register(guard)
     uvicorn.run(
         app,
         http=functools.partial(HTTP_PROTOCOL, guard=guard),  # type: ignore[arg-type]  # called as the protocol class
-        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,  # the edge's head limit
         ws="none",  # no WebSocket endpoint: every Upgrade is ignored
         timeout_keep_alive=settings.http_idle_timeout.total_seconds(),  # type: ignore[arg-type]  # seconds, as a float
         host=settings.http_host,
