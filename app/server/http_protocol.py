@@ -167,10 +167,8 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         self.admitted = False
         self.head_deadline: asyncio.TimerHandle | None = None
         self.in_head = False
-        # The head being read, as the callbacks saw it (complete header lines), and as bytes
-        # received (the pieces that arrived while it was incomplete): neither over-counts.
-        self.head_parsed = 0
-        self.head_received = 0
+        self.head_received = 0  # bytes of the pieces that arrived while the head being read was incomplete
+        self.piece_size = 0  # of the piece being parsed
         self.refusal: Refusal | None = None
         self.upgrade_body: bytes | None = None  # the framing of an upgrade request's body, still to read
         self.replaying = False
@@ -234,6 +232,7 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
     # Parsing: the head's size, its framing, an ignored upgrade
     def _feed(self, data: bytes) -> None:
         started_in_head = self.in_head
+        self.piece_size = len(data)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade as upgrade:
@@ -245,7 +244,9 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         if not self.in_head:
             self._disarm_head_deadline()  # none is waiting: a head that arrives whole arms no timer
             return
-        self.head_received = self.head_received + len(data) if started_in_head else self.head_parsed
+        # A head still incomplete: every byte of a piece that began inside it is the head's; of
+        # the piece it began in, what the parser has handed over so far.
+        self.head_received = self.head_received + len(data) if started_in_head else max(1, head_size(self.url, self.headers))
         if self.head_received > self.max_head_bytes:
             self._refuse(_head_too_large(self.max_head_bytes))
         elif self.head_deadline is None and not self.transport.is_closing():
@@ -256,7 +257,7 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         self.parser.set_dangerous_leniencies(lenient_data_after_close=True)  # as uvicorn's own parser
         if self.upgrade_body is not None:
             self.replaying = True
-            self.parser.feed_data(_REPLAYED_HEAD % self.upgrade_body)
+            self.parser.feed_data(_REPLAYED_HEAD % self.upgrade_body)  # its url and headers go to a scope of their own
             self.upgrade_body = None
         if rest:
             self._feed(rest)
@@ -264,29 +265,20 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
             self._disarm_head_deadline()
 
     def on_message_begin(self) -> None:
-        if self.replaying:
-            return
         super().on_message_begin()
         self.in_head = True
-        self.head_parsed = self.head_received = 0
-
-    def on_url(self, url: bytes) -> None:
-        if self.replaying:
-            return
-        self._count_head(len(url))
-        super().on_url(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if self.replaying:
-            return
-        self._count_head(len(name) + len(value) + 4)
-        super().on_header(name, value)
+        self.head_received = 0
 
     def on_headers_complete(self) -> None:
+        self.in_head = False
         if self.replaying:
             self.replaying = False  # what follows is the upgrade request's body
             return
-        self.in_head = False
+        # A head that arrived in one piece no larger than the limit is within it: measured
+        # only when it came in pieces or in a larger one.
+        if (self.head_received or self.piece_size > self.max_head_bytes) and head_size(self.url, self.headers) > self.max_head_bytes:
+            self.refusal = _head_too_large(self.max_head_bytes)
+            raise _Refused
         if self.parser.get_http_version() == "1.0" and any(name == b"transfer-encoding" for name, _ in self.headers):
             self.refusal = Refusal(400, "ambiguous_framing", "Transfer-Encoding in an HTTP/1.0 request (RFC 9112 6.1)")
             raise _Refused
@@ -299,11 +291,11 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
             return  # llhttp ends an upgrade request at its head: its body is still to come
         super().on_message_complete()
 
-    def _count_head(self, size: int) -> None:
-        self.head_parsed += size
-        if self.head_parsed > self.max_head_bytes:
-            self.refusal = _head_too_large(self.max_head_bytes)
-            raise _Refused
+
+def head_size(url: bytes, headers: list[tuple[bytes, bytes]]) -> int:
+    """The bytes of a head's target and header lines (the request line's method and version,
+    and optional whitespace, not counted)."""
+    return len(url) + sum(len(name) + len(value) + 4 for name, value in headers)
 
 
 def _head_too_large(limit: int) -> Refusal:

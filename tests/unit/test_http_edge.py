@@ -10,7 +10,7 @@ import httptools
 import pytest
 
 from app.clock import ManualClock
-from app.server.http_protocol import CL_WITH_TE, ConnectionGuard, body_framing, llhttp_refusal
+from app.server.http_protocol import CL_WITH_TE, ConnectionGuard, body_framing, head_size, llhttp_refusal
 from app.server.methods import AllowedMethods, metric_method
 from app.server.refusal_log import RefusalLog, bounded, quoted
 
@@ -60,6 +60,12 @@ def test_a_method_the_parser_does_not_know_is_501():
 )
 def test_an_ignored_upgrade_replays_only_the_framing_of_its_body(headers, framing):
     assert body_framing(headers) == framing
+
+
+def test_a_head_is_measured_by_its_target_and_header_lines():
+    head = b"GET /throttle-factor HTTP/1.1\r\nHost: a\r\nX-Padding: " + b"p" * 100 + b"\r\n\r\n"
+    request_line_rest = len(b"GET  HTTP/1.1\r\n") + len(b"\r\n")  # what head_size leaves out
+    assert head_size(b"/throttle-factor", [(b"host", b"a"), (b"x-padding", b"p" * 100)]) == len(head) - request_line_rest
 
 
 def test_refusal_lines_are_one_per_source_and_reason_per_interval_then_count_those_left_out(caplog):
