@@ -8,11 +8,11 @@ add series by inventing methods."""
 
 from __future__ import annotations
 
-import re
+import functools
+from collections.abc import Sequence
 
 from starlette.responses import Response
-from fastapi import FastAPI
-from starlette.routing import Match, Route, compile_path
+from starlette.routing import BaseRoute, Match, Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.server.problems import problem_json
@@ -27,41 +27,24 @@ def metric_method(method: str) -> str:
 
 
 class AllowedMethods:
-    """The methods served on each path of an app: exact paths in a dict, the few with
-    parameters by their pattern. The paths are the OpenAPI document's and the app's own
-    routes'; what each serves is asked of the app's router, once."""
+    """The methods served on a path, as the app's router would route them, remembered for the
+    paths asked most recently (a name in a path makes them unbounded)."""
 
-    def __init__(self, app: FastAPI) -> None:
-        templates = set(app.openapi()["paths"]) | {route.path for route in app.routes if isinstance(route, Route)}
-        self.exact: dict[str, tuple[str, ...]] = {}
-        self.patterns: list[tuple[re.Pattern[str], tuple[str, ...]]] = []
-        for template in templates:
-            regex, _, convertors = compile_path(template)
-            sample = _PARAMETER.sub("x", template)
-            allowed = _allow_list({method for method in PROBED_METHODS if _routed(app, sample, method)})
-            if convertors:
-                self.patterns.append((regex, allowed))
-            else:
-                self.exact[template] = allowed
+    def __init__(self, routes: Sequence[BaseRoute], remembered: int = 1024) -> None:
+        self.routes = [route for route in routes if not isinstance(route, Mount)]  # a mount takes any method
+        self.of = functools.lru_cache(maxsize=remembered)(self._of)
 
-    def of(self, path: str) -> tuple[str, ...] | None:
+    def _of(self, path: str) -> tuple[str, ...] | None:
         """The methods served on ``path`` in Allow's order, or None for a path no route serves."""
-        allowed = self.exact.get(path)
-        if allowed is not None:
-            return allowed
-        for pattern, methods in self.patterns:
-            if pattern.match(path):
-                return methods
-        return None
+        served = {method for method in PROBED_METHODS if self._routed(path, method)}
+        return _allow_list(served) if served else None
+
+    def _routed(self, path: str, method: str) -> bool:
+        scope = {"type": "http", "path": path, "method": method, "root_path": "", "headers": [], "query_string": b""}
+        return any(route.matches(scope)[0] is Match.FULL for route in self.routes)
 
 
-_PARAMETER = re.compile(r"\{[^}]*\}")
-PROBED_METHODS = ("GET", "PUT", "DELETE", "POST", "PATCH")
-
-
-def _routed(app: FastAPI, path: str, method: str) -> bool:
-    scope = {"type": "http", "path": path, "method": method, "root_path": "", "headers": [], "query_string": b""}
-    return any(route.matches(scope)[0] is Match.FULL for route in app.router.routes)
+PROBED_METHODS = ("GET", "PUT", "DELETE")  # what the API serves anywhere (HEAD and OPTIONS follow)
 
 
 def _allow_list(methods: set[str]) -> tuple[str, ...]:
@@ -83,7 +66,7 @@ class MethodGate:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         if self.allowed is None:
-            self.allowed = AllowedMethods(scope["app"])
+            self.allowed = AllowedMethods(scope["app"].routes)
         method, path = scope["method"], scope["path"]
         allowed = self.allowed.of(path)
         if allowed is None:

@@ -116,7 +116,7 @@ def test_the_connection_cap_is_one_warning_per_episode(caplog):
 
 
 def test_every_path_allows_exactly_the_methods_its_routes_serve(tmp_path):
-    allowed = AllowedMethods(make_app(tmp_path))
+    allowed = AllowedMethods(make_app(tmp_path).routes)
     assert allowed.of("/quotas/overrides") == ("PUT", "DELETE", "OPTIONS")
     assert allowed.of("/quotas/groups/any-name") == ("PUT", "DELETE", "OPTIONS")
     assert allowed.of("/throttle-factor") == ("GET", "HEAD", "OPTIONS")
