@@ -192,10 +192,9 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if not self.admitted:
-            return
-        self._unset_keepalive_if_required()
-        self._feed(data)
+        if self.admitted:
+            self._unset_keepalive_if_required()
+            self._feed(data)
 
     def _arm_head_deadline(self) -> None:
         self._disarm_head_deadline()
@@ -242,7 +241,8 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
             self._refuse(self.refusal or llhttp_refusal(exc))
             return
         if not self.in_head:
-            self._disarm_head_deadline()  # none is waiting: a head that arrives whole arms no timer
+            if self.head_deadline is not None:  # none is waiting: a head that arrives whole arms no timer
+                self._disarm_head_deadline()
             return
         # A head still incomplete: every byte of a piece that began inside it is the head's; of
         # the piece it began in, what the parser has handed over so far.
