@@ -7,9 +7,10 @@ disabled), ``rejected`` (another 4xx: an invalid or too large request, a conflic
 delete), ``failed`` (5xx), ``abandoned`` (the client left before an answer); refusals are
 warnings, the rest information. The line never holds the token or the body. Names come from the
 request as sent: quoted and escaped, so a name with a line break stays on its line, and cut to
-their first 200 characters, as is the path. Refusals are logged at most once a minute per
-client and status, the next line counting those left out: a client without the token cannot
-fill the log."""
+their first 200 characters, as is the path. The same facts go with the record as fields
+(``event="audit"``, method, path, entity, outcome, status, client), which JSON log lines carry
+(app/server/log_format.py). Refusals are logged at most once a minute per client and status,
+the next line counting those left out: a client without the token cannot fill the log."""
 
 from __future__ import annotations
 
@@ -20,13 +21,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.server.admission import is_write
 from app.server.problems import logged_path
-from app.server.refusal_log import RefusalLog, quoted
+from app.server.refusal_log import RefusalLog, bounded, quoted
 
 logger = logging.getLogger(__name__)
 
 GROUPS_PATH = "/quotas/groups/"
 ENTITY_QUERY = ("user", "client-id")
-MAX_NAMED = 4  # names quoted from one query, however many it repeats
+MAX_NAMED = 4  # names taken from one query, however many it repeats
 
 
 def outcome(status: int) -> str:
@@ -37,14 +38,20 @@ def outcome(status: int) -> str:
     return "rejected" if status < 500 else "failed"
 
 
-def entity(scope: Scope) -> str:
-    """The entity a write names: a group by its path, an override by its query."""
+def entity_fields(scope: Scope) -> dict[str, str]:
+    """The entity a write names: a group by its path, an override by its query (names cut
+    to their first 200 characters, at most MAX_NAMED of them)."""
     path: str = scope["path"]
     if path.startswith(GROUPS_PATH):
-        return "group=" + quoted(path[len(GROUPS_PATH) :])
+        return {"group": bounded(path[len(GROUPS_PATH) :])}
     query = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
-    named = [f"{key}={quoted(value)}" for key, value in query if key in ENTITY_QUERY]
-    return " ".join(named[:MAX_NAMED]) + (f" (+{len(named) - MAX_NAMED} more)" if len(named) > MAX_NAMED else "")
+    return {key: bounded(value) for key, value in [pair for pair in query if pair[0] in ENTITY_QUERY][:MAX_NAMED]}
+
+
+def entity_text(fields: dict[str, str]) -> str:
+    """The entity for the text line, each name quoted and escaped as a JSON string (ASCII
+    only, control characters escaped)."""
+    return " ".join(f"{key}={quoted(value)}" for key, value in fields.items())
 
 
 class AuditLog:
@@ -73,11 +80,22 @@ class AuditLog:
     def _log(self, scope: Scope, status: int | None) -> None:
         client = scope.get("client")
         host = client[0] if client else "-"
-        named = entity(scope)
+        path = logged_path(scope)
+        named_fields = entity_fields(scope)
+        named = entity_text(named_fields)
         result = "abandoned" if status is None else outcome(status)  # the client left before an answer
+        fields = {
+            "event": "audit",
+            "method": scope["method"],
+            "path": path,
+            "entity": named_fields,
+            "outcome": result,
+            "status": status,
+            "client": client[0] if client else None,
+        }
         line = "%s %s%s outcome=%s status=%s client=%s"
-        args = (scope["method"], logged_path(scope), f" {named}" if named else "", result, status or "-", host)
+        args = (scope["method"], path, f" {named}" if named else "", result, status or "-", host)
         if result == "refused":
-            self.refusals.log(logger, logging.WARNING, host, str(status), line, *args)
+            self.refusals.log(logger, logging.WARNING, host, str(status), line, *args, extra=fields)
         else:
-            logger.info(line, *args)
+            logger.info(line, *args, extra=fields)

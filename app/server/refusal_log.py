@@ -52,16 +52,19 @@ class RefusalLog:
         self._last[key] = (now, 0)
         return 0 if last is None else last[1]
 
-    def log(self, logger: logging.Logger, level: int, source: str, reason: str, message: str, *args: object) -> None:
+    def log(
+        self, logger: logging.Logger, level: int, source: str, reason: str, message: str, *args: object, extra: dict[str, object] | None = None
+    ) -> None:
         """Log ``message % args`` unless a line of this source and reason was logged within the
         interval; a line after left-out ones says how many."""
         left_out = self.admit(source, reason)
         if left_out is None:
             return
         if left_out:
-            logger.log(level, message + " (%d more like it from this client left out since the previous line)", *args, left_out)
+            extra = {**(extra or {}), "left_out": left_out}
+            logger.log(level, message + " (%d more like it from this client left out since the previous line)", *args, left_out, extra=extra)
         else:
-            logger.log(level, message, *args)
+            logger.log(level, message, *args, extra=extra)
 
     def _forget_before(self, cutoff: float) -> None:
         self._last = {key: value for key, value in self._last.items() if value[0] >= cutoff}
