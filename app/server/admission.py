@@ -80,7 +80,7 @@ class BodyLimit:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not has_body(scope):
             return await self.app(scope, receive, send)
-        declared = header(scope, b"content-length")  # a malformed one never gets past h11
+        declared = header(scope, b"content-length")  # a malformed or repeated one never gets past the parser
         if declared is not None and int(declared) > self.max_bytes:
             return await self._too_large(scope, receive, send)
         chunks: list[bytes] = []

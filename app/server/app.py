@@ -24,6 +24,7 @@ from app.quotas.store import QuotaStore, store_file
 from app.server.admission import AdminToken, BodyLimit, HeadAsGet
 from app.server.audit import AuditLog
 from app.server.loop import ObservationLoop
+from app.server.methods import MethodGate
 from app.server.metrics import ServiceMetrics, instrument_http
 from app.server.problems import UnexpectedErrors, install_problem_handlers
 from app.server.publishing import Publication, Rendering
@@ -176,12 +177,14 @@ def create_app(
     install_problem_handlers(app)
     for routes in (throttle.routes, quotas.routes, enforcement.routes, volumes.routes, what_if.routes, health.routes):
         routes.install(app)
-    # Outermost first: unexpected errors, HTTP metrics, the audit line, the token, the body
-    # limit, HEAD as GET (Starlette wraps the last one added around the others).
+    # Outermost first: unexpected errors, HTTP metrics, the methods each path serves, the audit
+    # line, the token, the body limit, HEAD as GET (Starlette wraps the last one added around
+    # the others).
     app.add_middleware(HeadAsGet)
     app.add_middleware(BodyLimit, max_bytes=settings.http_max_body_bytes)
     app.add_middleware(AdminToken, token=settings.admin_token)
     app.add_middleware(AuditLog)
+    app.add_middleware(MethodGate)
     instrument_http(app, registry)
     app.add_middleware(UnexpectedErrors)
     metrics.routes.install(app)

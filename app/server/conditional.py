@@ -14,8 +14,9 @@ from app.timefmt import iso_instant
 
 MAX_WAIT_SECONDS = 300.0
 VALID_UNTIL_HEADER = b"throttle-valid-until"
-# Seconds from 0 to 300, ASCII digits only, with a fraction and an "s" if wished: the one
-# grammar of ?wait=, which the document states as its pattern (the service matches the same).
+# Seconds from 0 to 300, ASCII digits only (float() takes any script's), with a fraction and
+# an "s" if wished: the one grammar of ?wait=, which the document states as its pattern (the
+# service matches the same).
 WAIT_PATTERN = r"^(300(\.0+)?|([0-9]|[1-9][0-9]|[12][0-9][0-9])(\.[0-9]+)?)s?$"
 _WAIT = re.compile(WAIT_PATTERN)
 

@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.quotas.kafka_store import StoreUnavailable
+from app.server.refusal_log import bounded
 
 PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger(__name__)
@@ -20,8 +21,8 @@ logger = logging.getLogger(__name__)
 
 def logged_path(scope: Scope) -> str:
     """The request's path for a log line: the raw path, percent-encoded as sent, so a hostile
-    path holds no control characters and cannot break the line."""
-    return (scope.get("raw_path") or b"").decode("ascii", "backslashreplace") or scope["path"]
+    path holds no control characters and cannot break the line; its first 200 characters."""
+    return bounded((scope.get("raw_path") or b"").decode("ascii", "backslashreplace") or scope["path"])
 
 class Problem(BaseModel):
     model_config = ConfigDict(

@@ -69,12 +69,20 @@ GROUP_MAX_MEMBERS_RANGE = (1, 1_000_000)
 TABLE_MAX_ENTRIES_DEFAULT = 100_000
 TABLE_MAX_ENTRIES_RANGE = (1, 10_000_000)
 # The integer settings checked against a range ("out of range" outside it).
+# Connections served at once: a shim's long-poll holds one, so a thousand brokers hold a
+# thousand; the descriptor limit may lower it further (it is logged at start-up).
+MAX_CONNECTIONS_DEFAULT = 4096
+MAX_CONNECTIONS_RANGE = (16, 1_000_000)
 _INT_RANGES = {
     "http_port": (1, 65535),
     "http_max_body_bytes": MAX_BODY_BYTES_RANGE,
+    "http_max_connections": MAX_CONNECTIONS_RANGE,
     "quota_group_max_members": GROUP_MAX_MEMBERS_RANGE,
     "quota_table_max_entries": TABLE_MAX_ENTRIES_RANGE,
 }
+# The edge's deadlines: long enough for a client on a slow link, short enough that idle
+# connections cannot hold the descriptors of the clients that come next.
+HTTP_TIMEOUT_RANGE = (timedelta(milliseconds=100), timedelta(minutes=5))
 
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
@@ -351,6 +359,26 @@ class Settings(BaseSettings):
         f"an integer from {MAX_BODY_BYTES_RANGE[0]} to {MAX_BODY_BYTES_RANGE[1]}",
         "Largest request body accepted; a larger one is answered 413 as soon as its size is known, before it is read.",
     )
+    http_head_timeout: timedelta = setting(
+        timedelta(seconds=5),
+        SERVICE_PREFIX + "http.head.timeout",
+        DURATION_HINT + ", from PT0.1S to PT5M",
+        "Time a client has to send a whole request head, from its connection (or the first byte of its next request); "
+        "past it the connection is closed (408 if part of a head arrived).",
+    )
+    http_idle_timeout: timedelta = setting(
+        timedelta(seconds=5),
+        SERVICE_PREFIX + "http.idle.timeout",
+        DURATION_HINT + ", from PT0.1S to PT5M",
+        "An idle kept-alive connection is closed after this long (a long-poll in progress is not idle).",
+    )
+    http_max_connections: int = setting(
+        MAX_CONNECTIONS_DEFAULT,
+        SERVICE_PREFIX + "http.max.connections",
+        f"an integer from {MAX_CONNECTIONS_RANGE[0]} to {MAX_CONNECTIONS_RANGE[1]}",
+        "Connections served at once (kept 256 below the process's file limit); a connection past it is answered 503 "
+        "and closed at once.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = setting(
         "INFO",
         SERVICE_PREFIX + "log.level",
@@ -369,6 +397,8 @@ class Settings(BaseSettings):
         "storage_check_interval",
         "throttle_factor_validity_duration",
         "kafka_request_timeout",
+        "http_head_timeout",
+        "http_idle_timeout",
         mode="before",
     )
     @classmethod
@@ -386,6 +416,13 @@ class Settings(BaseSettings):
     @classmethod
     def _unit_interval(cls, value: float | None) -> float | None:
         if value is not None and not 0.0 <= value <= 1.0:  # also rejects NaN
+            raise ValueError("out of range")
+        return value
+
+    @field_validator("http_head_timeout", "http_idle_timeout")
+    @classmethod
+    def _http_timeout(cls, value: timedelta) -> timedelta:
+        if not HTTP_TIMEOUT_RANGE[0] <= value <= HTTP_TIMEOUT_RANGE[1]:
             raise ValueError("out of range")
         return value
 
