@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.redaction import shown_value
+from app.redaction import quoted, shown_value
 from app.kafka.tls import STORE_TYPES, TlsFiles, TlsMaterialError
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -52,7 +52,7 @@ SUPPORTED_PROPERTIES = tuple(sorted([*_TLS_FIELDS, *_OTHER]))
 class AdminConfigProblem(ValueError):
     def __init__(self, key: str, value: str | None, allowed: str) -> None:
         shown = shown_value(key, value)
-        super().__init__(f"{key}={shown!r}: allowed: {allowed}")
+        super().__init__(f"{key}={'<missing>' if shown is None else quoted(shown)}: allowed: {allowed}")
         self.key = key
         self.value = shown
         self.allowed = allowed

@@ -38,7 +38,7 @@ from app.settings.model import (
     env_name,
     property_name,
 )
-from app.redaction import HIDDEN, is_secret_key, shown_value
+from app.redaction import HIDDEN, SHOWN_VALUE_CHARS, bounded, is_secret_key, quoted, shown_value
 from app.settings.durations import format_duration
 from app.settings.properties import MalformedEntry, PropertiesSyntaxError, escape_key, read_properties
 from app.kafka.admin_config import to_kafka_python
@@ -60,9 +60,13 @@ class Problem:
         object.__setattr__(self, "value", shown_value(self.key, self.value))
 
     def __str__(self) -> str:
-        shown = "<missing>" if self.value is None else repr(self.value)
-        where = f" (from {self.origin})" if self.origin else ""
-        return f"{escape_key(self.key)}={shown}{where}: allowed: {self.allowed}"
+        # One line a person reads, whatever was given: a long value or key is quoted by its start.
+        shown = "<missing>" if self.value is None else quoted(self.value)
+        notes = [f"from {self.origin}"] if self.origin else []
+        if len(self.key) > SHOWN_VALUE_CHARS:
+            notes.append(f"a key of {len(self.key):,} characters")
+        where = f" ({'; '.join(notes)})" if notes else ""
+        return f"{escape_key(bounded(self.key))}={shown}{where}: allowed: {self.allowed}"
 
 
 class ConfigurationError(Exception):
@@ -113,6 +117,7 @@ def _history_producer_problems(s: Settings, origin_of: dict[str, str]) -> list[P
         key = HISTORY_PRODUCER_PREFIX + (named or "*")
         if is_secret_key(key):  # librdkafka quotes values ('Invalid value "..." for ...'): keep only names
             reason = _QUOTED.sub(lambda m: m.group(0) if m.group(1) in config else f'"{HIDDEN}"', reason)
+        reason = _QUOTED.sub(lambda m: f'"{bounded(m.group(1))}"', reason)  # librdkafka quotes the value whole
         value = config.get(named) if named else None
         return [Problem(key, value, f"a property librdkafka accepts ({reason})", origin_of.get(key, ""))]
     return []

@@ -22,6 +22,7 @@ import httpx
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from app.redaction import bounded
 from app.server.cli import EXIT_INVALID_CONFIG, main
 from app.settings.loading import environ_without_settings
 from app.settings.properties import PropertiesSyntaxError, escape_key, parse_properties
@@ -103,7 +104,7 @@ def keys_in(data: bytes) -> set[str]:
         return set()
     except PropertiesSyntaxError as exc:
         keys = set(exc.entries) | {m.key for m in exc.malformed if m.key is not None}
-    return {escape_key(key) for key in keys}  # as problem lines name them
+    return {escape_key(bounded(key)) for key in keys}  # as problem lines name them (a long key by its start)
 
 
 # the key as a file would write it: escapes for whitespace, separators and control characters

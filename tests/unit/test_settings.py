@@ -282,3 +282,39 @@ def test_the_request_body_limit_is_an_integer_between_1_kib_and_100_mib(value):
     assert len(lines) == 1 and lines[0].startswith(f"throttle.service.http.max.body.bytes={value!r}"), lines
     assert "an integer from 1024 to 104857600" in lines[0]
     assert load_settings(environ=MINIMAL).http_max_body_bytes == 1048576
+
+
+MEGABYTE_VALUE = "9" * 1_000_000
+
+
+def test_a_megabyte_value_is_quoted_by_its_first_200_characters_and_its_length():
+    env = {**MINIMAL, "CLIENT_QUOTA_CALLBACK_STATIC_THROTTLE_FACTOR_FALLBACK": MEGABYTE_VALUE}
+    (line,) = problems(environ=env)
+    assert len(line.encode()) < 1024, len(line)
+    assert line.startswith(f"{P}throttle.factor.fallback='{'9' * 200}'... (1,000,000 characters)"), line[:400]
+    assert "allowed: a number in [0.0, 1.0]" in line
+
+
+def test_a_quoted_prefix_stays_bounded_whatever_characters_it_holds():
+    from app.redaction import SHOWN_VALUE_CHARS, quoted
+
+    assert quoted("short") == "'short'"
+    for value in ("\x00" * 10_000, "\U0001f600\x85" * 10_000, "'\"\\" * 10_000):
+        shown = quoted(value)
+        assert len(shown) < SHOWN_VALUE_CHARS + 40 and shown.endswith(f"... ({len(value):,} characters)"), shown
+
+
+def test_the_command_exits_at_once_on_a_huge_value_with_its_output_unread(tmp_path):
+    """A message larger than a pipe holds would block the service in its write to a reader that
+    reads only once it has exited; a bounded message cannot."""
+    config = write(tmp_path, f"{P}throttle.factor.fallback={MEGABYTE_VALUE}\n")  # an environment variable holds at most 128 KiB
+    env = {"PATH": "/usr/bin", **MINIMAL}
+    for args in (["--check-config"], []):
+        command = [sys.executable, "-m", "app", "--config", str(config), *args]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        try:
+            assert process.wait(20) == 2
+        finally:
+            process.kill()
+            stdout, stderr = process.communicate(timeout=10)
+        assert len(stderr) < 2048 and stdout == b"", stderr[-2000:]
