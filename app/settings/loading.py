@@ -81,6 +81,31 @@ class _Value:
     origin: str
 
 
+# Kubernetes gives every pod variables for every Service of its namespace (enableServiceLinks): a
+# Service named throttle-service, as docs/deploying.md names it, yields THROTTLE_SERVICE_SERVICE_HOST,
+# THROTTLE_SERVICE_PORT=tcp://10.0.0.11:8080, THROTTLE_SERVICE_PORT_8080_TCP_ADDR, ... None is a setting.
+_SERVICE_LINK = re.compile(r"_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT_\d+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)$")
+_SERVICE_LINK_URL = re.compile(r"^(tcp|udp|sctp)://")  # the value of the bare <SERVICE>_PORT
+
+
+def _is_service_link(name: str, value: str) -> bool:
+    return bool(_SERVICE_LINK.search(name)) or (name.endswith("_PORT") and bool(_SERVICE_LINK_URL.match(value)))
+
+
+def _unknown_variables(environ: Mapping[str, str]) -> list[Problem]:
+    """Variables under the service's prefixes that name no setting: refused like a misspelt
+    key, since a typo would otherwise leave the setting silently unset. Variables of other
+    programs (KAFKA_HEAP_OPTS) and Kubernetes' service links are not the service's."""
+    known = {env_name(prop): prop for prop in PROPERTY_FIELDS}
+    prefixes = tuple(env_name(prefix) for prefix in _OWN_PREFIXES)
+    families = tuple(env_name(prefix) for prefix in WILDCARD_FIELDS)
+    problems = []
+    for name, raw in sorted(environ.items()):
+        if name.startswith(prefixes) and name not in known and not name.startswith(families) and not _is_service_link(name, raw):
+            problems.append(_unknown_key_problem(name, _Value(raw, f"environment variable {name}"), known))
+    return problems
+
+
 def _collect(properties: Mapping[str, str], source: str, environ: Mapping[str, str]) -> dict[str, _Value]:
     """Property name -> raw value and origin; the environment overrides the file."""
     values = {key: _Value(value, source) for key, value in properties.items() if key.startswith(_OWN_PREFIXES)}
@@ -123,11 +148,14 @@ def _history_producer_problems(s: Settings, origin_of: dict[str, str]) -> list[P
     return []
 
 
-def _unknown_key_problem(key: str, value: _Value) -> Problem:
-    close = difflib.get_close_matches(key, list(PROPERTY_FIELDS), n=1, cutoff=0.8)
+def _unknown_key_problem(key: str, value: _Value, spellings: Mapping[str, str] | None = None) -> Problem:
+    """A key (or, with ``spellings`` of the environment variables, a variable) that names no
+    setting, with the closest known spelling."""
+    spellings = spellings if spellings is not None else {prop: prop for prop in PROPERTY_FIELDS}
+    close = difflib.get_close_matches(key, list(spellings), n=1, cutoff=0.8)
     allowed = f"did you mean {close[0]}?" if close else "a known setting (see docs/configuration.md)"
     # A misspelt secret key (admin.tokn) still holds the secret.
-    secret = bool(close) and is_secret_key(close[0])
+    secret = bool(close) and is_secret_key(spellings[close[0]])
     return Problem(key, HIDDEN if secret else value.raw, allowed, value.origin)
 
 
@@ -315,6 +343,7 @@ def load_settings(
             properties, unreadable = exc.entries, exc.malformed
             problems.extend(_malformed_problem(entry, source) for entry in unreadable)
     values = _collect(properties, source, environ)
+    problems.extend(_unknown_variables(environ))
 
     kwargs: dict[str, Any] = {}
     given_raw: dict[str, Any] = {}  # what each field was given, as written, for the messages

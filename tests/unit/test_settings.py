@@ -318,3 +318,50 @@ def test_the_command_exits_at_once_on_a_huge_value_with_its_output_unread(tmp_pa
             process.kill()
             stdout, stderr = process.communicate(timeout=10)
         assert len(stderr) < 2048 and stdout == b"", stderr[-2000:]
+
+
+def test_a_misspelt_environment_variable_is_refused_with_the_name_it_meant():
+    typo = "CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_SOFT_LIMIT_MIN_AVIALABLE_RATIO"
+    env = {
+        "CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_BOOTSTRAP_SERVERS": "localhost:9092",
+        "CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_LIMIT_MIN_AVAILABLE_RATIO": "0.1",
+        typo: "0.2",
+    }
+    (line,) = problems(environ=env)
+    assert line.startswith(f"{typo}='0.2' (from environment variable {typo})"), line
+    assert line.endswith("did you mean CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_SOFT_LIMIT_MIN_AVAILABLE_RATIO?"), line
+    (line,) = problems(environ={**MINIMAL, "THROTTLE_SERVICE_HTTP_PROT": "8081"})
+    assert "THROTTLE_SERVICE_HTTP_PROT='8081'" in line and line.endswith("did you mean THROTTLE_SERVICE_HTTP_PORT?"), line
+    (line,) = problems(environ={**MINIMAL, "THROTTLE_SERVICE_NO_SUCH_THING": "1"})
+    assert line.endswith("allowed: a known setting (see docs/configuration.md)"), line
+
+
+def test_a_misspelt_secret_variable_does_not_show_its_value():
+    (line,) = problems(environ={**MINIMAL, "THROTTLE_SERVICE_ADMIN_TOKN": "a-secret-of-some-length"})
+    assert "a-secret" not in line and "<hidden>" in line and line.endswith("did you mean THROTTLE_SERVICE_ADMIN_TOKEN?"), line
+
+
+def test_variables_of_other_programs_client_properties_and_kubernetes_service_links_are_accepted():
+    env = {
+        **MINIMAL,
+        "KAFKA_HEAP_OPTS": "-Xmx1g",
+        "KAFKA_CLIENT_QUOTA_CALLBACK_SERVICE_URL": "http://throttle-service:8080",
+        "CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_SECURITY_PROTOCOL": "PLAINTEXT",
+        "CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_CLIENT_ID": "throttle",
+        "THROTTLE_SERVICE_HISTORY_KAFKA_PRODUCER_LINGER_MS": "5",
+        # Kubernetes' variables for a Service named throttle-service in the pod's namespace
+        "THROTTLE_SERVICE_SERVICE_HOST": "10.0.0.11",
+        "THROTTLE_SERVICE_SERVICE_PORT": "8080",
+        "THROTTLE_SERVICE_SERVICE_PORT_HTTP": "8080",
+        "THROTTLE_SERVICE_PORT": "tcp://10.0.0.11:8080",
+        "THROTTLE_SERVICE_PORT_8080_TCP": "tcp://10.0.0.11:8080",
+        "THROTTLE_SERVICE_PORT_8080_TCP_PROTO": "tcp",
+        "THROTTLE_SERVICE_PORT_8080_TCP_PORT": "8080",
+        "THROTTLE_SERVICE_PORT_8080_TCP_ADDR": "10.0.0.11",
+        "THROTTLE_SERVICE_HEADLESS_SERVICE_HOST": "10.0.0.12",
+    }
+    settings = load_settings(environ=env)
+    assert settings.kafka_admin == {"security.protocol": "PLAINTEXT", "client.id": "throttle"}
+    assert settings.history_kafka_producer == {"linger.ms": "5"}
+    (line,) = problems(environ={**MINIMAL, "THROTTLE_SERVICE_HTTP_PORT_": "8081"})
+    assert "THROTTLE_SERVICE_HTTP_PORT_" in line, line
