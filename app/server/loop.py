@@ -44,6 +44,7 @@ class _SourceThread:
 
     def __init__(self) -> None:
         self._calls: queue.SimpleQueue[tuple[Callable[[], object], Future] | None] = queue.SimpleQueue()
+        self.busy = False  # a call is running
         self._thread = threading.Thread(target=self._run, name="volume-source", daemon=True)
         self._thread.start()
 
@@ -61,10 +62,13 @@ class _SourceThread:
             call, future = item
             if not future.set_running_or_notify_cancel():
                 continue
+            self.busy = True
             try:
                 future.set_result(call())
             except BaseException as exc:  # handed to the awaiting side
                 future.set_exception(exc)
+            finally:
+                self.busy = False
 
 
 class ObservationLoop:
@@ -130,10 +134,12 @@ class ObservationLoop:
                 await self._publishing_changes_until(asyncio.sleep(max(0.0, started + self.interval_seconds - loop.time())))
         finally:
             # After the round in progress, if any: that one is abandoned, not awaited.
+            abandoning = worker.busy
             closed = worker.submit(self.source.close)
             worker.stop()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(closed), CLOSE_WAIT_SECONDS)
+            if not abandoning:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(closed), CLOSE_WAIT_SECONDS)
 
     async def _publishing_changes_until(self, awaitable: Awaitable[T]) -> T:
         """Await ``awaitable`` (a round, or the pause before the next one), waking at each
