@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import random
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -16,6 +15,8 @@ import uuid
 
 import httpx
 import pytest
+
+from devtools.commands import run_command
 
 from .conftest import ROOT, RunningService
 
@@ -161,7 +162,7 @@ def test_migrate_store_copies_the_sqlite_overrides_and_groups_into_the_topic(sta
 
     topic = f"quotas-{uuid.uuid4().hex[:8]}"
     env = {**single.env, "THROTTLE_SERVICE_QUOTA_STORE": "kafka", "THROTTLE_SERVICE_QUOTA_STORE_TOPIC": topic}
-    result = subprocess.run([sys.executable, "-m", "app", "migrate-store"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    result = run_command([sys.executable, "-m", "app", "migrate-store"], 120, cwd=ROOT, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "copied 5 overrides and 1 groups" in result.stdout
     (migrated,) = replicas(count=1, topic=topic)

@@ -21,7 +21,8 @@ import pytest
 
 from app.quotas.store import QuotaStore, store_file, wal_file
 from devtools.devcluster.resources import established_connections
-from devtools.processes import read_log, service_environment, start_logged
+from devtools.commands import read_log, start_logged
+from devtools.processes import service_environment
 
 from .conftest import ROOT, RunningService, free_port
 

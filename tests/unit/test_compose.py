@@ -13,7 +13,6 @@ import hashlib
 import io
 import json
 import re
-import subprocess
 import sys
 import urllib.request
 import zipfile
@@ -28,6 +27,7 @@ from devtools.devcluster.shim import CALLBACK_CLASS, LOCAL_SHIM_PROPERTIES
 from devtools.localstack import LOCAL_DEFAULTS
 from app.settings import load_settings
 from app.settings.model import Settings, env_name, property_name
+from devtools.commands import run_command
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -302,12 +302,9 @@ def test_the_files_the_image_copies_make_a_complete_service_package(tmp_path):
     copied = re.findall(r"^COPY (?!--from)(.+) \S+$", dockerfile_stages()["build"], re.M)
     for line in copied:
         for name in line.split():
-            subprocess.run(["cp", "-r", str(ROOT / name), str(source / name)], check=True)
-    subprocess.run(["find", str(source), "-name", "__pycache__", "-prune", "-exec", "rm", "-rf", "{}", "+"], check=True)
-    result = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(source)],
-        capture_output=True, text=True,
-    )
+            run_command(["cp", "-r", ROOT / name, source / name], 60, check=True)
+    run_command(["find", source, "-name", "__pycache__", "-prune", "-exec", "rm", "-rf", "{}", "+"], 60, check=True)
+    result = run_command([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp_path / "dist", source], 600)
     assert result.returncode == 0, result.stderr
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()

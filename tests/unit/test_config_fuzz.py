@@ -27,7 +27,8 @@ from app.server.cli import EXIT_INVALID_CONFIG, main
 from app.settings.loading import environ_without_settings
 from app.settings.properties import PropertiesSyntaxError, escape_key, parse_properties
 from app.settings.model import ADMIN_PREFIX, HISTORY_PRODUCER_PREFIX, PROPERTY_FIELDS, SERVICE_PREFIX, STATIC_PREFIX
-from devtools.processes import read_log, run_command, start_logged, stop_process
+from devtools.commands import read_log, run_command, start_logged
+from devtools.processes import stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 KNOWN_KEYS = sorted(PROPERTY_FIELDS)

@@ -9,6 +9,7 @@ import pytest
 from app.settings import ConfigurationError, load_settings
 from app.settings.durations import format_duration, parse_duration
 from app.settings.properties import parse_properties
+from devtools.commands import run_command
 
 P = "client.quota.callback.static."
 MINIMAL = {
@@ -159,7 +160,7 @@ def test_properties_syntax_follows_java_util_properties():
 
 
 def run_cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, env=env, timeout=60)
+    return run_command([sys.executable, "-m", "app", *args], 60, env=env)
 
 
 def test_check_config_exits_0_when_valid_and_2_with_one_line_per_problem(tmp_path):
