@@ -91,7 +91,7 @@ def stopped_with_overrides(data_dir: Path, count: int = 3) -> Path:
     service = start(data_dir)
     put_overrides(service, [f"user-{n}" for n in range(count)])
     service.stop()
-    assert service.process.returncode in (0, -signal.SIGTERM)  # uvicorn re-raises the signal it stopped on
+    assert service.process.returncode == 0  # a requested stop
     assert not (data_dir / f"{STORE}-wal").exists(), "a clean stop leaves the whole store in the one file"
     return data_dir / STORE
 
