@@ -109,6 +109,9 @@ def keys_in(data: bytes) -> set[str]:
 
 
 # the key as a file would write it: escapes for whitespace, separators and control characters
+# A value or key is quoted by its first 200 characters, escapes included; a key's escapes
+# (\uXXXX for a control character) can make it longer.
+MAX_PROBLEM_LINE = 2048
 PROBLEM_LINE = re.compile(r"^  ((?:\\.|[^\s\\=])+)=(<missing>|'|\")")
 
 
@@ -130,6 +133,20 @@ def check_outcome(code: int | None, stdout: str, stderr: str, data: bytes, path:
         # ... and a key the file gives a value is never reported as missing
         assert not (match.group(2) == "<missing>" and key in present), line
         assert "allowed:" in line, line
+        # one line a person reads: a long value or key is quoted by its start
+        assert len(line) < MAX_PROBLEM_LINE, f"{len(line)} characters: {line[:300]!r}"
+
+
+# Files the fuzzer found that once failed a real start: each echoed a huge value in full in its
+# error message (once one line a person can read again, the message is bounded), more than the
+# 64 KiB a pipe holds, so a service whose output was read only after its deadline blocked in the
+# write and was killed (-15, not exit 2). The first is the value of about 300 KB of the report
+# (a line continued 15 times), the second what seed 134324170729352529646157033945981052610 drew.
+HUGE_VALUE_SAMPLES = [
+    (STATIC_PREFIX + "produce=" + ("a" * 20000 + "\\\n") * 15).encode(),
+    (SERVICE_PREFIX + "quota.floor.request: " + "\u00e9" * 19513 + "\u2029g 3790\\\r\n"
+     + SERVICE_PREFIX + "quota.floor.request: " + "\u00e9" * 19513 + "\n").encode(),
+]
 
 
 def run_check_in_process(path: Path) -> tuple[int | None, str, str]:
@@ -153,6 +170,9 @@ def run_check_in_process(path: Path) -> tuple[int | None, str, str]:
 @example(data=(SERVICE_PREFIX + "history.dir=/etc/passwd/x\n" + SERVICE_PREFIX + "data.dir=\\u0000").encode())
 @example(data=(SERVICE_PREFIX + "http.ssl.certfile=" + "a" * 5000).encode())
 @example(data=(ADMIN_PREFIX + "security.protocol=SSL\n" + ADMIN_PREFIX + "ssl.truststore.location=" + "a" * 5000).encode())
+@example(data=HUGE_VALUE_SAMPLES[0])
+@example(data=HUGE_VALUE_SAMPLES[1])
+@example(data=(STATIC_PREFIX + "x" * 100_000 + "=1").encode())
 def test_any_properties_file_is_valid_or_refused_by_key_never_a_traceback(data: bytes, tmp_path_factory) -> None:
     path = tmp_path_factory.getbasetemp() / "fuzz.properties"
     path.write_bytes(data)
@@ -214,17 +234,6 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
-
-# Files the fuzzer found that once failed a real start: each echoed a huge value in full in its
-# error message (once one line a person can read again, the message is bounded), more than the
-# 64 KiB a pipe holds, so a service whose output was read only after its deadline blocked in the
-# write and was killed (-15, not exit 2). The first is the value of about 300 KB of the report
-# (a line continued 15 times), the second what seed 134324170729352529646157033945981052610 drew.
-HUGE_VALUE_SAMPLES = [
-    (STATIC_PREFIX + "produce=" + ("a" * 20000 + "\\\n") * 15).encode(),
-    (SERVICE_PREFIX + "quota.floor.request: " + "\u00e9" * 19513 + "\u2029g 3790\\\r\n"
-     + SERVICE_PREFIX + "quota.floor.request: " + "\u00e9" * 19513 + "\n").encode(),
-]
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
