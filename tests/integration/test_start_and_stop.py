@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from app.quotas.store import QuotaStore, store_file, wal_file
-from devtools.devcluster.resources import established_connections
 from devtools.commands import read_log, start_logged
+from devtools.devcluster.resources import established_connections
 from devtools.processes import service_environment
 
 from .conftest import ROOT, RunningService, free_port
@@ -30,10 +30,6 @@ TOKEN = "start-and-stop-admin-token"
 NO_KAFKA = {"storage_check_interval": "PT0S", "storage_per_volume_limit_min_available_ratio": "0.05", "admin_token": TOKEN}
 STOP_SECONDS = 2.0
 LONG_POLLS = 100
-
-
-def environment(data_dir: Path, port: int, settings: dict[str, str], extra_env: dict[str, str] | None = None) -> dict[str, str]:
-    return {**service_environment(port, data_dir, settings), **(extra_env or {})}
 
 
 def waited_for_a_cpu(pid: int) -> float:
@@ -80,7 +76,7 @@ def test_a_port_in_use_exits_2_at_once_naming_the_address_and_its_settings_and_l
     data_dir.mkdir()
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
-        env = environment(data_dir, port, NO_KAFKA)
+        env = service_environment(port, data_dir, NO_KAFKA)
         (line,) = refused_at_once(env, tmp_path / "service.log").splitlines()
     assert f"127.0.0.1:{port}" in line and "Address already in use" in line, line
     assert "throttle.service.http.port (THROTTLE_SERVICE_HTTP_PORT)" in line, line
@@ -90,7 +86,7 @@ def test_a_port_in_use_exits_2_at_once_naming_the_address_and_its_settings_and_l
 
 def test_a_misspelt_environment_variable_exits_2_naming_it_and_the_variable_it_meant(tmp_path):
     typo = "CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_SOFT_LIMIT_MIN_AVIALABLE_RATIO"
-    env = environment(tmp_path / "data", free_port(), NO_KAFKA)
+    env = service_environment(free_port(), tmp_path / "data", NO_KAFKA)
     output = refused_at_once({**env, typo: "0.2"}, tmp_path / "service.log")
     header, line = output.splitlines()
     assert header.startswith("throttle-service: invalid configuration (1 problem(s))"), output

@@ -137,11 +137,12 @@ def check_outcome(code: int | None, stdout: str, stderr: str, data: bytes, path:
         assert len(line) < MAX_PROBLEM_LINE, f"{len(line)} characters: {line[:300]!r}"
 
 
-# Files the fuzzer found that once failed a real start: each echoed a huge value in full in its
-# error message (once one line a person can read again, the message is bounded), more than the
-# 64 KiB a pipe holds, so a service whose output was read only after its deadline blocked in the
-# write and was killed (-15, not exit 2). The first is the value of about 300 KB of the report
-# (a line continued 15 times), the second what seed 134324170729352529646157033945981052610 drew.
+# Files the fuzzer found that once failed a real start: the error message echoed a huge value
+# whole, more than the 64 KiB a pipe holds, so the service blocked writing to a test that read
+# its output only after the deadline, and was killed (-15, not exit 2). A message now quotes a
+# value by its first 200 characters, and the test reads a file. The first is the value of about
+# 300 KB first reported (a line continued 15 times), the second what seed
+# 134324170729352529646157033945981052610 drew.
 HUGE_VALUE_SAMPLES = [
     (STATIC_PREFIX + "produce=" + ("a" * 20000 + "\\\n") * 15).encode(),
     (SERVICE_PREFIX + "quota.floor.request: " + "\u00e9" * 19513 + "\u2029g 3790\\\r\n"
