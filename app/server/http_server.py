@@ -89,6 +89,8 @@ def serve(app: FastAPI, settings: Settings, listener: socket.socket, on_stop: Ca
         log_level=settings.log_level.lower(),
         access_log=False,
         timeout_graceful_shutdown=STOP_GRACE_SECONDS,
+        # JSON lines: uvicorn's records go to the service's handler instead of its own text one.
+        **({"log_config": None} if settings.log_format == "json" else {}),
     )
     scheme = "https" if settings.http_ssl_certfile else "http"
     logging.getLogger("app.server").info("serving on %s://%s", scheme, listen_address(settings.http_host, settings.http_port))

@@ -11,7 +11,6 @@ import contextlib
 import io
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -28,7 +27,7 @@ from app.settings.loading import environ_without_settings
 from app.settings.properties import PropertiesSyntaxError, escape_key, parse_properties
 from app.settings.model import ADMIN_PREFIX, HISTORY_PRODUCER_PREFIX, PROPERTY_FIELDS, SERVICE_PREFIX, STATIC_PREFIX
 from devtools.commands import read_log, run_command, start_logged
-from devtools.processes import stop_process
+from devtools.processes import free_port, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 KNOWN_KEYS = sorted(PROPERTY_FIELDS)
@@ -228,12 +227,6 @@ def test_an_unwritable_data_or_history_dir_stops_start_up_with_exit_2(tmp_path) 
         started = run_cli([], {**base, **env}, timeout=30)
         assert started.returncode == 2, started.stderr
         assert "Traceback" not in started.stderr and key in started.stderr, started.stderr
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 
