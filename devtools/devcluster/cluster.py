@@ -53,6 +53,7 @@ import time
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from ..commands import run_command
 from ._proc import die_with_parent_preexec
 from .jars import KAFKA_VERSION, ensure_kafka_jars
 
@@ -202,11 +203,11 @@ def mounts_under(directory: Path) -> list[Path]:
 
 def _umount(path: Path) -> None:
     for attempt in range(5):
-        res = subprocess.run(["umount", str(path)], capture_output=True, text=True)
+        res = run_command(["umount", path], 60)
         if res.returncode == 0 or path not in mounts_under(path):
             return
         time.sleep(0.2 * (attempt + 1))
-    res = subprocess.run(["umount", "-l", str(path)], capture_output=True, text=True)
+    res = run_command(["umount", "-l", path], 60)
     if res.returncode != 0 and path in mounts_under(path):
         log.error("devcluster: could not unmount %s: %s", path, res.stderr.strip())
     else:
@@ -729,10 +730,7 @@ class LocalKafkaCluster:
             for mp, data_dir in zip(node.mount_points, node.data_dirs):
                 mp.mkdir(parents=True, exist_ok=True)
                 if self._tmpfs:
-                    res = subprocess.run(
-                        ["mount", "-t", "tmpfs", "-o", f"size={self._size_mib}m,mode=0755", "tmpfs", str(mp)],
-                        capture_output=True, text=True,
-                    )
+                    res = run_command(["mount", "-t", "tmpfs", "-o", f"size={self._size_mib}m,mode=0755", "tmpfs", mp], 60)
                     if res.returncode != 0:
                         raise RuntimeError(
                             f"devcluster: mounting a {self._size_mib} MiB tmpfs on {mp} failed "

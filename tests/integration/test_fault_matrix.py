@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from devtools.devcluster import LocalKafkaCluster, ensure_kafka_jars
+from devtools.commands import run_command
 
 from .conftest import MiB, VOLUME_MIB, create_topic_on, delete_topic, fill, free_port
 from .shim_harness import (
@@ -402,9 +402,7 @@ def unregister_broker(cluster: LocalKafkaCluster, broker_id: int) -> None:
     """The Java Admin API's unregisterBroker, as kafka-cluster.sh does it."""
     source = Path(__file__).parent / "java" / "UnregisterBroker.java"
     classpath = f"{ensure_kafka_jars()}/*"
-    result = subprocess.run(
-        ["java", "-cp", classpath, str(source), cluster.bootstrap_servers, str(broker_id)], capture_output=True, text=True, timeout=120
-    )
+    result = run_command(["java", "-cp", classpath, source, cluster.bootstrap_servers, str(broker_id)], 120)
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
 
 
