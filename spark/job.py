@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spark.brokers import broker_summary, volume_summary
+from spark.brokers import broker_summary, fenced_time, volume_summary
 from spark.chart_data import (
     StateBucket,
     VolumeSeries,
@@ -24,7 +24,7 @@ from spark.gaps import HistoryEnd
 from spark.html_report import render_page
 from spark.output import ReportOutput
 from spark.reading import epoch_seconds, line_counts, read_history
-from spark.states import decisions, rounds, time_in_states
+from spark.states import decisions, held_rounds, rounds, time_in_states, unexplained_rounds
 
 # Rows of each table shown on the HTML page (the files hold them all).
 PAGE_ROWS = 200
@@ -55,6 +55,10 @@ class Report:
     series: list[VolumeSeries] = field(default_factory=list)
     timeline: list[StateBucket] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # time per step
+    # Rounds in THROTTLE or PAUSE on the volumes' factor that blamed no volume (none in a
+    # history the service writes), and the first few of them.
+    unexplained_rounds: int = 0
+    unexplained_examples: list[dict] = field(default_factory=list)
 
 
 Progress = Callable[[str], None]
@@ -73,6 +77,16 @@ def _history_end(volumes: DataFrame, last_round: float) -> HistoryEnd:
     """The last round, and the last one that observed volumes (from the per-volume summary)."""
     last_seen = volumes.agg(F.max(epoch_seconds("last_seen"))).first()[0]
     return HistoryEnd(last_round, last_seen if last_seen is not None else last_round)
+
+
+def _check_every_limit_is_explained(report: Report, round_rows: DataFrame, progress: Progress) -> None:
+    """Count and print the rounds in THROTTLE or PAUSE that no open episode explains."""
+    unexplained = unexplained_rounds(round_rows).orderBy("time")
+    report.unexplained_rounds = unexplained.count()
+    report.unexplained_examples = _rows_of(unexplained, 10)
+    progress(f"rounds in THROTTLE or PAUSE that no open episode explains: {report.unexplained_rounds:,}")
+    for example in report.unexplained_examples:
+        progress(f"  unexplained: {example['time']} {example['state']} ({example['source']})")
 
 
 def run_report(
@@ -120,7 +134,7 @@ def run_report(
         tables = {
             "episodes": episodes,
             "time_in_states": time_in_states(round_rows, max_gap_seconds).persist(),
-            "brokers": broker_summary(volumes, episodes, forecast, end).persist(),
+            "brokers": broker_summary(volumes, episodes, forecast, end, fenced_time(rows, held_rounds(round_rows, max_gap_seconds))).persist(),
             "forecast": forecast,
         }
         for name in TABLES:
@@ -135,6 +149,7 @@ def run_report(
             F.count(F.when(F.col("ongoing"), 1)).alias("ongoing"),
         ).first()
         report.episode_counts = counts.asDict()
+        _check_every_limit_is_explained(report, round_rows, progress)
         report.volumes = tables["brokers"].agg(F.sum("log_dirs")).first()[0] or 0
         report.series = closest_volume_series(rows, volumes, read.first_time, read.last_time)
         report.timeline = state_timeline(round_rows, read.first_time, read.last_time, max_gap_seconds)
