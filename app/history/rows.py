@@ -47,6 +47,14 @@ class _Provenance:
             self._kept[broker] = None if reason is None else reason.value
         return self._kept[broker]
 
+    def encoded(self, volume: VolumeObservation) -> str:
+        """The three fields as ``round_lines`` writes them, after log_dir_error."""
+        observed_at, age = self.time_and_age(volume)
+        return (
+            f',"observed_at":{ROW_ENCODER.encode(observed_at)},"observation_age_seconds":{ROW_ENCODER.encode(age)},'
+            f'"kept":{ROW_ENCODER.encode(self.kept(volume))}'
+        )
+
 
 def _view(round_: ObservationRound, decision: Decision) -> Sequence[VolumeObservation]:
     """What the decision rested on: the observations in its view (the round's own, and those
@@ -138,16 +146,18 @@ def round_lines(round_: ObservationRound, decision: Decision, check_interval_sec
     ok = encode(VolumeStatus.OK.value) + ',"volume_factor":' + encode(1.0)
     lines = []
     provenance = _Provenance(round_)
+    # A broker's log dirs share their provenance (one answer, one time): encoded once per broker and time.
+    provenances: dict[tuple[int, float], str] = {}
     for volume in view:
         verdict = listed.get(volume.key)
         judged = ok if verdict is None else encode(verdict.status.value) + ',"volume_factor":' + encode(verdict.factor)
         ratio = volume.available_ratio  # finite: JSON writes it as repr does
-        observed_at, age = provenance.time_and_age(volume)
-        kept = provenance.kept(volume)
+        source = (volume.broker_id, volume.observed_at)
+        if (came_from := provenances.get(source)) is None:
+            came_from = provenances[source] = provenance.encoded(volume)
         lines.append(
             f'{head}{volume.broker_id},"log_dir":{text(volume.log_dir)},"total_bytes":{volume.total_bytes},'
             f'"usable_bytes":{volume.usable_bytes},"available_ratio":{"null" if ratio is None else repr(ratio)},'
-            f'"log_dir_error":{"null" if volume.error is None else text(volume.error)},"observed_at":{text(observed_at)},'
-            f'"observation_age_seconds":{repr(age)},"kept":{"null" if kept is None else text(kept)}{limits}{judged}{tail}'
+            f'"log_dir_error":{"null" if volume.error is None else text(volume.error)}{came_from}{limits}{judged}{tail}'
         )
     return "".join(lines)
