@@ -7,10 +7,11 @@ import sys
 import time
 from datetime import UTC, datetime
 
-from spark.forecast import FORECAST_WINDOW_SECONDS
-from spark.job import EmptyHistory, Report, run_report
+from spark.analysis.forecast import FORECAST_WINDOW_SECONDS
+from spark.job import EmptyHistory, run_report
+from spark.page.units import human_bytes, human_duration
+from spark.report import Report
 from spark.session import report_session
-from spark.units import human_bytes, human_duration
 
 
 def _instant(text: str) -> datetime:

@@ -4,30 +4,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from spark.brokers import broker_summary, fenced_time, volume_summary
-from spark.chart_data import (
-    StateBucket,
-    VolumeSeries,
-    closest_volume_series,
-    state_timeline,
-)
-from spark.episodes import violation_episodes
-from spark.forecast import FORECAST_WINDOW_SECONDS, fill_forecast
-from spark.gaps import HistoryEnd
-from spark.html_report import render_page
+from spark.analysis.brokers import broker_summary, fenced_time, volume_summary
+from spark.analysis.chart_data import closest_volume_series, state_timeline
+from spark.analysis.episodes import violation_episodes
+from spark.analysis.forecast import FORECAST_WINDOW_SECONDS, fill_forecast
+from spark.analysis.gaps import HistoryEnd
+from spark.analysis.states import decisions, held_rounds, rounds, time_in_states, unexplained_rounds
 from spark.output import ReportOutput
-from spark.reading import epoch_seconds, line_counts, read_history
-from spark.states import decisions, held_rounds, rounds, time_in_states, unexplained_rounds
+from spark.page.html_report import render_page
+from spark.reading.history import epoch_seconds, line_counts, read_history
+from spark.report import PAGE_ROWS, Report
 
-# Rows of each table shown on the HTML page (the files hold them all).
-PAGE_ROWS = 200
 TABLES = ("episodes", "time_in_states", "brokers", "forecast")
 # Scratch folder in the output: the history parsed once, as Parquet; deleted at the end.
 # (Not "_..." : Spark treats a folder named so as hidden and warns that it ignored it.)
@@ -36,29 +29,6 @@ PARSED = "tmp-parsed-history"
 
 class EmptyHistory(Exception):
     pass
-
-
-@dataclass
-class Report:
-    input: str
-    output: str
-    rows: int
-    skipped_lines: int
-    first: float
-    last: float
-    max_gap_seconds: float | None
-    forecast_window_seconds: float
-    volumes: int = 0
-    episode_counts: dict[str, int] = field(default_factory=dict)  # hard, soft, ongoing
-    tables: dict[str, list[dict]] = field(default_factory=dict)  # the first PAGE_ROWS rows of each
-    table_sizes: dict[str, int] = field(default_factory=dict)
-    series: list[VolumeSeries] = field(default_factory=list)
-    timeline: list[StateBucket] = field(default_factory=list)
-    seconds: dict[str, float] = field(default_factory=dict)  # time per step
-    # Rounds in THROTTLE or PAUSE on the volumes' factor that blamed no volume (none in a
-    # history the service writes), and the first few of them.
-    unexplained_rounds: int = 0
-    unexplained_examples: list[dict] = field(default_factory=list)
 
 
 Progress = Callable[[str], None]

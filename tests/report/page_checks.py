@@ -8,7 +8,7 @@ from itertools import pairwise
 from pathlib import Path
 from xml.etree import ElementTree
 
-from spark.html_report import PRINT_MARGIN_MM
+from spark.page.html_report import PRINT_MARGIN_MM
 
 from .browser import Chromium
 

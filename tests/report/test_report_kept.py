@@ -30,8 +30,8 @@ from app.history.rows import round_lines
 from app.observation.model import ObservationRound, VolumeObservation
 from app.server.schemas.decision import decision_response
 from spark.job import run_report
-from spark.reading import read_history
-from spark.states import decisions, round_blame, rounds, unexplained_rounds
+from spark.reading.history import read_history
+from spark.analysis.states import decisions, round_blame, rounds, unexplained_rounds
 
 from .synthetic import HARD, SOFT, TOTAL, MiB, at
 

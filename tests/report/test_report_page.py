@@ -12,11 +12,10 @@ from itertools import pairwise
 
 import pytest
 
-from spark.chart_data import StateBucket, VolumeSeries
-from spark.html_report import render_page
-from spark.job import Report
-from spark.ticks import byte_ticks, duration_ticks, time_ticks
-from spark.units import human_duration
+from spark.page.html_report import render_page
+from spark.page.ticks import byte_ticks, duration_ticks, time_ticks
+from spark.page.units import human_duration
+from spark.report import Report, StateBucket, VolumeSeries
 
 from .browser import Chromium
 from .page_checks import check_layout, inline_svgs

@@ -8,11 +8,11 @@ from datetime import timedelta
 
 import pytest
 
-from spark.brokers import volume_summary
-from spark.episodes import violation_episodes
-from spark.forecast import fill_forecast
-from spark.gaps import HistoryEnd
-from spark.reading import read_history
+from spark.analysis.brokers import volume_summary
+from spark.analysis.episodes import violation_episodes
+from spark.analysis.forecast import fill_forecast
+from spark.analysis.gaps import HistoryEnd
+from spark.reading.history import read_history
 
 from .synthetic import MiB, at, write_rounds
 

@@ -9,7 +9,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from app.history.schema import PARTITION_PREFIX
-from spark.schema import READ_SCHEMA, REPORT_SCHEMA, TIMESTAMP_FIELDS, UNPARSED_LINE
+from spark.reading.schema import READ_SCHEMA, REPORT_SCHEMA, TIMESTAMP_FIELDS, UNPARSED_LINE
 
 PARTITION_COLUMN = PARTITION_PREFIX.rstrip("=")
 # The parsed copy is written once and read a few times, whole, by this job: plain pages (no

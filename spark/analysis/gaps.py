@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-# Default gap limit: this many check intervals (each row records the service's interval).
-GAP_INTERVALS = 3.0
+from spark.report import GAP_INTERVALS
 
 
 def gap_limit(max_gap_seconds: float | None) -> Column:

@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 from html import escape
 from itertools import pairwise
 
-from spark.chart_data import StateBucket, VolumeSeries
-from spark.ticks import byte_ticks, duration_ticks, time_ticks
-from spark.units import human_bytes, human_duration
+from spark.page.ticks import byte_ticks, duration_ticks, time_ticks
+from spark.page.units import human_bytes, human_duration
+from spark.report import StateBucket, VolumeSeries
 
 STATE_COLOURS = {"OPEN": "#2e9e5b", "THROTTLE": "#f0a030", "PAUSE": "#d64545"}
 FALLBACK_COLOUR = "#7b52ab"

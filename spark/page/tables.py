@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from spark.units import exact_seconds, human_bytes, human_duration, plain_decimal
+from spark.page.units import exact_seconds, human_bytes, human_duration, plain_decimal
 
 
 @dataclass(frozen=True)

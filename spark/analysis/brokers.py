@@ -5,10 +5,10 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from spark.episodes import volume_rows
-from spark.forecast import fitted_rows
-from spark.gaps import HistoryEnd, gap_limit, still_present
-from spark.reading import epoch_seconds
+from spark.analysis.episodes import volume_rows
+from spark.analysis.forecast import fitted_rows
+from spark.analysis.gaps import HistoryEnd, gap_limit, still_present
+from spark.reading.history import epoch_seconds
 
 
 def judged() -> Column:

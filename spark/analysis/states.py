@@ -9,8 +9,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark.gaps import gap_limit
-from spark.reading import epoch_seconds, valid
+from spark.analysis.gaps import gap_limit
+from spark.reading.history import epoch_seconds, valid
 
 SECONDS_PER_DAY = 86400.0
 STATES = ("OPEN", "THROTTLE", "PAUSE")

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from spark.units import BYTE_UNITS
+from spark.page.units import BYTE_UNITS
 
 MINUTE, HOUR, DAY = 60, 3600, 86400
 _TIME_STEPS = (

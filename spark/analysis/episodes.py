@@ -30,8 +30,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark.gaps import HistoryEnd, gap_limit, still_present
-from spark.reading import epoch_seconds
+from spark.analysis.gaps import HistoryEnd, gap_limit, still_present
+from spark.reading.history import epoch_seconds
 
 VOLUME = ("broker_id", "log_dir")
 LIMIT_KINDS = ("hard", "soft")

@@ -6,39 +6,20 @@ each time bucket, so a dip is never smoothed away) whatever the size of the hist
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
 from functools import reduce
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark.brokers import judged
-from spark.episodes import VOLUME, volume_rows
-from spark.gaps import gap_limit
-from spark.reading import epoch_seconds
+from spark.analysis.brokers import judged
+from spark.analysis.episodes import VOLUME, volume_rows
+from spark.analysis.gaps import gap_limit
+from spark.reading.history import epoch_seconds
+from spark.report import StateBucket, VolumeSeries
 
 CHART_BUCKETS = 360
 CLOSEST_VOLUMES = 4
 _STATE_RANK = {"OPEN": 0, "THROTTLE": 1, "PAUSE": 2}
-
-
-@dataclass(frozen=True)
-class VolumeSeries:
-    broker_id: int
-    log_dir: str
-    total_bytes: int
-    hard_bytes: float
-    soft_bytes: float | None
-    points: list[tuple[float, int]]  # (epoch seconds, usable bytes)
-
-
-@dataclass(frozen=True)
-class StateBucket:
-    start: float
-    end: float
-    state: str  # the worst state of the bucket
-    fallback: bool  # the fallback or last-valid factor was in force at some round of the bucket
-    rounds: int
 
 
 def _bytes_level(level: str) -> F.Column:

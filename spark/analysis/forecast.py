@@ -15,9 +15,9 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark.episodes import VOLUME, volume_rows
-from spark.gaps import HistoryEnd, still_present
-from spark.reading import epoch_seconds
+from spark.analysis.episodes import VOLUME, volume_rows
+from spark.analysis.gaps import HistoryEnd, still_present
+from spark.reading.history import epoch_seconds
 
 FORECAST_WINDOW_SECONDS = 3600.0
 # A rise of usable bytes from one observation to the next of up to this share of the capacity,

@@ -7,15 +7,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from html import escape
-from typing import TYPE_CHECKING
 
-from spark.gaps import GAP_INTERVALS
-from spark.page_tables import table_html
-from spark.svg import day_bars_chart, state_timeline_chart, volume_chart
-from spark.units import human_duration
-
-if TYPE_CHECKING:
-    from spark.job import Report
+from spark.page.tables import table_html
+from spark.page.svg import day_bars_chart, state_timeline_chart, volume_chart
+from spark.page.units import human_duration
+from spark.report import GAP_INTERVALS, Report
 
 PRINT_MARGIN_MM = 12
 
