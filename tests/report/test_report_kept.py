@@ -17,6 +17,7 @@ volumes of 100 MiB; brokers 1, 2 and 3:
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from app.history.rows import round_lines
 from app.observation.model import ObservationRound, VolumeObservation
 from app.server.schemas.decision import decision_response
 from spark.job import run_report
+from spark.page.html_report import render_page
 from spark.reading.history import read_history
 from spark.analysis.states import decisions, round_blame, rounds, unexplained_rounds
 
@@ -166,3 +168,10 @@ def test_a_history_without_the_kept_observations_has_paused_rounds_that_nothing_
     # broker 2 halted with a full disk: PAUSE from round 5, its rows gone (round 8 kept everything)
     paused = {t(i) for i in range(5, 15 if policy == "keep" else 10) if i not in UNREACHED}
     assert paused <= unexplained and all(said[time]["state"] in ("PAUSE", "THROTTLE") for time in unexplained)
+
+
+def test_the_page_names_unexplained_rounds_only_when_there_are_some(run):
+    _, _, _, report, _ = run
+    label = "rounds in THROTTLE or PAUSE that no episode explains"
+    assert label not in render_page(report)
+    assert f"<b>2</b><span>{label}</span>" in render_page(replace(report, unexplained_rounds=2))
