@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from app.decision.enforcement import ENFORCE_EVERYWHERE, Enforcement
 from app.decision.factor import FactorReading, FactorSource
 from app.decision.policy import Evaluation, State, StoragePolicy, VolumeVerdict
 from app.observation.model import ObservationRound, VolumeObservation
@@ -30,6 +31,9 @@ class Decision:
     # Every observation in the view now, fresh or kept: what ``evaluation`` judged (empty
     # when it is None). The history writes a row for each.
     volumes: Sequence[VolumeObservation] = ()
+    # Whether the factor bites, and on which brokers; the decider leaves it to whoever holds the
+    # enforcement in force (the quota service) to set.
+    enforcement: Enforcement = ENFORCE_EVERYWHERE
 
     @property
     def factor(self) -> float:
@@ -42,6 +46,10 @@ class Decision:
     @property
     def source(self) -> FactorSource:
         return self.reading.source
+
+    @property
+    def enforced(self) -> bool:
+        return self.enforcement.enforced
 
     @property
     def fenced_brokers(self) -> frozenset[int]:

@@ -67,6 +67,11 @@ def row_count(round_: ObservationRound, decision: Decision) -> int:
     return max(1, len(_view(round_, decision)))
 
 
+def _enforcement_fields(decision: Decision) -> dict[str, Any]:
+    canary = decision.enforcement.canary_brokers
+    return {"enforced": decision.enforced, "canary_brokers": ",".join(map(str, canary)) if canary else None}
+
+
 def round_rows(round_: ObservationRound, decision: Decision, check_interval_seconds: float) -> list[HistoryRow]:
     """One row per volume in the view the round's decision rested on (``_view``), or one row
     without a volume when that is empty; ``decision`` is the one the round led to."""
@@ -84,6 +89,7 @@ def round_rows(round_: ObservationRound, decision: Decision, check_interval_seco
         "source": decision.source.value,
         "round_complete": round_.complete,
         "check_interval_seconds": check_interval_seconds,
+        **_enforcement_fields(decision),
     }
     rows: list[HistoryRow] = []
     provenance = _Provenance(round_)
@@ -116,7 +122,7 @@ def round_rows(round_: ObservationRound, decision: Decision, check_interval_seco
 ROW_ENCODER = json.JSONEncoder(separators=(",", ":"))
 # round_lines writes the fields in this order; the schema declares it.
 assert tuple(FIELD_NAMES) == ("time", *_VOLUME_FIELDS[:_OWN_FIELDS], "limit_kind", "hard_limit", "soft_limit", *_VOLUME_FIELDS[_OWN_FIELDS:],
-                              "cluster_factor", "state", "source", "round_complete", "check_interval_seconds")
+                              "cluster_factor", "state", "source", "round_complete", "check_interval_seconds", "enforced", "canary_brokers")
 
 
 def round_lines(round_: ObservationRound, decision: Decision, check_interval_seconds: float) -> str:
@@ -141,7 +147,8 @@ def round_lines(round_: ObservationRound, decision: Decision, check_interval_sec
     tail = (
         ',"cluster_factor":' + encode(decision.factor) + ',"state":' + encode(decision.state.value)
         + ',"source":' + encode(decision.source.value) + ',"round_complete":' + encode(round_.complete)
-        + ',"check_interval_seconds":' + encode(check_interval_seconds) + "}\n"
+        + ',"check_interval_seconds":' + encode(check_interval_seconds)
+        + "".join(f',"{name}":' + encode(value) for name, value in _enforcement_fields(decision).items()) + "}\n"
     )
     ok = encode(VolumeStatus.OK.value) + ',"volume_factor":' + encode(1.0)
     lines = []
