@@ -85,7 +85,9 @@ def _progress(started: float):
 
 def summary_table(report: Report) -> str:
     """The terminal's closing table: one line per broker, then the totals."""
-    header = ("broker", "log dirs", "hard episodes", "soft episodes", "ongoing", "time in hard breach", "lowest available", "soonest hard limit")
+    header = (
+        "broker", "log dirs", "hard episodes", "soft episodes", "ongoing", "time in hard breach", "time fenced", "lowest available", "soonest hard limit",
+    )  # fmt: skip
     lines = [header]
     for broker in report.tables["brokers"]:
         lowest = broker["min_usable_bytes"]
@@ -97,6 +99,7 @@ def summary_table(report: Report) -> str:
                 str(broker["soft_episodes"]),
                 str(broker["ongoing_episodes"]),
                 human_duration(broker["hard_breach_seconds"]) or "0 s",
+                human_duration(broker.get("fenced_seconds")) or "0 s",
                 human_bytes(lowest) if lowest is not None else "-",
                 broker["soonest_hard_limit_at"] or "-",
             )

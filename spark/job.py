@@ -11,13 +11,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spark.analysis.backtest import LimitSet, Outcome, backtest, page_view
-from spark.analysis.brokers import broker_summary, volume_summary
+from spark.analysis.brokers import broker_summary, fenced_time, volume_summary
 from spark.analysis.chart_data import closest_volume_series, state_timeline
 from spark.analysis.enforcement import with_enforcement
 from spark.analysis.episodes import violation_episodes
 from spark.analysis.forecast import FORECAST_WINDOW_SECONDS, fill_forecast
 from spark.analysis.gaps import HistoryEnd
-from spark.analysis.states import decisions, rounds, time_in_states
+from spark.analysis.states import decisions, held_rounds, rounds, time_in_states, unexplained_rounds
 from spark.output import ReportOutput
 from spark.page.html_report import render_page
 from spark.reading.history import epoch_seconds, line_counts, read_history
@@ -49,6 +49,16 @@ def _history_end(volumes: DataFrame, last_round: float) -> HistoryEnd:
     """The last round, and the last one that observed volumes (from the per-volume summary)."""
     last_seen = volumes.agg(F.max(epoch_seconds("last_seen"))).first()[0]
     return HistoryEnd(last_round, last_seen if last_seen is not None else last_round)
+
+
+def _check_every_limit_is_explained(report: Report, round_rows: DataFrame, progress: Progress) -> None:
+    """Count and print the rounds in THROTTLE or PAUSE that no open episode explains."""
+    unexplained = unexplained_rounds(round_rows).orderBy("time")
+    report.unexplained_rounds = unexplained.count()
+    report.unexplained_examples = _rows_of(unexplained, 10)
+    progress(f"rounds in THROTTLE or PAUSE that no open episode explains: {report.unexplained_rounds:,}")
+    for example in report.unexplained_examples:
+        progress(f"  unexplained: {example['time']} {example['state']} ({example['source']})")
 
 
 def run_report(
@@ -97,7 +107,7 @@ def run_report(
         tables = {
             "episodes": episodes,
             "time_in_states": time_in_states(round_rows, max_gap_seconds).persist(),
-            "brokers": broker_summary(volumes, episodes, forecast, end).persist(),
+            "brokers": broker_summary(volumes, episodes, forecast, end, fenced_time(rows, held_rounds(round_rows, max_gap_seconds))).persist(),
             "forecast": forecast,
         }
         names = list(TABLES)
@@ -119,6 +129,7 @@ def run_report(
             F.count(F.when(F.col("ongoing"), 1)).alias("ongoing"),
         ).first()
         report.episode_counts = counts.asDict()
+        _check_every_limit_is_explained(report, round_rows, progress)
         report.volumes = tables["brokers"].agg(F.sum("log_dirs")).first()[0] or 0
         report.series = closest_volume_series(rows, volumes, read.first_time, read.last_time)
         report.timeline = state_timeline(round_rows, read.first_time, read.last_time, max_gap_seconds)

@@ -53,3 +53,7 @@ class Report:
     series: list[VolumeSeries] = field(default_factory=list)
     timeline: list[StateBucket] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # time per step
+    # Rounds in THROTTLE or PAUSE on the volumes' factor that no open episode explains (none
+    # in a history the service writes), and the first few of them.
+    unexplained_rounds: int = 0
+    unexplained_examples: list[dict] = field(default_factory=list)

@@ -66,6 +66,8 @@ def render_page(report: Report) -> str:
             _card(f"{counts.get('hard', 0):,}", "hard limit episodes"),
             _card(f"{counts.get('soft', 0):,}", "soft limit episodes"),
             _card(f"{counts.get('ongoing', 0):,}", "episodes still ongoing"),
+            # none in a history the service writes: shown only when an older one has some
+            *([_card(f"{report.unexplained_rounds:,}", "rounds in THROTTLE or PAUSE that no episode explains")] if report.unexplained_rounds else []),
         ]
     )
     volume_charts = "".join(f'<div class="panel">{volume_chart(s, report.first, report.last)}</div>' for s in report.series)

@@ -148,6 +148,7 @@ BROKERS: list[Column] = [
     ("ongoing", lambda r: number(r["ongoing_episodes"])),
     ("time in hard breach", lambda r: duration(r["hard_breach_seconds"])),
     ("time in soft breach", lambda r: duration(r["soft_breach_seconds"])),
+    ("time fenced", lambda r: duration(r.get("fenced_seconds"))),
     ("soonest hard limit (UTC)", lambda r: instant(r["soonest_hard_limit_at"])),
     ("fastest fill rate", lambda r: rate(r["fastest_fill_rate_bytes_per_second"])),
 ]
