@@ -9,9 +9,29 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from app.history.schema import PARTITION_PREFIX
-from spark.reading.schema import READ_SCHEMA, REPORT_SCHEMA, TIMESTAMP_FIELDS, UNPARSED_LINE
+from spark.reading.schema import (
+    HISTORY_SCHEMA,
+    INSTANT_PATTERN,
+    KINDS,
+    MISSING,
+    NOT_ALLOWED,
+    NOT_INSTANT,
+    NOT_TEXT,
+    OUT_OF_RANGE,
+    READ_SCHEMA,
+    REPORT_SCHEMA,
+    TIMESTAMP_FIELDS,
+    UNPARSED_LINE,
+    UNREADABLE,
+    VOLUME_FIELDS,
+    VOLUME_INCOMPLETE,
+    free_text,
+    rule,
+)
 
 PARTITION_COLUMN = PARTITION_PREFIX.rstrip("=")
+# Why a line was skipped (schema.UNREADABLE or "<field>: <problem>"); null on a kept line.
+SKIP_REASON = "skip_reason"
 # The parsed copy is written once and read a few times, whole, by this job: plain pages (no
 # dictionaries), and no min/max statistics or page checksums, which nothing here reads.
 _SCRATCH_PARQUET = {
@@ -46,14 +66,15 @@ def read_history(spark: SparkSession, path: str, parsed: str, since: datetime | 
 
     Only the rows with ``since <= time < until`` are kept; the date partitions outside that
     range are not read at all."""
-    # PERMISSIVE: a line that does not convert whole (truncated, corrupt, a value of the wrong
-    # type) keeps its text in UNPARSED_LINE, and whatever Spark made of its fields. Such a line
-    # gets no time, so it is not valid (``valid()``) and is counted by ``line_counts``. Its text
-    # goes no further than this select.
+    # PERMISSIVE: a line that does not convert whole (not JSON, a number or boolean field of
+    # another type) keeps its text in UNPARSED_LINE; the checks then skip it as UNREADABLE.
+    # Non-numeric numbers (NaN, "Infinity") are refused as JSON does. The text of a skipped
+    # line goes no further than this select.
     raw = (
         spark.read.schema(READ_SCHEMA)
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", UNPARSED_LINE)
+        .option("allowNonNumericNumbers", "false")
         .option("basePath", path)
         .json(path)
     )
@@ -62,17 +83,7 @@ def read_history(spark: SparkSession, path: str, parsed: str, since: datetime | 
             raw = raw.filter(F.col(PARTITION_COLUMN) >= F.lit(since.date()))
         if until is not None:
             raw = raw.filter(F.col(PARTITION_COLUMN) <= F.lit(until.date()))
-    converted = F.col(UNPARSED_LINE).isNull()
-
-    def typed_column(name: str) -> Column:
-        if name == "time":
-            return F.when(converted, F.col(name).try_cast("timestamp")).alias(name)
-        if name in TIMESTAMP_FIELDS:
-            return F.col(name).try_cast("timestamp").alias(name)
-        return F.col(name)
-
-    typed = raw.select(*[typed_column(name) for name in REPORT_SCHEMA.fieldNames()])
-    assert typed.schema == REPORT_SCHEMA
+    typed = checked_lines(raw)
     if since is not None:
         typed = typed.filter(F.col("time").isNull() | (F.col("time") >= F.lit(since)))
     if until is not None:
@@ -81,6 +92,65 @@ def read_history(spark: SparkSession, path: str, parsed: str, since: datetime | 
     typed.write.mode("overwrite").options(**_SCRATCH_PARQUET).parquet(parsed)
     lines = spark.read.parquet(parsed)
     return History(lines.filter(valid()), lines)
+
+
+def _typed(name: str) -> Column:
+    """The field as the report reads it: timestamps cast from their text, free texts taken
+    out of their variant."""
+    if name in TIMESTAMP_FIELDS:
+        return F.col(name).try_cast("timestamp")
+    if free_text(name):
+        return F.try_variant_get(F.col(name), "$", "string")
+    return F.col(name)
+
+
+def _problem(name: str) -> Column:
+    """Why the field fails its check (``schema.RULES`` and its kind), or null."""
+    value, rule_ = F.col(name), rule(name)
+    present = value.isNotNull() & ~F.is_variant_null(value) if free_text(name) else value.isNotNull()
+    checks: list[tuple[Column, str]] = []
+    if rule_.required:
+        checks.append((~present, MISSING))
+    if name in TIMESTAMP_FIELDS:
+        checks.append((present & ~(value.rlike(INSTANT_PATTERN) & _typed(name).isNotNull()), NOT_INSTANT))
+    elif free_text(name):
+        checks.append((present & (F.schema_of_variant(value) != F.lit("STRING")), NOT_TEXT))
+    if rule_.allowed:
+        checks.append((present & ~value.isin(*rule_.allowed), NOT_ALLOWED))
+    if KINDS[name] == "double":
+        checks.append((present & (F.isnan(value) | (F.abs(value) == F.lit(float("inf")))), OUT_OF_RANGE))
+    if rule_.minimum is not None:
+        checks.append((present & ((value <= rule_.minimum) if rule_.above_minimum else (value < rule_.minimum)), OUT_OF_RANGE))
+    if rule_.maximum is not None:
+        checks.append((present & (value > rule_.maximum), OUT_OF_RANGE))
+    return F.coalesce(*[F.when(failed, F.lit(f"{name}: {problem}")) for failed, problem in checks], F.lit(None).cast("string"))
+
+
+def skip_reason(raw: DataFrame) -> Column:
+    """Why a line of ``raw`` (read with READ_SCHEMA) is skipped, or null when it is kept."""
+    broker, log_dir = (F.col(name).isNotNull() & (~F.is_variant_null(F.col(name)) if free_text(name) else F.lit(True)) for name in VOLUME_FIELDS)
+    return F.coalesce(
+        F.when(F.col(UNPARSED_LINE).isNotNull(), F.lit(UNREADABLE)),
+        *[_problem(name) for name in HISTORY_SCHEMA.fieldNames() if name in raw.columns],
+        F.when(broker != log_dir, F.lit(VOLUME_INCOMPLETE)),
+    )
+
+
+def checked_lines(raw: DataFrame) -> DataFrame:
+    """Every line read, with the fields of REPORT_SCHEMA and SKIP_REASON; a skipped line keeps
+    no time (so ``valid()`` is false for it) and none of its values are used."""
+    with_reason = raw.withColumn(SKIP_REASON, skip_reason(raw))
+    kept = F.col(SKIP_REASON).isNull()
+    columns = [(F.when(kept, _typed(name)) if name == "time" else _typed(name)).alias(name) for name in REPORT_SCHEMA.fieldNames()]
+    typed = with_reason.select(*columns, SKIP_REASON)
+    assert typed.schema.fields[: len(REPORT_SCHEMA.fields)] == REPORT_SCHEMA.fields, typed.schema
+    return typed
+
+
+def skipped_by_reason(lines: DataFrame) -> dict[str, int]:
+    """The skipped lines of ``History.lines``, counted by reason."""
+    counts = lines.filter(F.col(SKIP_REASON).isNotNull()).groupBy(SKIP_REASON).count().collect()
+    return {row[SKIP_REASON]: row["count"] for row in sorted(counts, key=lambda row: (-row["count"], row[SKIP_REASON]))}
 
 
 def valid() -> Column:
