@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.decision.enforcement import ENFORCE_EVERYWHERE, Enforcement
 from app.decision.factor import FactorReading, FactorSource
 from app.decision.policy import Evaluation, State, StoragePolicy, VolumeVerdict
 from app.observation.model import ObservationRound, VolumeObservation
@@ -26,6 +27,9 @@ class Decision:
     active_brokers: int  # listed as active by the latest DescribeCluster answer
     log_dirs: int  # observations in the view now
     fenced: tuple[VolumeObservation, ...]  # observations in the view whose broker is fenced
+    # Whether the factor bites, and on which brokers; the decider leaves it to whoever holds the
+    # enforcement in force (the quota service) to set.
+    enforcement: Enforcement = ENFORCE_EVERYWHERE
 
     @property
     def factor(self) -> float:
@@ -38,6 +42,10 @@ class Decision:
     @property
     def source(self) -> FactorSource:
         return self.reading.source
+
+    @property
+    def enforced(self) -> bool:
+        return self.enforcement.enforced
 
     @property
     def fenced_brokers(self) -> frozenset[int]:

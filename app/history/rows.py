@@ -18,6 +18,11 @@ HistoryRow = dict[str, Any]
 _VOLUME_FIELDS = ("broker_id", "log_dir", "total_bytes", "usable_bytes", "available_ratio", "log_dir_error", "volume_status", "volume_factor")
 
 
+def _enforcement_fields(decision: Decision) -> dict[str, Any]:
+    canary = decision.enforcement.canary_brokers
+    return {"enforced": decision.enforced, "canary_brokers": ",".join(map(str, canary)) if canary else None}
+
+
 def round_rows(round_: ObservationRound, decision: Decision, check_interval_seconds: float) -> list[HistoryRow]:
     """One row per volume the round observed, or one row without a volume when it observed
     none; ``decision`` is the one the round led to."""
@@ -35,6 +40,7 @@ def round_rows(round_: ObservationRound, decision: Decision, check_interval_seco
         "source": decision.source.value,
         "round_complete": round_.complete,
         "check_interval_seconds": check_interval_seconds,
+        **_enforcement_fields(decision),
     }
     rows: list[HistoryRow] = []
     for volume in round_.observations:
@@ -62,7 +68,7 @@ def round_rows(round_: ObservationRound, decision: Decision, check_interval_seco
 ROW_ENCODER = json.JSONEncoder(separators=(",", ":"))
 # round_lines writes the fields in this order; the schema declares it.
 assert tuple(FIELD_NAMES) == ("time", *_VOLUME_FIELDS[:6], "limit_kind", "hard_limit", "soft_limit", *_VOLUME_FIELDS[6:],
-                              "cluster_factor", "state", "source", "round_complete", "check_interval_seconds")
+                              "cluster_factor", "state", "source", "round_complete", "check_interval_seconds", "enforced", "canary_brokers")
 
 
 def round_lines(round_: ObservationRound, decision: Decision, check_interval_seconds: float) -> str:
@@ -86,7 +92,8 @@ def round_lines(round_: ObservationRound, decision: Decision, check_interval_sec
     tail = (
         ',"cluster_factor":' + encode(decision.factor) + ',"state":' + encode(decision.state.value)
         + ',"source":' + encode(decision.source.value) + ',"round_complete":' + encode(round_.complete)
-        + ',"check_interval_seconds":' + encode(check_interval_seconds) + "}\n"
+        + ',"check_interval_seconds":' + encode(check_interval_seconds)
+        + "".join(f',"{name}":' + encode(value) for name, value in _enforcement_fields(decision).items()) + "}\n"
     )
     ok = encode(VolumeStatus.OK.value) + ',"volume_factor":' + encode(1.0)
     lines = []

@@ -38,6 +38,8 @@ HISTORY_FIELDS: tuple[HistoryField, ...] = (
     HistoryField("source", "string", "Where cluster_factor comes from: observed, last-valid, fallback, initial"),
     HistoryField("round_complete", "boolean", "Every active broker answered the round"),
     HistoryField("check_interval_seconds", "double", "The configured check interval; the report's gap rule is a multiple of it"),
+    HistoryField("enforced", "boolean", "Whether enforcement was on (false: shadow mode, the shims applied quotas unscaled); null before it was recorded"),
+    HistoryField("canary_brokers", "string", "With enforced, the only brokers that enforced (comma-separated ids); null: every broker"),
 )
 
 FIELD_NAMES: tuple[str, ...] = tuple(field.name for field in HISTORY_FIELDS)

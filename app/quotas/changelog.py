@@ -16,10 +16,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from app.decision.enforcement import Enforcement
 from app.quotas.model import DEFAULT, EntityName, QuotaEntity, QuotaGroup, QuotaType, QuotaValues
 
 OVERRIDE = "override"
 GROUP = "group"
+ENFORCEMENT = "enforcement"  # one key: the enforcement set through the API (a tombstone returns to the settings)
 
 
 def _name_json(name: EntityName) -> str | dict[str, bool] | None:
@@ -57,6 +59,14 @@ def group_key(name: str) -> bytes:
     return _encode({"kind": GROUP, "name": name})
 
 
+def enforcement_key() -> bytes:
+    return _encode({"kind": ENFORCEMENT})
+
+
+def enforcement_value(enforcement: Enforcement) -> bytes:
+    return _encode({"mode": enforcement.mode.value, "canary_brokers": list(enforcement.canary_brokers)})
+
+
 def override_value(values: QuotaValues) -> bytes:
     return _encode({"quotas": _values_json(values)})
 
@@ -80,6 +90,7 @@ class QuotaLog:
 
     overrides: dict[QuotaEntity, QuotaValues] = field(default_factory=dict)
     groups: dict[str, QuotaGroup] = field(default_factory=dict)
+    enforcement: Enforcement | None = None  # None: the settings' enforcement holds
 
     def apply(self, key: bytes, value: bytes | None) -> Applied:
         """Apply one record (``value`` None: a tombstone). A record the service cannot read
@@ -107,6 +118,16 @@ class QuotaLog:
                 if conflict:
                     return Applied(key, False, conflict)
                 self.groups[name] = group
+                return Applied(key, True)
+            if kind == ENFORCEMENT:
+                if value is None:
+                    self.enforcement = None
+                else:
+                    data = json.loads(value)
+                    brokers = data["canary_brokers"]
+                    if not isinstance(brokers, list) or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in brokers):
+                        raise ValueError(f"canary brokers must be a list of broker ids, not {brokers!r}")
+                    self.enforcement = Enforcement.of(data["mode"], brokers)
                 return Applied(key, True)
             raise ValueError(f"unknown record kind {kind!r}")
         except (ValueError, KeyError, TypeError) as exc:

@@ -19,7 +19,17 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from app.quotas.changelog import Applied, QuotaLog, group_key, group_value, override_key, override_value
+from app.decision.enforcement import Enforcement
+from app.quotas.changelog import (
+    Applied,
+    QuotaLog,
+    enforcement_key,
+    enforcement_value,
+    group_key,
+    group_value,
+    override_key,
+    override_value,
+)
 from app.quotas.model import QuotaEntity, QuotaGroup, QuotaValues
 
 log = logging.getLogger("app.quotas")
@@ -111,7 +121,21 @@ class KafkaQuotaStore:
         with self._state:
             return dict(self._log.groups)
 
+    def load_enforcement(self) -> Enforcement | None:
+        with self._state:
+            return self._log.enforcement
+
     # -- writes ------------------------------------------------------------------------------
+    def put_enforcement(self, enforcement: Enforcement, at: float) -> None:
+        self._write(enforcement_key(), enforcement_value(enforcement))
+
+    def delete_enforcement(self) -> bool:
+        with self._state:
+            if self._log.enforcement is None:
+                return False
+        self._write(enforcement_key(), None)
+        return True
+
     def put_override(self, entity: QuotaEntity, limits: QuotaValues, at: float) -> None:
         self._write(override_key(entity), override_value(limits))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Callable
 
 from app.clock import Clock
@@ -16,7 +17,10 @@ from app.quotas.resolution import Resolution, resolve
 from app.quotas.kafka_store import ChangeRefused, KafkaQuotaStore
 from app.quotas.store import QuotaStore
 from app.settings import Settings
+from app.decision.enforcement import Enforcement
 from app.decision.factor import FactorReading
+
+log = logging.getLogger("app.decision")
 
 
 class MembershipConflict(ValueError):
@@ -57,6 +61,8 @@ class QuotaService:
         self.table = table_from_settings(settings, store.load_overrides(), store.load_groups())
         self._writes = asyncio.Lock()
         self._listeners: list[Callable[[], None]] = []
+        self._enforcement_listeners: list[Callable[[], None]] = []
+        self.stored_enforcement: Enforcement | None = store.load_enforcement()
         self._follows = isinstance(store, KafkaQuotaStore)
         if isinstance(store, KafkaQuotaStore):
             loop = asyncio.get_running_loop()
@@ -70,13 +76,51 @@ class QuotaService:
     def on_change(self, listener: Callable[[], None]) -> None:
         self._listeners.append(listener)
 
+    def on_enforcement_change(self, listener: Callable[[], None]) -> None:
+        self._enforcement_listeners.append(listener)
+
+    @property
+    def enforcement(self) -> Enforcement:
+        """The enforcement in force: the store's once set through the API, else the settings'."""
+        stored = self.stored_enforcement
+        return self._settings.initial_enforcement if stored is None else stored
+
+    @property
+    def enforcement_source(self) -> str:
+        return "settings" if self.stored_enforcement is None else "store"
+
     def reload(self) -> None:
-        """Take the table from the store (a followed store changed)."""
+        """Take the table and the enforcement from the store (a followed store changed)."""
         table = table_from_settings(self._settings, self.store.load_overrides(), self.store.load_groups())
         if (table.overrides, table.groups) != (self.table.overrides, self.table.groups):
             self.table = table
             for listener in self._listeners:
                 listener()
+        self._take_enforcement(self.store.load_enforcement())
+
+    def _take_enforcement(self, stored: Enforcement | None) -> None:
+        before = self.enforcement
+        self.stored_enforcement = stored
+        if self.enforcement != before:
+            source = "the settings" if stored is None else "the quota store"
+            log.warning("enforcement %s, was %s (from %s)", self.enforcement.describe(), before.describe(), source)
+            for listener in self._enforcement_listeners:
+                listener()
+
+    async def set_enforcement(self, enforcement: Enforcement) -> None:
+        """Keep ``enforcement`` in the store: it wins over the settings from now on."""
+        async with self._writes:
+            await asyncio.to_thread(self.store.put_enforcement, enforcement, self.clock())
+            self._take_enforcement(self.store.load_enforcement() if self._follows else enforcement)
+
+    async def clear_enforcement(self) -> bool:
+        """Remove the stored enforcement: the settings' holds again. False when none was stored."""
+        async with self._writes:
+            if self.stored_enforcement is None:
+                return False
+            await asyncio.to_thread(self.store.delete_enforcement)
+            self._take_enforcement(self.store.load_enforcement() if self._follows else None)
+            return True
 
     def _replace(self, **changes: object) -> None:
         if self._follows:

@@ -28,11 +28,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from app.decision.enforcement import Enforcement
 from app.quotas.generation import Generation, GenerationUnreadable, generation_path, read_generation, write_generation
 from app.quotas.model import DEFAULT, EntityName, QuotaValues, QuotaEntity, QuotaGroup, QuotaType
 
 QUOTA_STORE_FILE = "quotas.sqlite3"
-SCHEMA_VERSION = 2  # 2 added store_state: the generation and the mark of use
+SCHEMA_VERSION = 3  # 2 added store_state: the generation and the mark of use; 3 the enforcement
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS overrides (
     user_kind TEXT NOT NULL CHECK (user_kind IN ('name', 'default', 'none')),
@@ -56,6 +57,12 @@ CREATE TABLE IF NOT EXISTS store_state (
     in_use INTEGER NOT NULL
 );
 INSERT OR IGNORE INTO store_state VALUES (0, 0, 0);
+CREATE TABLE IF NOT EXISTS enforcement (
+    singleton INTEGER PRIMARY KEY CHECK (singleton = 0),
+    mode TEXT NOT NULL,
+    canary_brokers TEXT NOT NULL,
+    updated_at REAL NOT NULL
+);
 """
 _BACKUP_HINT = "a backup made with `throttle-service backup`"
 _ACCEPT_HINT = "start once with --accept-empty-store"
@@ -346,7 +353,24 @@ class QuotaStore:
             for name, users, clients, limits in rows
         }
 
+    def load_enforcement(self) -> Enforcement | None:
+        """The enforcement set through the API; None: never set, or returned to the settings."""
+        with self._lock:
+            row = self._db.execute("SELECT mode, canary_brokers FROM enforcement").fetchone()
+        return None if row is None else Enforcement.of(row[0], json.loads(row[1]))
+
     # -- writes ------------------------------------------------------------------------------
+    def put_enforcement(self, enforcement: Enforcement, at: float) -> None:
+        with self._change():
+            self._db.execute(
+                "INSERT OR REPLACE INTO enforcement VALUES (0, ?, ?, ?)",
+                (enforcement.mode.value, json.dumps(list(enforcement.canary_brokers)), at),
+            )
+
+    def delete_enforcement(self) -> bool:
+        with self._change():
+            return self._db.execute("DELETE FROM enforcement").rowcount > 0
+
     def put_override(self, entity: QuotaEntity, limits: QuotaValues, at: float) -> None:
         with self._change():
             self._db.execute(

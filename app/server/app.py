@@ -28,7 +28,7 @@ from app.server.loop import ObservationLoop
 from app.server.metrics import ServiceMetrics, instrument_http
 from app.server.problems import UnexpectedErrors, install_problem_handlers
 from app.server.publishing import Publication, Rendering
-from app.server.routes import health, metrics, quotas, throttle, volumes
+from app.server.routes import enforcement, health, metrics, quotas, throttle, volumes
 from app.server.schemas.decision import ThrottleDecision, decision_etag_basis, decision_response
 from app.server.schemas.quotas import QuotaTableModel, QuotaTableRenderer
 from app.server.state import ServiceState
@@ -113,10 +113,11 @@ def create_app(
     registry = CollectorRegistry()
     service_metrics = ServiceMetrics(registry)
     decider = decider_from(settings, clock)
-    service_metrics.bind_decision(lambda: decider.decision(clock()))
-    service_metrics.bind_volumes(decider.cache.volumes)
     loop = ObservationLoop(decider, service_metrics, clock, source, settings.storage_check_interval.total_seconds())
-    decisions: Publication[ThrottleDecision] = Publication(lambda now: _decision_body(decider, now), clock)
+    loop.enforcement = lambda: settings.initial_enforcement  # the quota store's once it is open
+    service_metrics.bind_decision(lambda: loop.decision(clock()))
+    service_metrics.bind_volumes(decider.cache.volumes)
+    decisions: Publication[ThrottleDecision] = Publication(lambda now: _decision_body(loop, now), clock)
     loop.publications.append(decisions)
     state = ServiceState(settings, clock, decider, loop, decisions, registry)
 
@@ -129,6 +130,8 @@ def create_app(
         state.quota_table = Publication(lambda now: _quota_table(quota_service, renderer, now), clock)
         loop.publications.append(state.quota_table)
         quota_service.on_change(state.quota_table.publish)
+        loop.enforcement = lambda: quota_service.enforcement
+        quota_service.on_enforcement_change(loop.publish)  # every publication and the history carry it
         loop.publish()
         if settings.history_enabled and settings.observation_enabled:
             loop.history = history_writer_from(settings, service_metrics)
@@ -148,6 +151,7 @@ def create_app(
                 await asyncio.get_running_loop().run_in_executor(None, loop.history.close)
                 loop.history = None
             loop.publications.remove(state.quota_table)
+            loop.enforcement = lambda: settings.initial_enforcement
             store.close()
 
     # /docs and /redoc from the Swagger UI and ReDoc assets the fastapi-offline package ships:
@@ -165,7 +169,7 @@ def create_app(
     )
     app.state.service = state
     install_problem_handlers(app)
-    for routes in (throttle.routes, quotas.routes, volumes.routes, health.routes):
+    for routes in (throttle.routes, quotas.routes, enforcement.routes, volumes.routes, health.routes):
         routes.install(app)
     # Outermost first: unexpected errors, HTTP metrics, the audit line, the token, the body
     # limit, HEAD as GET (Starlette wraps the last one added around the others).
@@ -179,8 +183,8 @@ def create_app(
     return app
 
 
-def _decision_body(decider: ThrottleDecider, now: float) -> Rendering[ThrottleDecision]:
-    decision = decider.decision(now)
+def _decision_body(loop: ObservationLoop, now: float) -> Rendering[ThrottleDecision]:
+    decision = loop.decision(now)
     model = decision_response(decision)
     reading = decision.reading
     return Rendering(model, decision_etag_basis(model), reading.valid_until, reading.next_change_at)
@@ -188,5 +192,5 @@ def _decision_body(decider: ThrottleDecider, now: float) -> Rendering[ThrottleDe
 
 def _quota_table(quota_service: QuotaService, renderer: QuotaTableRenderer, now: float) -> Rendering[QuotaTableModel]:
     reading = quota_service.factor_reading(now)
-    model, etag_basis = renderer.render(quota_service.table, reading)
+    model, etag_basis = renderer.render(quota_service.table, reading, quota_service.enforcement)
     return Rendering(model, etag_basis, reading.valid_until, reading.next_change_at)

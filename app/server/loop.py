@@ -9,8 +9,9 @@ and published when it happens. Nothing published calls back into the loop."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -18,6 +19,7 @@ from app.clock import Clock
 from app.decision.changes import DecisionChanges
 from app.decision.decider import ThrottleDecider
 from app.decision.decision import Decision
+from app.decision.enforcement import ENFORCE_EVERYWHERE, Enforcement
 from app.history.writer import HistoryWriter
 from app.observation.changes import ClusterChanges
 from app.observation.model import ObservationRound
@@ -47,6 +49,8 @@ class ObservationLoop:
         self.rounds = 0
         self.history: HistoryWriter | None = None  # set while the app runs with history on
         self.publications: list[Publication] = []  # refreshed after every change, in order
+        # The enforcement in force (the quota service's, once it runs): every decision carries it.
+        self.enforcement: Callable[[], Enforcement] = lambda: ENFORCE_EVERYWHERE
         self._cluster_changes = ClusterChanges(decider.validity_seconds, decider.cache.keeps_fenced)
         self._decision_changes = DecisionChanges()
         self._next_change: float | None = None  # when the published decision changes by itself
@@ -62,9 +66,13 @@ class ObservationLoop:
             self.history.submit(round_, decision)
         return decision
 
+    def decision(self, now: float) -> Decision:
+        """The decider's decision at ``now``, with the enforcement in force."""
+        return dataclasses.replace(self.decider.decision(now), enforcement=self.enforcement())
+
     def publish(self) -> Decision:
         """Log what changed in the decision since it was last published, and publish."""
-        decision = self.decider.decision(self.clock())
+        decision = self.decision(self.clock())
         self._next_change = decision.reading.next_change_at
         changes, fallback_took_over = self._decision_changes.after(decision)
         if fallback_took_over:

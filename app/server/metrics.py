@@ -181,6 +181,7 @@ class DecisionCollector(Collector):
                 "When the factor in force expires unless a round renews it (absent while the fallback applies)",
                 value=reading.valid_until,
             )
+        yield from _enforcement(decision)
         if reading.source is not FactorSource.DISABLED:
             yield GaugeMetricFamily(
                 "kafka_throttle_last_successful_round_timestamp_seconds",
@@ -188,6 +189,27 @@ class DecisionCollector(Collector):
                 value=decision.last_success_at,
             )
         yield from _limit_levels(decision)
+
+
+def _enforcement(decision: Decision) -> Iterator[GaugeMetricFamily]:
+    """Whether the decision bites: kafka_throttle_factor is what the service decides, these say
+    what the enforcing brokers apply (1 in shadow mode) and which brokers enforce."""
+    enforcement = decision.enforcement
+    yield GaugeMetricFamily(
+        "kafka_throttle_enforced",
+        "1 while enforcement is on (the shims apply the factor: every broker, or the canary brokers), 0 in shadow mode",
+        value=1.0 if enforcement.enforced else 0.0,
+    )
+    yield GaugeMetricFamily(
+        "kafka_throttle_applied_factor",
+        "The factor enforcing brokers apply: kafka_throttle_factor while enforced, 1 in shadow mode",
+        value=decision.factor if enforcement.enforced else 1.0,
+    )
+    yield GaugeMetricFamily(
+        "kafka_throttle_canary_brokers",
+        "Brokers named as canaries, the only ones that enforce while enforced (0: every broker enforces)",
+        value=len(enforcement.canary_brokers),
+    )
 
 
 def _limit_levels(decision: Decision) -> Iterator[GaugeMetricFamily]:

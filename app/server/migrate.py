@@ -1,4 +1,4 @@
-"""``throttle-service migrate-store``: copy the quota overrides and groups of this replica's
+"""``throttle-service migrate-store``: copy the quota overrides and groups (and the enforcement set with the API) of this replica's
 SQLite store into the Kafka-backed store, once, when moving a deployment to several replicas.
 
 Run it with the settings of the new deployment (``throttle.service.quota.store=kafka``); it
@@ -32,7 +32,7 @@ def migrate_store(settings: Settings, source: Path | None) -> int:
     except StoreRefused as exc:
         print(f"throttle-service migrate-store: {exc}", file=sys.stderr)
         return 2
-    overrides, groups = sqlite.load_overrides(), sqlite.load_groups()
+    overrides, groups, enforcement = sqlite.load_overrides(), sqlite.load_groups(), sqlite.load_enforcement()
     sqlite.close()
     assert settings.kafka_admin_bootstrap_servers is not None
     kafka = KafkaQuotaStore(settings.quota_store_topic, to_librdkafka(settings.kafka_admin, settings.kafka_admin_bootstrap_servers))
@@ -49,12 +49,18 @@ def migrate_store(settings: Settings, source: Path | None) -> int:
                 kafka.put_group(group, 0.0)
             except ChangeRefused as exc:
                 refused.append(f"group {group.name!r}: {exc}")
+        if enforcement is not None:  # set with PUT /enforcement: it goes on winning over the settings
+            kafka.put_enforcement(enforcement, 0.0)
     except StoreUnavailable as exc:
         print(f"throttle-service migrate-store: {exc}", file=sys.stderr)
         return 1
     finally:
         kafka.close()
-    print(f"copied {len(overrides)} overrides and {len(groups) - len(refused)} groups from {path} into {settings.quota_store_topic!r}")
+    copied_enforcement = "" if enforcement is None else f" and the enforcement ({enforcement.describe()})"
+    print(
+        f"copied {len(overrides)} overrides and {len(groups) - len(refused)} groups{copied_enforcement} from {path} "
+        f"into {settings.quota_store_topic!r}"
+    )
     for line in refused:
         print(f"  not copied: {line}", file=sys.stderr)
     return 1 if refused else 0

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from app.decision.enforcement import Enforcement, parse_broker_ids
 from app.redaction import HIDDEN, is_secret_key, secret_values_of
 from app.settings.durations import DURATION_HINT, parse_duration
 
@@ -211,6 +212,21 @@ class Settings(BaseSettings):
         "a secret of at least 16 characters; unset: changes to quotas are refused",
         "Bearer token required by PUT and DELETE of quota overrides and groups.",
     )
+    enforcement: Literal["enforce", "shadow"] = setting(
+        "enforce",
+        SERVICE_PREFIX + "enforcement",
+        "enforce or shadow",
+        "Whether the brokers' shims apply the factor (enforce) or only report what they would apply (shadow: "
+        "quotas unscaled). Changed at run time with PUT /enforcement, which the quota store keeps and which "
+        "wins over this setting until DELETE /enforcement (see docs/quotas.md).",
+    )
+    enforcement_canary_brokers: str = setting(
+        "",
+        SERVICE_PREFIX + "enforcement.canary.brokers",
+        "comma-separated broker ids (non-negative integers); empty: every broker",
+        "With enforcement=enforce, only these brokers' shims apply the factor and the others stay in shadow; "
+        "empty: every broker enforces.",
+    )
     quota_store: Literal["sqlite", "kafka"] = setting(
         "sqlite",
         SERVICE_PREFIX + "quota.store",
@@ -362,6 +378,17 @@ class Settings(BaseSettings):
                 raise ValueError(f"entry {entry!r} is not User:<name>")
         return value
 
+    @field_validator("enforcement_canary_brokers")
+    @classmethod
+    def _broker_ids(cls, value: str) -> str:
+        parse_broker_ids(value)  # raises ValueError naming the bad entry
+        return value
+
+    @property
+    def initial_enforcement(self) -> Enforcement:
+        """The enforcement these settings give (the quota store's, once set, wins over it)."""
+        return Enforcement.of(self.enforcement, parse_broker_ids(self.enforcement_canary_brokers))
+
     @field_validator("quota_factor_types")
     @classmethod
     def _factor_types(cls, value: str) -> str:
@@ -426,7 +453,7 @@ class Settings(BaseSettings):
             raise ValueError("out of range")
         return value
 
-    @field_validator("log_level", "fenced_broker_observations", "quota_store", mode="before")
+    @field_validator("log_level", "fenced_broker_observations", "quota_store", "enforcement", mode="before")
     @classmethod
     def _case(cls, value: Any, info: ValidationInfo) -> Any:
         if not isinstance(value, str):

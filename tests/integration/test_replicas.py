@@ -114,6 +114,54 @@ def test_a_replica_killed_with_sigkill_rebuilds_the_same_table_from_the_topic(re
     assert table(restarted) == expected
 
 
+def enforcement_seen(service: RunningService) -> tuple:
+    """The enforcement a replica serves: its own endpoint, and what /throttle-factor and /quotas say."""
+    own = service.client.get("/enforcement").json()
+    decision, quotas = service.decision(), service.client.get("/quotas").json()
+    return (own["mode"], own["canary_brokers"], own["source"]), (decision["enforced"], decision["canary_brokers"]), (quotas["enforced"], quotas["canary_brokers"])
+
+
+def test_a_change_of_enforcement_through_one_replica_is_served_by_the_other_within_a_second_and_survives_a_restart(replicas, start_service):
+    one, other = replicas(enforcement="shadow")
+    topic = next(line for line in one.log().splitlines() if "quota topic" in line).split("'")[1]
+    assert enforcement_seen(other) == (("shadow", [], "settings"), (False, []), (False, []))
+    quotas_etag = other.client.get("/quotas").headers["etag"]
+    changed = one.client.put("/enforcement", json={"mode": "enforce", "canary_brokers": [2]}, headers=AUTH)
+    assert changed.status_code == 200, changed.text
+    expected = (("enforce", [2], "store"), (True, [2]), (True, [2]))
+    assert enforcement_seen(one) == expected, "read-your-writes"
+    started = time.monotonic()
+    # What a shim on the other replica sees: its long-poll answers with the change.
+    woken = other.client.get("/quotas", params={"wait": "10s"}, headers={"If-None-Match": quotas_etag})
+    assert woken.status_code == 200 and (woken.json()["enforced"], woken.json()["canary_brokers"]) == (True, [2])
+    assert time.monotonic() - started < 1.0, "the other replica did not serve the change within a second"
+    assert enforcement_seen(other) == expected
+    print(f"\nthe other replica served the change of enforcement {1000 * (time.monotonic() - started):.0f} ms after the first acknowledged it")
+
+    # Invalid changes are refused by either replica and change nothing anywhere.
+    for body, headers, status in (
+        ({"mode": "audit"}, AUTH, 422),
+        ({"mode": "enforce", "canary_brokers": [99]}, AUTH, 422),
+        ({"mode": "shadow"}, {}, 401),
+    ):
+        refused = other.client.put("/enforcement", json=body, headers=headers)
+        assert refused.status_code == status and refused.headers["content-type"].startswith("application/problem+json"), refused.text
+    time.sleep(0.5)
+    assert enforcement_seen(one) == enforcement_seen(other) == expected
+
+    # Both stop; a new replica, whose settings still say shadow, serves what the store holds.
+    for service in (one, other):
+        service.process.send_signal(signal.SIGKILL)
+        service.process.wait(10)
+    restarted = start_service(**{**SETTINGS, "quota_store_topic": topic, "enforcement": "shadow"})
+    restarted.wait_ready()
+    assert enforcement_seen(restarted) == expected
+    # DELETE returns to the settings, on every replica.
+    back = restarted.client.delete("/enforcement", headers=AUTH)
+    assert back.status_code == 200 and (back.json()["mode"], back.json()["source"]) == ("shadow", "settings")
+    assert enforcement_seen(restarted) == (("shadow", [], "settings"), (False, []), (False, []))
+
+
 def test_with_one_broker_down_the_store_still_accepts_writes(replicas, kafka_cluster):
     (one,) = replicas(count=1)
     kafka_cluster.stop_broker(3)
@@ -150,12 +198,13 @@ def test_with_the_topic_unreachable_writes_get_503_and_reads_keep_the_last_table
         time.sleep(1)
 
 
-def test_migrate_store_copies_the_sqlite_overrides_and_groups_into_the_topic(start_service, replicas, tmp_path):
+def test_migrate_store_copies_the_sqlite_overrides_groups_and_enforcement_into_the_topic(start_service, replicas, tmp_path):
     data_dir = str(tmp_path / "sqlite-replica")
     single = start_service(**{**SETTINGS, "quota_store": "sqlite"}, data_dir=data_dir)
     for n in range(5):
         assert put_override(single, f"user-{n}", 1_000_000 + n).status_code == 200
     assert single.client.put("/quotas/groups/etl", json={"users": ["bob"], "limits": {"fetch": 7_000_000}}, headers=AUTH).status_code == 200
+    assert single.client.put("/enforcement", json={"mode": "shadow"}, headers=AUTH).status_code == 200
     expected = table(single)
     single.stop()
 
@@ -163,9 +212,10 @@ def test_migrate_store_copies_the_sqlite_overrides_and_groups_into_the_topic(sta
     env = {**single.env, "THROTTLE_SERVICE_QUOTA_STORE": "kafka", "THROTTLE_SERVICE_QUOTA_STORE_TOPIC": topic}
     result = subprocess.run([sys.executable, "-m", "app", "migrate-store"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "copied 5 overrides and 1 groups" in result.stdout
+    assert "copied 5 overrides and 1 groups and the enforcement (shadow (no broker enforces))" in result.stdout
     (migrated,) = replicas(count=1, topic=topic)
     assert table(migrated) == expected
+    assert enforcement_seen(migrated)[0] == ("shadow", [], "store")
 
 
 def test_the_store_topic_is_created_compacted_with_three_replicas_and_two_in_sync(replicas, kafka_cluster):

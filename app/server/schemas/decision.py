@@ -72,6 +72,13 @@ class ThrottleDecision(BaseModel):
         description="Registered but fenced brokers (stopped, or halted by a failed disk) whose last observation is in the view"
     )
     round: RoundSummary
+    enforced: bool = Field(
+        description="Whether enforcement is on: the brokers' shims apply this factor (all of them, or the canary_brokers); "
+        "false in shadow mode, where every shim applies its quotas unscaled and reports what it would apply"
+    )
+    canary_brokers: list[int] = Field(
+        description="When enforced, the only brokers whose shims apply the factor (the others stay in shadow); empty: every broker"
+    )
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -102,6 +109,8 @@ class ThrottleDecision(BaseModel):
                     "active_log_dirs": 3,
                     "fenced_brokers": [],
                     "round": {"observed_at": "2026-11-21T16:40:00.000Z", "complete": True, "missing_brokers": [], "error": None},
+                    "enforced": True,
+                    "canary_brokers": [],
                 }
             ]
         }
@@ -170,12 +179,14 @@ def decision_response(decision: Decision) -> ThrottleDecision:
         active_log_dirs=decision.log_dirs,
         fenced_brokers=fenced_brokers(decision.fenced),
         round=round_summary(decision.latest_round),
+        enforced=decision.enforced,
+        canary_brokers=list(decision.enforcement.canary_brokers),
     )
 
 
 # What a change of /throttle-factor's ETag means: the decision itself and which volumes set it,
 # not the figures and instants that move every round.
-DECISION_ETAG_FIELDS = "factor, state, source, fallback_factor, limits, and which volumes are listed in breaching, ramping, unjudged and fenced_brokers (with their reasons)"
+DECISION_ETAG_FIELDS = "factor, state, source, fallback_factor, limits, enforced, canary_brokers, and which volumes are listed in breaching, ramping, unjudged and fenced_brokers (with their reasons)"
 
 
 def decision_etag_basis(model: ThrottleDecision) -> bytes:
@@ -183,7 +194,9 @@ def decision_etag_basis(model: ThrottleDecision) -> bytes:
         name: [(v.broker_id, v.log_dir, v.reason) for v in getattr(model, name)] for name in ("breaching", "ramping", "unjudged")
     }
     basis = {
-        "decision": model.model_dump(mode="json", include={"factor", "state", "source", "fallback_factor", "limits"}),
+        "decision": model.model_dump(
+            mode="json", include={"factor", "state", "source", "fallback_factor", "limits", "enforced", "canary_brokers"}
+        ),
         "listed": listed,
         "fenced": [f.broker_id for f in model.fenced_brokers],
     }

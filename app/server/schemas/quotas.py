@@ -12,6 +12,7 @@ from pydantic_core import PydanticCustomError
 from app.quotas.change_rules import name_problem, user_name_problem
 from app.quotas.model import DEFAULT, PRECEDENCE, EntityName, QuotaValues, QuotaEntity, QuotaGroup, QuotaTable, QuotaType
 from app.quotas.resolution import Resolution
+from app.decision.enforcement import ENFORCE_EVERYWHERE, Enforcement
 from app.decision.factor import FactorReading, FactorSource
 from app.decision.policy import State
 from app.timefmt import iso_instant
@@ -152,6 +153,8 @@ class QuotaTableModel(BaseModel):
                     "state": "THROTTLE",
                     "source": "observed",
                     "valid_until": "2026-11-21T16:45:00.000Z",
+                    "enforced": True,
+                    "canary_brokers": [],
                 }
             ]
         }
@@ -171,6 +174,14 @@ class QuotaTableModel(BaseModel):
     state: State
     source: FactorSource
     valid_until: str | None = Field(description="When the factor expires unless renewed (see /throttle-factor)")
+    enforced: bool = Field(
+        description="Whether shims apply the factor: false (shadow mode) means every shim applies its quotas unscaled and "
+        "reports what it would apply"
+    )
+    canary_brokers: list[int] = Field(
+        description="When enforced, the only brokers whose shims apply the factor; a shim whose broker is not listed stays in "
+        "shadow. Empty: every broker"
+    )
 
 
 class ResolutionModel(BaseModel):
@@ -234,20 +245,24 @@ def _table_fields(table: QuotaTable) -> dict[str, Any]:
     }
 
 
-_READING_FIELDS = ("factor", "state", "source", "valid_until")
+_READING_FIELDS = ("factor", "state", "source", "valid_until", "enforced", "canary_brokers")
 
 
-def _reading_fields(reading: FactorReading) -> dict[str, Any]:
-    """The fields of the table model that come from the factor reading (_READING_FIELDS)."""
-    values = (reading.factor, State.of(reading.factor), reading.source, iso_instant(reading.valid_until))
+def _reading_fields(reading: FactorReading, enforcement: Enforcement) -> dict[str, Any]:
+    """The fields of the table model that come from the factor reading and the enforcement
+    (_READING_FIELDS)."""
+    values = (
+        reading.factor, State.of(reading.factor), reading.source, iso_instant(reading.valid_until),
+        enforcement.enforced, list(enforcement.canary_brokers),
+    )
     return dict(zip(_READING_FIELDS, values, strict=True))
 
 
 TABLE_FIELDS = frozenset(QuotaTableModel.model_fields) - frozenset(_READING_FIELDS)
 
 
-def table_model(table: QuotaTable, reading: FactorReading) -> QuotaTableModel:
-    return QuotaTableModel(**_table_fields(table), **_reading_fields(reading))
+def table_model(table: QuotaTable, reading: FactorReading, enforcement: Enforcement = ENFORCE_EVERYWHERE) -> QuotaTableModel:
+    return QuotaTableModel(**_table_fields(table), **_reading_fields(reading, enforcement))
 
 
 def table_from_json(data: dict) -> QuotaTable:
@@ -271,7 +286,7 @@ def table_from_json(data: dict) -> QuotaTable:
 # What a change of /quotas' ETag means: everything a shim resolves with; not the validity and
 # source, which move with the rounds (the validity travels in headers), except whether the table
 # expires at all (a shim holding a table that expires must learn when it no longer does).
-TABLE_ETAG_FIELDS = "every field but valid_until and source; valid_until going from a time to null or back"
+TABLE_ETAG_FIELDS = "every field but valid_until and source (enforced and canary_brokers included); valid_until going from a time to null or back"
 
 
 def table_etag_basis(model: QuotaTableModel, table_digest: str) -> bytes:
@@ -282,6 +297,8 @@ def table_etag_basis(model: QuotaTableModel, table_digest: str) -> bytes:
         "factor": model.factor,
         "state": model.state.value,
         "expires": model.valid_until is not None,
+        "enforced": model.enforced,
+        "canary_brokers": model.canary_brokers,
     }
     return json.dumps(basis, sort_keys=True).encode()
 
@@ -301,11 +318,11 @@ class QuotaTableRenderer:
         self._fields: dict[str, Any] = {}
         self._digest = ""
 
-    def render(self, table: QuotaTable, reading: FactorReading) -> tuple[QuotaTableModel, bytes]:
+    def render(self, table: QuotaTable, reading: FactorReading, enforcement: Enforcement = ENFORCE_EVERYWHERE) -> tuple[QuotaTableModel, bytes]:
         if table is not self._table:
-            model = table_model(table, reading)
+            model = table_model(table, reading, enforcement)
             self._table, self._fields, self._digest = table, {name: getattr(model, name) for name in TABLE_FIELDS}, _table_digest(model)
         else:
             # The table's fields were validated when converted; the reading's are of their types.
-            model = QuotaTableModel.model_construct(**self._fields, **_reading_fields(reading))
+            model = QuotaTableModel.model_construct(**self._fields, **_reading_fields(reading, enforcement))
         return model, table_etag_basis(model, self._digest)

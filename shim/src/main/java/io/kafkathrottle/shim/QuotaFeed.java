@@ -44,6 +44,7 @@ final class QuotaFeed {
     private final Map<EntityKey, Map<ClientQuotaType, Double>> kafkaQuotas = new HashMap<>(); // guarded by lock
     private final List<Listener> listeners = new CopyOnWriteArrayList<>();
     private final AtomicBoolean errorReported = new AtomicBoolean();
+    private final EnforcementMetrics metrics;
     private volatile QuotaView view;
     private volatile boolean running;
     private Thread poller;
@@ -56,6 +57,7 @@ final class QuotaFeed {
         this.nanoTime = nanoTime;
         this.fetcher = new TableFetcher(config);
         this.view = QuotaView.starting(config.fallbackFactor, config.window, nanoTime.getAsLong());
+        this.metrics = new EnforcementMetrics(this::view, config.brokerId);
     }
 
     /**
@@ -154,8 +156,10 @@ final class QuotaFeed {
     }
 
     private void start() {
-        LOG.info("Throttle service shim: polling {} (long-poll wait {} ms, fallback factor {}, Kafka quota window {} x {} ms)", config.quotasUri,
-                config.longPollWait.toMillis(), config.fallbackFactor, config.window.samples(), config.window.sampleNanos() / 1_000_000);
+        LOG.info("Throttle service shim: polling {} for broker {} (long-poll wait {} ms, fallback factor {}, Kafka quota window {} x {} ms)",
+                config.quotasUri, config.brokerId, config.longPollWait.toMillis(), config.fallbackFactor, config.window.samples(),
+                config.window.sampleNanos() / 1_000_000);
+        metrics.register();
         running = true;
         try {
             // The first table before the broker serves clients, so they start under the right quotas.
@@ -169,6 +173,7 @@ final class QuotaFeed {
 
     private void stop() {
         running = false;
+        metrics.unregister();
         for (Thread thread : new Thread[] {poller, ticker}) {
             if (thread != null) {
                 thread.interrupt();
@@ -265,16 +270,32 @@ final class QuotaFeed {
         long expiresAt = remaining == null ? QuotaView.NO_EXPIRY : now + remaining.toNanos();
         synchronized (lock) {
             QuotaView previous = view;
-            QuotaView next = previous.withService(table, expiresAt, kafkaQuotas, now);
+            QuotaView next = previous.withService(table, expiresAt, kafkaQuotas, config.brokerId, now);
             publish(next);
             if (previous.mode != QuotaView.Mode.SERVICE) {
                 LOG.info("Throttle service shim: table from {}: factor {} ({}, source {}), {} overrides, {} groups{}", config.quotasUri,
-                        table.factor(), next.state(), table.source(), table.table().overrides.size(), table.table().groups.size(),
+                        next.factor, next.state(), table.source(), table.table().overrides.size(), table.table().groups.size(),
                         remaining == null ? "" : ", valid for " + remaining.toMillis() + " ms");
             } else if (!previous.state().equals(next.state()) || !previous.service.source().equals(table.source())) {
-                LOG.info("Throttle service shim: factor {} ({}, source {}), was {} ({}, source {})", table.factor(), next.state(), table.source(),
+                LOG.info("Throttle service shim: factor {} ({}, source {}), was {} ({}, source {})", next.factor, next.state(), table.source(),
                         previous.factor, previous.state(), previous.service.source());
             }
+            logEnforcement(previous, next);
+        }
+    }
+
+    /** One line per change of enforcement, and in shadow one per change of what would apply. */
+    private void logEnforcement(QuotaView previous, QuotaView next) {
+        boolean wasShadow = previous.mode == QuotaView.Mode.SERVICE && !previous.enforcing;
+        boolean sameReason = wasShadow && previous.service.enforced() == next.service.enforced()
+                && previous.service.canaryBrokers().equals(next.service.canaryBrokers());
+        if (!next.enforcing && (!sameReason || previous.wouldFactor != next.wouldFactor)) {
+            LOG.info("Throttle service shim: shadow on broker {} ({}): would apply factor {} ({}, source {}); applying quotas unscaled",
+                    config.brokerId, next.service.enforced() ? "not a canary broker " + next.service.canaryBrokers() : "shadow mode",
+                    next.wouldFactor, next.wouldState(), next.service.source());
+        } else if (next.enforcing && wasShadow) {
+            LOG.info("Throttle service shim: enforcing on broker {}: factor {} ({}, source {})", config.brokerId, next.factor, next.state(),
+                    next.service.source());
         }
     }
 

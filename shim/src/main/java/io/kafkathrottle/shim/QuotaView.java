@@ -6,7 +6,9 @@ import org.apache.kafka.server.quota.ClientQuotaType;
 
 /**
  * What the broker's quota managers see at one moment: the table (the service's, merged with
- * Kafka's own quotas), the factor in force, where it came from, when it expires, and for each
+ * Kafka's own quotas), the factor in force, where it came from, when it expires, whether this
+ * broker enforces the service's factor (in shadow it applies 1.0 and keeps the factor it would
+ * have applied), and for each
  * quota type its {@link FactorTrack}: the quota epoch (a metric tag, so a new epoch means fresh
  * Kafka sensors) and the factor Kafka's sensors are given, as of the view's time. Immutable; the
  * feed swaps whole views, on every change and, while some type's Kafka factor moves with time,
@@ -30,7 +32,9 @@ final class QuotaView {
     final Mode mode;
     final ServiceTable service; // the last table the service sent; null before the first
     final QuotaTable table; // the service's table (or an empty one) merged with Kafka's quotas
-    final double factor;
+    final double factor; // the factor this broker applies
+    final double wouldFactor; // the factor the decision asks for: equal to factor unless in shadow
+    final boolean enforcing; // false in shadow: the service's table says this broker does not enforce
     final long expiresAtNanos; // NO_EXPIRY: does not expire
     final QuotaWindow window;
     private final FactorTrack[] tracks;
@@ -38,12 +42,14 @@ final class QuotaView {
     private final double[] floorGrowths; // and how far each type's floor has grown
     private final String[] epochTags;
 
-    private QuotaView(Mode mode, ServiceTable service, QuotaTable table, double factor, long expiresAtNanos, QuotaWindow window,
-            FactorTrack[] tracks, long asOfNanos) {
+    private QuotaView(Mode mode, ServiceTable service, QuotaTable table, double wouldFactor, boolean enforcing, long expiresAtNanos,
+            QuotaWindow window, FactorTrack[] tracks, long asOfNanos) {
         this.mode = mode;
         this.service = service;
         this.table = table;
-        this.factor = factor;
+        this.wouldFactor = wouldFactor;
+        this.enforcing = enforcing;
+        this.factor = enforcing ? wouldFactor : 1.0;
         this.expiresAtNanos = expiresAtNanos;
         this.window = window;
         this.tracks = tracks;
@@ -64,31 +70,35 @@ final class QuotaView {
             // Controller mutations are a token bucket in Kafka, the other types a sample window.
             tracks[type.ordinal()] = FactorTrack.starting(applied(empty, fallbackFactor, type), type != ClientQuotaType.CONTROLLER_MUTATION);
         }
-        return new QuotaView(Mode.STARTING, null, empty, fallbackFactor, NO_EXPIRY, window, tracks, nowNanos);
+        return new QuotaView(Mode.STARTING, null, empty, fallbackFactor, true, NO_EXPIRY, window, tracks, nowNanos);
     }
 
-    /** The view after a new table from the service. */
-    QuotaView withService(ServiceTable next, long expiresAtNanos, Map<EntityKey, Map<ClientQuotaType, Double>> kafkaQuotas, long nowNanos) {
-        return successor(Mode.SERVICE, next, next.table().withKafkaQuotas(kafkaQuotas), next.factor(), expiresAtNanos, nowNanos);
+    /** The view after a new table from the service, on broker {@code brokerId} (which may be in shadow). */
+    QuotaView withService(ServiceTable next, long expiresAtNanos, Map<EntityKey, Map<ClientQuotaType, Double>> kafkaQuotas, int brokerId,
+            long nowNanos) {
+        return successor(Mode.SERVICE, next, next.table().withKafkaQuotas(kafkaQuotas), next.factor(), next.enforcesOn(brokerId), expiresAtNanos,
+                nowNanos);
     }
 
     /** The same view with Kafka's own quotas changed. */
     QuotaView withKafkaQuotas(Map<EntityKey, Map<ClientQuotaType, Double>> kafkaQuotas, long nowNanos) {
         QuotaTable base = service == null ? QuotaTable.empty() : service.table();
-        return successor(mode, service, base.withKafkaQuotas(kafkaQuotas), factor, expiresAtNanos, nowNanos);
+        return successor(mode, service, base.withKafkaQuotas(kafkaQuotas), wouldFactor, enforcing, expiresAtNanos, nowNanos);
     }
 
+    /** The service unreachable: its last table, and its enforcement, are kept until they expire. */
     QuotaView kept(long nowNanos) {
-        return successor(Mode.KEPT, service, table, factor, expiresAtNanos, nowNanos);
+        return successor(Mode.KEPT, service, table, wouldFactor, enforcing, expiresAtNanos, nowNanos);
     }
 
+    /** No valid table: the fallback applies, whatever the enforcement was (the operator chose it for outages). */
     QuotaView fallback(double fallbackFactor, long nowNanos) {
-        return successor(Mode.FALLBACK, service, table, fallbackFactor, NO_EXPIRY, nowNanos);
+        return successor(Mode.FALLBACK, service, table, fallbackFactor, true, NO_EXPIRY, nowNanos);
     }
 
     /** The same decisions with Kafka's factors as of {@code nowNanos}. */
     QuotaView at(long nowNanos) {
-        return new QuotaView(mode, service, table, factor, expiresAtNanos, window, tracks, nowNanos);
+        return new QuotaView(mode, service, table, wouldFactor, enforcing, expiresAtNanos, window, tracks, nowNanos);
     }
 
     /** Whether some type's Kafka factor or floor is different at {@code nowNanos} than in this view. */
@@ -136,15 +146,27 @@ final class QuotaView {
                 || !table.sameFor(type, other.table);
     }
 
+    /** The state of the factor this broker applies. */
     String state() {
+        return stateOf(factor);
+    }
+
+    /** The state of the factor the decision asks for (the same as {@link #state} unless in shadow). */
+    String wouldState() {
+        return stateOf(wouldFactor);
+    }
+
+    static String stateOf(double factor) {
         return factor >= 1.0 ? "OPEN" : factor <= 0.0 ? "PAUSE" : "THROTTLE";
     }
 
-    private QuotaView successor(Mode nextMode, ServiceTable nextService, QuotaTable nextTable, double nextFactor, long nextExpiry, long nowNanos) {
+    private QuotaView successor(Mode nextMode, ServiceTable nextService, QuotaTable nextTable, double nextWould, boolean nextEnforcing,
+            long nextExpiry, long nowNanos) {
+        double nextFactor = nextEnforcing ? nextWould : 1.0;
         FactorTrack[] next = new FactorTrack[TYPES.length];
         for (ClientQuotaType type : TYPES) {
             next[type.ordinal()] = tracks[type.ordinal()].next(applied(nextTable, nextFactor, type), nowNanos, window);
         }
-        return new QuotaView(nextMode, nextService, nextTable, nextFactor, nextExpiry, window, next, nowNanos);
+        return new QuotaView(nextMode, nextService, nextTable, nextWould, nextEnforcing, nextExpiry, window, next, nowNanos);
     }
 }

@@ -2,14 +2,28 @@ package io.kafkathrottle.shim;
 
 import java.time.Instant;
 import java.time.format.DateTimeParseException;
+import java.util.Set;
+import java.util.TreeSet;
 
 import com.fasterxml.jackson.databind.JsonNode;
 
 /**
  * One answer of GET /quotas: the table and the factor in force, valid until {@code validUntil}
- * (null: the service set no expiry).
+ * (null: the service set no expiry), and whether the factor is enforced: {@code enforced} false
+ * is shadow mode (no broker applies it); with canary brokers only they apply it. A service that
+ * does not say (one from before enforcement was decided centrally) enforces everywhere.
  */
-record ServiceTable(QuotaTable table, double factor, String state, String source, Instant validUntil) {
+record ServiceTable(QuotaTable table, double factor, String state, String source, Instant validUntil, boolean enforced,
+        Set<Integer> canaryBrokers) {
+
+    ServiceTable(QuotaTable table, double factor, String state, String source, Instant validUntil) {
+        this(table, factor, state, source, validUntil, true, Set.of());
+    }
+
+    /** Whether the shim of broker {@code brokerId} applies the factor. */
+    boolean enforcesOn(int brokerId) {
+        return enforced && (canaryBrokers.isEmpty() || canaryBrokers.contains(brokerId));
+    }
 
     static ServiceTable fromJson(JsonNode json) {
         if (json == null || !json.isObject()) {
@@ -28,7 +42,24 @@ record ServiceTable(QuotaTable table, double factor, String state, String source
                 throw new IllegalArgumentException("'valid_until' is not an ISO-8601 instant: " + validUntil);
             }
         }
+        JsonNode enforced = json.get("enforced");
+        if (enforced != null && !enforced.isNull() && !enforced.isBoolean()) {
+            throw new IllegalArgumentException("'enforced' must be true or false, got " + enforced);
+        }
+        Set<Integer> canary = new TreeSet<>();
+        JsonNode brokers = json.get("canary_brokers");
+        if (brokers != null && !brokers.isNull()) {
+            if (!brokers.isArray()) {
+                throw new IllegalArgumentException("'canary_brokers' must be a list of broker ids, got " + brokers);
+            }
+            for (JsonNode broker : brokers) {
+                if (!broker.isIntegralNumber() || broker.asLong() < 0 || broker.asLong() > Integer.MAX_VALUE) {
+                    throw new IllegalArgumentException("'canary_brokers' must be a list of broker ids, got " + brokers);
+                }
+                canary.add(broker.asInt());
+            }
+        }
         return new ServiceTable(QuotaTable.fromJson(json), factor.asDouble(), json.path("state").asText("?"), json.path("source").asText("?"),
-                until);
+                until, enforced == null || enforced.isNull() || enforced.asBoolean(), Set.copyOf(canary));
     }
 }

@@ -73,8 +73,12 @@ final class ShimConfig {
     final QuotaWindow window;
     /** The settings that make two callback instances share a poller (see QuotaFeed): equal maps, one poller. */
     final Map<String, String> identity;
+    /** This broker's id, from the broker's own node.id (KRaft) or broker.id; {@value #UNKNOWN_BROKER} when neither is set. */
+    final int brokerId;
 
-    private ShimConfig(AbstractConfig config, QuotaWindow window, Map<String, String> identity) {
+    static final int UNKNOWN_BROKER = -1;
+
+    private ShimConfig(AbstractConfig config, QuotaWindow window, Map<String, String> identity, int brokerId) {
         String base = config.getString(URL);
         this.quotasUri = URI.create((base.endsWith("/") ? base.substring(0, base.length() - 1) : base) + "/quotas");
         this.pollInterval = Duration.ofMillis(config.getLong(POLL_INTERVAL_MS));
@@ -87,6 +91,7 @@ final class ShimConfig {
                 : sslContext(location, config.getPassword(TRUSTSTORE_PASSWORD), config.getString(TRUSTSTORE_TYPE));
         this.window = window;
         this.identity = identity;
+        this.brokerId = brokerId;
     }
 
     /** Parses the broker's configuration; throws ConfigException naming the key on any bad value. */
@@ -107,7 +112,27 @@ final class ShimConfig {
         parsed.values().forEach((key, value) -> identity.put(key, value instanceof Password p ? p.value() : String.valueOf(value)));
         identity.put(QuotaWindow.SAMPLES_CONFIG, Integer.toString(window.samples()));
         identity.put(QuotaWindow.SIZE_CONFIG, Long.toString(window.sampleNanos()));
-        return new ShimConfig(parsed, window, Collections.unmodifiableMap(identity));
+        int brokerId = brokerId(brokerConfigs);
+        identity.put("node.id", Integer.toString(brokerId));
+        return new ShimConfig(parsed, window, Collections.unmodifiableMap(identity), brokerId);
+    }
+
+    /** The broker's id as Kafka passes it to configure: node.id under KRaft, broker.id otherwise. */
+    static int brokerId(Map<String, ?> brokerConfigs) {
+        for (String key : new String[] {"node.id", "broker.id"}) {
+            Object value = brokerConfigs.get(key);
+            if (value != null) {
+                try {
+                    int id = Integer.parseInt(value.toString().trim());
+                    if (id >= 0) {
+                        return id;
+                    }
+                } catch (NumberFormatException e) {
+                    // Kafka itself refuses such a broker id; the shim only reports it as unknown
+                }
+            }
+        }
+        return UNKNOWN_BROKER;
     }
 
     private static void validateUrl(String name, Object value) {

@@ -64,6 +64,12 @@ final class StubService implements AutoCloseable {
         notifyAll();
     }
 
+    /** A table in the service's JSON shape, with its enforcement ({@code enforced}, the canary brokers as a JSON list). */
+    static String table(double factor, String defaults, String overrides, Instant validUntil, boolean enforced, String canaryBrokers) {
+        String table = table(factor, defaults, overrides, validUntil);
+        return table.substring(0, table.length() - 1) + ", \"enforced\": " + enforced + ", \"canary_brokers\": " + canaryBrokers + "}";
+    }
+
     /** A table in the service's JSON shape. */
     static String table(double factor, String defaults, String overrides, Instant validUntil) {
         String precedence = QuotaTable.DEFAULT_PRECEDENCE.stream().map(level -> "\"" + level.wireName + "\"").collect(Collectors.joining(", "));

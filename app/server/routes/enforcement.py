@@ -1,0 +1,66 @@
+"""Enforcement: read it, change it at run time (kept in the quota store), return to the settings."""
+
+from __future__ import annotations
+
+from fastapi import Depends, Request
+
+from app.decision.enforcement import Enforcement
+from app.server.problems import InvalidRequest, field_error, problem_responses
+from app.server.routes.quotas import bearer, quota_service
+from app.server.routes.route_set import RouteSet
+from app.server.schemas.enforcement import EnforcementBody, EnforcementModel
+from app.server.state import ServiceState, service_state
+
+routes = RouteSet(tags=["enforcement"])
+Admin = Depends(bearer)
+CHANGE_ERRORS = problem_responses(401, 403, 413, 422, 503)
+
+
+def _current(request: Request) -> EnforcementModel:
+    state = service_state(request)
+    service = quota_service(request)
+    return EnforcementModel.of(service.enforcement, service.enforcement_source, state.settings.initial_enforcement)
+
+
+def registered_brokers(state: ServiceState) -> set[int]:
+    """The brokers of the current cluster view: active, fenced, or with an observation kept."""
+    decider = state.decider
+    return set(decider.active_brokers) | set(decider.fenced_brokers) | decider.cache.brokers()
+
+
+@routes.get("/enforcement", response_model=EnforcementModel, summary="The enforcement in force and where it comes from", responses=problem_responses(503))
+async def get_enforcement(request: Request) -> EnforcementModel:
+    return _current(request)
+
+
+@routes.put(
+    "/enforcement",
+    response_model=EnforcementModel,
+    summary="Switch between enforce and shadow, and name canary brokers, on every shim at once (kept in the quota store)",
+    dependencies=[Admin],
+    responses=CHANGE_ERRORS,
+)
+async def put_enforcement(request: Request, body: EnforcementBody) -> EnforcementModel:
+    state = service_state(request)
+    service = quota_service(request)
+    known = registered_brokers(state)
+    unknown = sorted(set(body.canary_brokers) - known)
+    if unknown:
+        listed = ", ".join(map(str, sorted(known))) or "none yet"
+        raise InvalidRequest(
+            [field_error("canary_brokers", "body", f"broker {b} is not registered in the cluster view (registered: {listed})") for b in unknown]
+        )
+    await service.set_enforcement(Enforcement.of(body.mode, body.canary_brokers))
+    return _current(request)
+
+
+@routes.delete(
+    "/enforcement",
+    response_model=EnforcementModel,
+    summary="Forget the enforcement set with PUT: the settings' enforcement holds again",
+    dependencies=[Admin],
+    responses=problem_responses(401, 403, 413, 503),
+)
+async def delete_enforcement(request: Request) -> EnforcementModel:
+    await quota_service(request).clear_enforcement()
+    return _current(request)

@@ -1,0 +1,19 @@
+package io.kafkathrottle.shim;
+
+/**
+ * What one broker's shim applies and would apply, as JMX attributes of
+ * {@code io.kafkathrottle.shim:type=Enforcement,broker=<broker id>}.
+ */
+public interface EnforcementMetricsMBean {
+    /** The factor the shim applies to the factor's quota types: the decision's when enforcing, 1.0 in shadow, the fallback without a table. */
+    double getAppliedFactor();
+
+    /** The factor the decision asks for: what the shim would apply if it enforced. */
+    double getWouldApplyFactor();
+
+    /** Whether the shim enforces: false in shadow mode and on brokers outside the canary list. */
+    boolean isEnforcing();
+
+    /** The broker id the shim learned from the broker's configuration (-1: unknown). */
+    int getBrokerId();
+}
