@@ -11,6 +11,9 @@ COPY spark ./spark
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11-slim-bookworm AS service
+# The commit the image is built from, for kafka_throttle_build_info{revision}:
+#   docker build --build-arg REVISION=$(git rev-parse --short=12 HEAD) .
+ARG REVISION=unknown
 RUN groupadd --system --gid 10001 throttle \
     && useradd --system --uid 10001 --gid throttle --home-dir /var/lib/kafka-throttle-service --no-create-home throttle \
     && install -d -o throttle -g throttle -m 0750 /var/lib/kafka-throttle-service
@@ -19,7 +22,8 @@ RUN pip install --no-cache-dir --no-index --find-links /wheels kafka-throttle-se
 ENV THROTTLE_SERVICE_DATA_DIR=/var/lib/kafka-throttle-service \
     THROTTLE_SERVICE_HTTP_HOST=0.0.0.0 \
     THROTTLE_SERVICE_HTTP_PORT=8080 \
-    PYTHONUNBUFFERED=1
+    PYTHONUNBUFFERED=1 \
+    KAFKA_THROTTLE_REVISION=$REVISION
 USER throttle:throttle
 WORKDIR /var/lib/kafka-throttle-service
 VOLUME ["/var/lib/kafka-throttle-service"]

@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test test-tools install bench shim
+.PHONY: run test test-tools go-tools install bench shim
 
 shim:
 	mvn -q -B -f shim/pom.xml package
@@ -30,6 +30,7 @@ run: install
 test: install test-tools
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 	mvn -B -ntp -f shim/pom.xml package
+	mvn -B -ntp -f deploy/strimzi/check/pom.xml test
 	$(PY) -m pytest tests/report tests/integration $(PYTEST_ARGS)
 
 # Programs some tests drive, from Debian's packages where missing (needs root and apt-get):
@@ -41,7 +42,7 @@ TEST_TOOLS_BARE := promtool:prometheus prometheus:prometheus
 
 missing = $$(for tool in $(1); do command -v $${tool%%:*} >/dev/null || echo $${tool\#*:}; done | sort -u)
 
-test-tools:
+test-tools: go-tools
 	@packages="$(call missing,$(TEST_TOOLS))"; bare="$(call missing,$(TEST_TOOLS_BARE))"; \
 	if [ -n "$$packages$$bare" ]; then \
 		echo "installing Debian packages for the tests:" $$packages $$bare; \
@@ -53,3 +54,18 @@ test-tools:
 bench: install
 	$(PY) bench/bench_evaluate.py
 	$(PY) bench/bench_http.py
+
+# Go programs some tests run, built from the Go module proxy into .cache/tools/bin (once; the
+# module cache keeps the sources): kustomize renders deploy/kubernetes/, and compose-config
+# reads docker-compose.yml with Compose's own loader (devtools/composeconfig).
+KUSTOMIZE_VERSION := v5.8.0
+TOOLS_BIN := $(CURDIR)/.cache/tools/bin
+
+go-tools: $(TOOLS_BIN)/kustomize-$(KUSTOMIZE_VERSION) $(TOOLS_BIN)/compose-config
+
+$(TOOLS_BIN)/kustomize-$(KUSTOMIZE_VERSION):
+	GOBIN=$(TOOLS_BIN) go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+	touch $@
+
+$(TOOLS_BIN)/compose-config: devtools/composeconfig/main.go devtools/composeconfig/go.mod devtools/composeconfig/go.sum
+	cd devtools/composeconfig && go build -o $@ .

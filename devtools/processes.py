@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -10,6 +11,13 @@ import httpx
 
 from app.settings.loading import environ_without_settings
 from app.settings.model import env_name, property_name
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def service_environment(port: int, data_dir: Path, settings: dict[str, str]) -> dict[str, str]:

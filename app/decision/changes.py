@@ -4,7 +4,8 @@ fallback taking over or lifting. Pure: it compares decisions and returns the lin
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from app.decision.decision import Decision
 from app.decision.factor import FactorSource
@@ -17,6 +18,7 @@ SHOWN_VOLUMES = 5
 class DecisionChange:
     level: int
     message: str
+    fields: Mapping[str, object] = field(default_factory=dict)  # the line's facts, for structured logs
 
 
 def describe_volumes(decision: Decision) -> str:
@@ -45,10 +47,17 @@ class DecisionChanges:
                     DecisionChange(
                         logging.WARNING,
                         f"fallback factor {decision.factor:.3f} applied: no valid factor since {iso_instant(decision.reading.computed_at)}",
+                        {"event": "fallback_applied", "factor": decision.factor, "source": decision.source.value},
                     )
                 )
             elif before is not None and before.source is FactorSource.FALLBACK:
-                changes.append(DecisionChange(logging.INFO, f"fallback lifted: factor source is {decision.source.value}"))
+                changes.append(
+                    DecisionChange(
+                        logging.INFO,
+                        f"fallback lifted: factor source is {decision.source.value}",
+                        {"event": "fallback_lifted", "factor": decision.factor, "source": decision.source.value},
+                    )
+                )
         if before is None or before.state is not decision.state:
             detail = describe_volumes(decision)
             changes.append(
@@ -56,6 +65,17 @@ class DecisionChanges:
                     logging.WARNING,
                     f"state {before.state.value if before else 'none'} -> {decision.state.value}: "
                     f"factor {decision.factor:.3f} ({decision.source.value}){f': {detail}' if detail else ''}",
+                    {
+                        "event": "state_change",
+                        "previous_state": before.state.value if before else None,
+                        "state": decision.state.value,
+                        "factor": decision.factor,
+                        "source": decision.source.value,
+                        "volumes": [
+                            {"broker_id": v.volume.broker_id, "log_dir": v.volume.log_dir, "reason": v.reason}
+                            for v in decision.listed[:SHOWN_VOLUMES]
+                        ],
+                    },
                 )
             )
         return changes, fallback_took_over

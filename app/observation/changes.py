@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 
 from app.observation.model import ObservationRound, VolumeKey, VolumeObservation
 
@@ -24,6 +24,11 @@ class Registration(str, enum.Enum):
 class Change:
     level: int
     message: str
+    fields: Mapping[str, object] = field(default_factory=dict)  # the line's facts, for structured logs
+
+
+def _change(level: int, event: str, message: str, **fields: object) -> Change:
+    return Change(level, message, {"event": event, **fields})
 
 
 class ClusterChanges:
@@ -49,10 +54,13 @@ class ClusterChanges:
         for volume in evicted:
             self._log_dir_errors.pop(volume.key, None)
             changes.append(
-                Change(
+                _change(
                     logging.INFO,
+                    "log_dir_forgotten",
                     f"forgot broker {volume.broker_id} log dir {volume.log_dir}: last observed or confirmed more than "
                     f"the validity duration ({self._validity:g} s) ago",
+                    broker_id=volume.broker_id,
+                    log_dir=volume.log_dir,
                 )
             )
         return changes
@@ -62,8 +70,9 @@ class ClusterChanges:
             return []
         self._round_failed = round_.failed
         if round_.failed:
-            return [Change(logging.WARNING, f"observation failing: {round_.error}")]
-        return [Change(logging.INFO, f"observation restored: {len(round_.active_brokers)} active brokers")]
+            return [_change(logging.WARNING, "observation_failing", f"observation failing: {round_.error}", error=round_.error)]
+        active = len(round_.active_brokers)
+        return [_change(logging.INFO, "observation_restored", f"observation restored: {active} active brokers", active_brokers=active)]
 
     def _registrations(self, round_: ObservationRound, cached_brokers: Collection[int]) -> list[Change]:
         now = {b: Registration.ACTIVE for b in round_.active_brokers}
@@ -76,17 +85,20 @@ class ClusterChanges:
             if was == status:
                 continue
             if status is Registration.FENCED:
-                changes.append(Change(logging.WARNING, self._fenced_line(broker, was, broker in cached_brokers)))
+                line = self._fenced_line(broker, was, broker in cached_brokers)
+                changes.append(_change(logging.WARNING, "broker_fenced", line, broker_id=broker))
             elif status is Registration.ACTIVE and was is Registration.FENCED:
-                changes.append(Change(logging.INFO, f"broker {broker} unfenced: serving again"))
+                changes.append(_change(logging.INFO, "broker_unfenced", f"broker {broker} unfenced: serving again", broker_id=broker))
             elif status is Registration.ACTIVE and before is not None:
-                changes.append(Change(logging.INFO, f"broker {broker} registered"))
+                changes.append(_change(logging.INFO, "broker_registered", f"broker {broker} registered", broker_id=broker))
             elif status is None:
                 changes.append(
-                    Change(
+                    _change(
                         logging.WARNING,
+                        "broker_unregistered",
                         f"broker {broker} no longer registered (unregistered or removed): its last observation is "
                         f"forgotten once older than the validity duration ({self._validity:g} s)",
+                        broker_id=broker,
                     )
                 )
         return changes
@@ -104,17 +116,20 @@ class ClusterChanges:
     def _answers(self, round_: ObservationRound) -> list[Change]:
         missing = frozenset(round_.missing_brokers)
         changes = [
-            Change(
+            _change(
                 logging.WARNING,
+                "broker_not_answering",
                 f"broker {broker} did not answer DescribeLogDirs: {round_.missing_brokers[broker]}; its last observation "
                 "stays in the view until older than the validity duration",
+                broker_id=broker,
+                error=round_.missing_brokers[broker],
             )
             for broker in sorted(missing - self._missing)
         ]
         active = set(round_.active_brokers)
         # Only a broker that answers again is said to; one that left (fenced, unregistered) was said so above.
         changes += [
-            Change(logging.INFO, f"broker {broker} answering again")
+            _change(logging.INFO, "broker_answering", f"broker {broker} answering again", broker_id=broker)
             for broker in sorted(self._missing - missing)
             if broker in active
         ]
@@ -125,9 +140,13 @@ class ClusterChanges:
         # Only offline dirs are tracked: at 12,000 healthy log dirs a round compares nothing.
         errors = {(v.broker_id, v.log_dir): v.error for v in round_.observations if v.error is not None}
         changes = [
-            Change(
+            _change(
                 logging.WARNING,
+                "log_dir_offline",
                 f"broker {key[0]} log dir {key[1]} offline: {error} (counts as breaching the hard limit until the broker reports it back)",
+                broker_id=key[0],
+                log_dir=key[1],
+                error=error,
             )
             for key, error in sorted(errors.items())
             if self._log_dir_errors.get(key) != error
@@ -137,7 +156,9 @@ class ClusterChanges:
         back_brokers = {key[0] for key in back}
         reported = {(v.broker_id, v.log_dir) for v in round_.observations if v.broker_id in back_brokers} if back else set()
         changes += [
-            Change(logging.INFO, f"broker {key[0]} log dir {key[1]} back online") for key in sorted(back) if key in reported
+            _change(logging.INFO, "log_dir_online", f"broker {key[0]} log dir {key[1]} back online", broker_id=key[0], log_dir=key[1])
+            for key in sorted(back)
+            if key in reported
         ]
         # A dir still offline at a broker that did not answer stays tracked; one its broker no
         # longer reports is dropped without a word (it left with the broker's answer).

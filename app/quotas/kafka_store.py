@@ -66,6 +66,8 @@ class KafkaQuotaStore:
         self._state = threading.Condition()
         self._next_offset = 0  # the offset after the last record applied
         self._end_at_start = 0  # where the topic ended when this replica started reading it
+        self._position = 0  # where this replica reads next: past the last record or the end seen
+        self._end = 0  # the topic's end as last known (the high watermark of the latest fetch)
         self._results: dict[int, Applied] = {}  # recent offsets -> what applying them did
         self._loaded = threading.Event()
         self._stop = threading.Event()
@@ -104,6 +106,11 @@ class KafkaQuotaStore:
     def loaded(self) -> bool:
         """The topic has been read from the beginning to where it ended at start-up."""
         return self._loaded.is_set()
+
+    @property
+    def lag(self) -> int:
+        """Records in the topic this replica has not read yet."""
+        return max(0, self._end - self._position)
 
     def wait_loaded(self, timeout: float) -> bool:
         return self._loaded.wait(timeout)
@@ -208,14 +215,19 @@ class KafkaQuotaStore:
                     )
                     consumer.assign([TopicPartition(self.topic, PARTITION, self._next_offset)])
                     _, end = consumer.get_watermark_offsets(TopicPartition(self.topic, PARTITION), timeout=self._write_timeout)
-                    self._end_at_start = end
+                    self._end_at_start = self._end = end
                     if end <= self._next_offset:
                         self._mark_loaded()
                 message = consumer.poll(POLL_SECONDS)
+                # The end as of the latest fetch, kept by the client: no request of its own.
+                cached = consumer.get_watermark_offsets(TopicPartition(self.topic, PARTITION), cached=True)
+                if cached and cached[1] >= 0:
+                    self._end = cached[1]
                 if message is None:
                     continue
                 if message.error():
                     if message.error().code() == KafkaError._PARTITION_EOF:
+                        self._position = max(self._position, message.offset())
                         self._mark_loaded()  # read up to the end, whatever offset the last record had
                     else:
                         self.error = message.error().str()
@@ -238,6 +250,7 @@ class KafkaQuotaStore:
                 for old in sorted(self._results)[: len(self._results) - 10_000]:
                     del self._results[old]
             self._next_offset = offset + 1
+            self._position = max(self._position, self._next_offset)
             self.error = None
             self._state.notify_all()
             reached_end = not self._loaded.is_set() and self._next_offset >= self._end_at_start

@@ -64,6 +64,7 @@ class QuotaService:
         self._enforcement_listeners: list[Callable[[], None]] = []
         self.stored_enforcement: Enforcement | None = store.load_enforcement()
         self._follows = isinstance(store, KafkaQuotaStore)
+        self.write_failures = 0  # writes the store did not take (unreachable, refused, timed out)
         if isinstance(store, KafkaQuotaStore):
             loop = asyncio.get_running_loop()
             store.follow(lambda: loop.call_soon_threadsafe(self.reload))
@@ -72,6 +73,21 @@ class QuotaService:
     def ready(self) -> bool:
         """The table is the store's: a Kafka-backed store has been read to its end."""
         return not isinstance(self.store, KafkaQuotaStore) or self.store.loaded
+
+    @property
+    def store_lag(self) -> int:
+        """Records of the Kafka store's topic not yet applied by this replica (0 for SQLite)."""
+        return self.store.lag if isinstance(self.store, KafkaQuotaStore) else 0
+
+    async def _stored(self, write: Callable[..., object], *args: object) -> None:
+        """Run a store write on a worker thread, counting the failures that are the store's."""
+        try:
+            await asyncio.to_thread(write, *args)
+        except ChangeRefused:
+            raise  # the change was taken and judged, not a failure of the store
+        except Exception:
+            self.write_failures += 1
+            raise
 
     def on_change(self, listener: Callable[[], None]) -> None:
         self._listeners.append(listener)
@@ -110,7 +126,7 @@ class QuotaService:
     async def set_enforcement(self, enforcement: Enforcement) -> None:
         """Keep ``enforcement`` in the store: it wins over the settings from now on."""
         async with self._writes:
-            await asyncio.to_thread(self.store.put_enforcement, enforcement, self.clock())
+            await self._stored(self.store.put_enforcement, enforcement, self.clock())
             self._take_enforcement(self.store.load_enforcement() if self._follows else enforcement)
 
     async def clear_enforcement(self) -> bool:
@@ -118,7 +134,7 @@ class QuotaService:
         async with self._writes:
             if self.stored_enforcement is None:
                 return False
-            await asyncio.to_thread(self.store.delete_enforcement)
+            await self._stored(self.store.delete_enforcement)
             self._take_enforcement(self.store.load_enforcement() if self._follows else None)
             return True
 
@@ -138,14 +154,14 @@ class QuotaService:
 
     async def put_override(self, entity: QuotaEntity, limits: QuotaValues) -> None:
         async with self._writes:
-            await asyncio.to_thread(self.store.put_override, entity, limits, self.clock())
+            await self._stored(self.store.put_override, entity, limits, self.clock())
             self._replace(overrides={**self.table.overrides, entity: dict(limits)})
 
     async def delete_override(self, entity: QuotaEntity) -> bool:
         async with self._writes:
             if entity not in self.table.overrides:
                 return False
-            await asyncio.to_thread(self.store.delete_override, entity)
+            await self._stored(self.store.delete_override, entity)
             self._replace(overrides={e: l for e, l in self.table.overrides.items() if e != entity})
             return True
 
@@ -160,7 +176,7 @@ class QuotaService:
                 if owner not in (None, group.name):
                     raise MembershipConflict(f"client id {client_id!r} already belongs to group {owner!r}")
             try:
-                await asyncio.to_thread(self.store.put_group, group, self.clock())
+                await self._stored(self.store.put_group, group, self.clock())
             except ChangeRefused as exc:  # another replica's group took the member first
                 self.reload()
                 raise MembershipConflict(str(exc)) from None
@@ -170,6 +186,6 @@ class QuotaService:
         async with self._writes:
             if name not in self.table.groups:
                 return False
-            await asyncio.to_thread(self.store.delete_group, name)
+            await self._stored(self.store.delete_group, name)
             self._replace(groups={n: g for n, g in self.table.groups.items() if n != name})
             return True

@@ -120,6 +120,7 @@ def create_app(
     decisions: Publication[ThrottleDecision] = Publication(lambda now: _decision_body(loop, now), clock)
     loop.publications.append(decisions)
     state = ServiceState(settings, clock, decider, loop, decisions, registry)
+    service_metrics.bind_quotas(lambda: state.quotas)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -6,7 +6,9 @@ Outcomes: ``accepted`` (2xx), ``refused`` (401/403: no token, a wrong one, or ch
 disabled), ``rejected`` (another 4xx: an invalid or too large request, a conflict, nothing to
 delete), ``failed`` (5xx), ``abandoned`` (the client left before an answer); refusals are
 warnings, the rest information. The line never holds the token or the body. Names come from the
-request as sent: quoted and escaped, so a name with a line break stays on its line."""
+request as sent: quoted and escaped, so a name with a line break stays on its line. The same
+facts go with the record as fields (``event="audit"``, method, path, entity, outcome, status,
+client), which JSON log lines carry (app/server/log_format.py)."""
 
 from __future__ import annotations
 
@@ -34,19 +36,24 @@ def outcome(status: int) -> str:
     return "rejected" if status < 500 else "failed"
 
 
-def _quoted(name: str) -> str:
-    if len(name) > MAX_NAME_CHARS:
-        name = name[:MAX_NAME_CHARS] + "..."
-    return json.dumps(name)  # ASCII only, control characters escaped
+def _cut(name: str) -> str:
+    return name[:MAX_NAME_CHARS] + "..." if len(name) > MAX_NAME_CHARS else name
 
 
-def entity(scope: Scope) -> str:
-    """The entity a write names: a group by its path, an override by its query."""
+def entity_fields(scope: Scope) -> dict[str, str]:
+    """The entity a write names: a group by its path, an override by its query (names cut
+    at MAX_NAME_CHARS)."""
     path: str = scope["path"]
     if path.startswith(GROUPS_PATH):
-        return "group=" + _quoted(path[len(GROUPS_PATH) :])
+        return {"group": _cut(path[len(GROUPS_PATH) :])}
     query = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
-    return " ".join(f"{key}={_quoted(value)}" for key, value in query if key in ENTITY_QUERY)
+    return {key: _cut(value) for key, value in query if key in ENTITY_QUERY}
+
+
+def entity_text(fields: dict[str, str]) -> str:
+    """The entity for the text line, each name quoted and escaped as a JSON string (ASCII
+    only, control characters escaped)."""
+    return " ".join(f"{key}={json.dumps(value)}" for key, value in fields.items())
 
 
 class AuditLog:
@@ -75,10 +82,21 @@ class AuditLog:
     def _log(scope: Scope, status: int | None) -> None:
         client = scope.get("client")
         path = logged_path(scope)
-        named = entity(scope)
+        named_fields = entity_fields(scope)
+        named = entity_text(named_fields)
         result = "abandoned" if status is None else outcome(status)  # the client left before an answer
+        fields = {
+            "event": "audit",
+            "method": scope["method"],
+            "path": path,
+            "entity": named_fields,
+            "outcome": result,
+            "status": status,
+            "client": client[0] if client else None,
+        }
         logger.log(
             logging.WARNING if result == "refused" else logging.INFO,
             "%s %s%s outcome=%s status=%s client=%s",
             scope["method"], path, f" {named}" if named else "", result, status or "-", client[0] if client else "-",
+            extra=fields,
         )

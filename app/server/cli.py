@@ -11,6 +11,7 @@ from pathlib import Path
 from app.quotas.backup import backup
 from app.quotas.store import QuotaStore, StoreRefused, store_file
 from app.redaction import install_log_redaction
+from app.server.log_format import configure_logging
 from app.settings import ConfigurationError, Settings, load_settings
 from app.settings.loading import prepare_directory
 
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
     _prepare_directories(settings)
     # Before any logging: no library may write a configured secret to the log.
     install_log_redaction(settings.secret_values)
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_level, settings.log_format)
     if settings.log_level != "DEBUG":
         # kafka-python logs every failed attempt; failed rounds carry its latest error and
         # the service logs each change of state once.

@@ -38,4 +38,6 @@ def serve(app: FastAPI, settings: Settings) -> None:
         ssl_keyfile=settings.http_ssl_keyfile,
         log_level=settings.log_level.lower(),
         access_log=False,
+        # JSON lines: uvicorn's records go to the service's handler instead of its own text one.
+        **({"log_config": None} if settings.log_format == "json" else {}),
     )

@@ -60,7 +60,7 @@ class ObservationLoop:
         evaluation = self.decider.apply_round(round_)
         self.metrics.record_round(round_, evaluation, len(self.decider.active_brokers), len(self.decider.fenced_brokers))
         for change in self._cluster_changes.after_round(round_, self.decider.evicted, self.decider.cache.brokers()):
-            log.log(change.level, change.message)
+            log.log(change.level, change.message, extra=dict(change.fields))
         decision = self.publish()
         if self.history is not None:
             self.history.submit(round_, decision)
@@ -78,7 +78,7 @@ class ObservationLoop:
         if fallback_took_over:
             self.metrics.fallback_applied.inc()
         for change in changes:
-            log.log(change.level, change.message)
+            log.log(change.level, change.message, extra=dict(change.fields))
         for publication in self.publications:
             publication.publish()
         return decision

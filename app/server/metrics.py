@@ -8,8 +8,11 @@ domain's Decision at scrape time: expiry is judged when read, for metrics as for
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Callable, Iterable, Iterator
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 from fastapi import FastAPI
 from prometheus_client import (
@@ -23,7 +26,7 @@ from prometheus_client import (
     Info,
     disable_created_metrics,
 )
-from prometheus_client.core import GaugeMetricFamily, StateSetMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, StateSetMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_fastapi_instrumentator import Instrumentator
 from prometheus_fastapi_instrumentator import metrics as http_metrics
@@ -33,6 +36,7 @@ from app.decision.decision import Decision
 from app.decision.factor import FactorSource
 from app.decision.policy import Evaluation, LimitKind, State
 from app.observation.model import ObservationRound, VolumeObservation
+from app.quotas.service import QuotaService
 from app.server.conditional import WAIT_PARAMETER
 
 HTTP_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 300.0)
@@ -48,13 +52,33 @@ def _package_version() -> str:
         return "unknown"
 
 
+# The revision the image was built from (the Dockerfile's REVISION build argument); from a Git
+# checkout, its commit.
+REVISION_VARIABLE = "KAFKA_THROTTLE_REVISION"
+
+
+def _revision() -> str:
+    if os.environ.get(REVISION_VARIABLE):
+        return os.environ[REVISION_VARIABLE]
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=5,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return commit.stdout.strip() if commit.returncode == 0 and commit.stdout.strip() else "unknown"
+
+
 class ServiceMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
         disable_created_metrics()  # process-wide; the service's registries are the only ones
         for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
             registry.register(collector)
-        Info("kafka_throttle_build", "The running service's version", registry=registry).info({"version": _package_version()})
+        Info("kafka_throttle_build", "The running service's version and the revision it was built from", registry=registry).info(
+            {"version": _package_version(), "revision": _revision()}
+        )
         self.fallback_applied = Counter(  # [FallbackThrottleFactorApplied]
             "kafka_throttle_fallback_applied",
             "Times the fallback factor took over after the last valid factor expired",
@@ -129,6 +153,10 @@ class ServiceMetrics:
     def bind_volumes(self, volumes: Callable[[], Iterable[VolumeObservation]]) -> None:
         self.registry.register(VolumeCollector(volumes))
 
+    def bind_quotas(self, quotas: Callable[[], QuotaService | None]) -> None:
+        """The quota table and its store, once the app has opened it."""
+        self.registry.register(QuotaStoreCollector(quotas))
+
     def record_round(self, round_: ObservationRound, evaluation: Evaluation, active_brokers: int, fenced_brokers: int) -> None:
         self.round_duration.observe(max(0.0, round_.finished_at - round_.started_at))
         self.admin_connected.set(1 if round_.cluster_answered else 0)
@@ -189,6 +217,32 @@ class DecisionCollector(Collector):
                 value=decision.last_success_at,
             )
         yield from _limit_levels(decision)
+
+
+class QuotaStoreCollector(Collector):
+    """What the quota store holds, the writes it did not take, and how far this replica trails
+    the Kafka store's topic."""
+
+    def __init__(self, quotas: Callable[[], QuotaService | None]) -> None:
+        self._quotas = quotas
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        quotas = self._quotas()
+        if quotas is None:
+            return
+        table = quotas.table
+        yield GaugeMetricFamily("kafka_throttle_quota_overrides", "Quota overrides the quota store holds", value=len(table.overrides))
+        yield GaugeMetricFamily("kafka_throttle_quota_groups", "Quota groups the quota store holds", value=len(table.groups))
+        yield CounterMetricFamily(
+            "kafka_throttle_quota_store_write_failures",
+            "Changes through the API (quotas, groups, enforcement) the store did not take (unreachable, not authorised, timed out, a disk error)",
+            value=quotas.write_failures,
+        )
+        yield GaugeMetricFamily(
+            "kafka_throttle_quota_store_lag_records",
+            "Records of the Kafka quota store's topic this replica has not applied yet (always 0 for SQLite)",
+            value=quotas.store_lag,
+        )
 
 
 def _enforcement(decision: Decision) -> Iterator[GaugeMetricFamily]:

@@ -327,6 +327,13 @@ class Settings(BaseSettings):
         "one of DEBUG, INFO, WARNING, ERROR",
         "Log level of the service.",
     )
+    log_format: Literal["text", "json"] = setting(
+        "text",
+        SERVICE_PREFIX + "log.format",
+        "text or json",
+        "Log lines as text, or as one JSON object per line (time, level, logger, message, and the fields of "
+        "audit and state-change lines) for a log aggregator.",
+    )
 
     @field_validator(
         "storage_check_interval",

@@ -16,6 +16,7 @@ import uuid
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from .conftest import ROOT, RunningService
 
@@ -47,6 +48,12 @@ def table(service: RunningService) -> dict:
     """The overrides and groups a replica serves."""
     body = service.client.get("/quotas").json()
     return {"overrides": body["overrides"], "groups": body["groups"]}
+
+
+def store_metrics(service: RunningService) -> dict[str, float]:
+    """The quota store's samples on a replica's /metrics."""
+    families = text_string_to_metric_families(service.client.get("/metrics").text)
+    return {sample.name: sample.value for family in families for sample in family.samples if sample.name.startswith("kafka_throttle_quota")}
 
 
 def put_override(service: RunningService, user: str, produce: float) -> httpx.Response:
@@ -97,6 +104,9 @@ def test_a_burst_of_changes_over_both_replicas_leaves_identical_tables(replicas)
     time.sleep(1.0)
     assert table(one) == table(other)
     assert len(table(one)["overrides"]) > 10
+    held = {"kafka_throttle_quota_overrides": len(table(one)["overrides"]), "kafka_throttle_quota_groups": len(table(one)["groups"])}
+    for service in (one, other):
+        assert store_metrics(service) == {**held, "kafka_throttle_quota_store_lag_records": 0, "kafka_throttle_quota_store_write_failures_total": 0}
     print(f"\n200 changes over two replicas: {len(table(one)['overrides'])} overrides, {len(table(one)['groups'])} groups, identical")
 
 
@@ -189,6 +199,7 @@ def test_with_the_topic_unreachable_writes_get_503_and_reads_keep_the_last_table
         assert refused.headers["content-type"].startswith("application/problem+json")
         assert "quota topic" in refused.json()["detail"]
         assert one.client.get("/quotas").status_code == 200 and table(one) == before
+        assert store_metrics(one)["kafka_throttle_quota_store_write_failures_total"] == 1
     finally:
         for broker in kafka_cluster.broker_ids:
             kafka_cluster.thaw_broker(broker)

@@ -18,12 +18,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
+    NewTopic,
     ResourcePatternType,
     ResourceType,
     ScramCredentialInfo,
@@ -429,3 +432,87 @@ def test_no_secret_appears_in_logs_metrics_answers_errors_or_check_config(secure
     assert "Traceback" not in output
     assert_no_secret("--check-config of a bad configuration", output)
     assert KEY_PASSWORD[::-1] not in output and short_token not in output
+
+
+def kafka_user_acls(principal: str) -> list[AclBinding]:
+    """The ACLs of deploy/strimzi/kafka-user.yaml, as Strimzi's User Operator creates them."""
+    user = yaml.safe_load((ROOT / "deploy/strimzi/kafka-user.yaml").read_text())
+    bindings = []
+    for rule in user["spec"]["authorization"]["acls"]:
+        resource = rule["resource"]
+        if resource["type"] == "cluster":
+            target = (ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL)
+        else:
+            target = (ResourceType[resource["type"].upper()], resource["name"], ResourcePatternType[resource["patternType"].upper()])
+        for operation in rule["operations"]:
+            bindings.append(AclBinding(*target, principal, "*", AclOperation[operation.upper()], AclPermissionType.ALLOW))
+    return bindings
+
+
+def test_the_strimzi_kafka_users_acls_are_all_the_service_needs(secure_cluster, pki, start_service):
+    """With only the ACLs deploy/strimzi/kafka-user.yaml grants: the service observes the cluster
+    (DescribeCluster, DescribeLogDirs), creates and follows the Kafka quota store's topic,
+    takes a change, and publishes history rows to the history topic the operator created.
+    Its consumer group is someone else's: the store reads by assignment and needs none."""
+    quota_topic, history_topic = "kafka-throttle-quotas", "kafka-throttle-history"  # the defaults
+    admin = AdminClient({"bootstrap.servers": secure_cluster.bootstrap_servers})  # a super user
+    if quota_topic in admin.list_topics(timeout=30).topics:  # made by an earlier test: the service must create it
+        admin.delete_topics([quota_topic])[quota_topic].result(timeout=30)
+        while quota_topic in admin.list_topics(timeout=30).topics:
+            time.sleep(0.2)
+    if history_topic not in admin.list_topics(timeout=30).topics:  # what the KafkaTopic resource does
+        admin.create_topics([NewTopic(history_topic, 1, 2, config={"cleanup.policy": "compact"})])[history_topic].result(timeout=30)
+    granted = kafka_user_acls("User:throttle")
+    assert {binding.name for binding in granted} == {"kafka-cluster", quota_topic, history_topic}
+    # Someone else's ACL on every resource the service touches, its consumer groups included:
+    # none is open for want of ACLs, so what the user was not granted is denied.
+    others = [
+        AclBinding(restype, name, pattern, "User:nobody", "*", AclOperation.ALL, AclPermissionType.ALLOW)
+        for restype, name, pattern in (
+            (ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL),
+            (ResourceType.TOPIC, quota_topic, ResourcePatternType.LITERAL),
+            (ResourceType.TOPIC, history_topic, ResourcePatternType.LITERAL),
+            (ResourceType.GROUP, "kafka-throttle", ResourcePatternType.PREFIXED),
+        )
+    ]
+    for future in admin.create_acls(granted + others).values():
+        future.result(timeout=30)
+    token = "least-acls-admin-token"
+    try:
+        time.sleep(2)  # ACLs reach the brokers through the metadata log
+        service = start_service(
+            extra_env={
+                **scram_env(pki, SCRAM_USERS["throttle"]),
+                PRODUCER + "SECURITY_PROTOCOL": "SASL_SSL",
+                PRODUCER + "SASL_MECHANISMS": "SCRAM-SHA-512",
+                PRODUCER + "SASL_USERNAME": "throttle",
+                PRODUCER + "SASL_PASSWORD": SCRAM_USERS["throttle"],
+                PRODUCER + "SSL_CA_LOCATION": str(pki.ca_cert),
+            },
+            kafka_admin_bootstrap_servers=secure_cluster.bootstrap_servers_for("SASL_SSL"),
+            quota_store="kafka",
+            admin_token=token,
+            history_kafka_enabled="true",
+            **TIMING,
+        )
+        service.wait_for(observed, 60, "observed with the KafkaUser's ACLs")
+        service.wait_ready(60)
+        changed = service.client.put(
+            "/quotas/overrides", params={"user": "alice"}, json={"produce": 4_194_304}, headers={"Authorization": f"Bearer {token}"}
+        )
+        assert changed.status_code == 200, changed.text + service.log()[-3000:]
+        assert f"created the quota topic '{quota_topic}'" in service.log()
+        reader = Consumer({"bootstrap.servers": secure_cluster.bootstrap_servers, "group.id": "least-acls-check"})
+        try:
+            deadline = time.monotonic() + 30
+            while reader.get_watermark_offsets(TopicPartition(history_topic, 0), timeout=10)[1] == 0:
+                assert time.monotonic() < deadline, "no history row reached the history topic\n" + service.log()[-3000:]
+                time.sleep(0.5)
+        finally:
+            reader.close()
+        assert "authoriz" not in service.log().lower(), service.log()[-3000:]
+    finally:
+        resources = {(b.restype, b.name, b.resource_pattern_type, b.principal) for b in granted + others}
+        filters = [AclBindingFilter(*resource, None, AclOperation.ANY, AclPermissionType.ANY) for resource in resources]
+        for future in admin.delete_acls(filters).values():
+            future.result(timeout=30)

@@ -29,6 +29,8 @@ from devtools.localstack import LOCAL_DEFAULTS
 from app.settings import load_settings
 from app.settings.model import Settings, env_name, property_name
 
+from ..gotools import tool
+
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 BROKERS = ("broker-1", "broker-2", "broker-3")
@@ -329,3 +331,27 @@ def test_the_demo_image_adds_the_development_tools_to_the_service_image():
     assert demo.startswith("FROM service AS demo")
     assert re.search(r"^COPY devtools \S+$", demo, re.M) and re.search(r'^ENTRYPOINT \["throttle-demo"\]', demo, re.M)
     assert re.search(r"^USER throttle", demo, re.M), "the demo, too, runs unprivileged"
+
+
+def test_composes_own_loader_reads_the_file_as_docker_will():
+    """`docker compose config` without an engine: compose-go, the loader Docker Compose is built
+    on (devtools/composeconfig, built by `make test-tools`), validates, interpolates and
+    normalises the file; the services and volumes it reads are the ones this file declares."""
+    loaded = subprocess.run([tool("compose-config"), "-f", str(COMPOSE)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert loaded.returncode == 0, loaded.stderr
+    project = yaml.safe_load(loaded.stdout)
+    declared = yaml.safe_load(COMPOSE.read_text())
+    assert project["name"] == declared["name"]
+    assert set(project["services"]) == set(declared["services"])
+    assert set(project["volumes"]) == set(declared["volumes"])
+    broker = project["services"]["broker-1"]
+    (tmpfs,) = [volume for volume in broker["volumes"] if volume["type"] == "tmpfs"]
+    assert int(tmpfs["tmpfs"]["size"]) == 64 * 1024 * 1024 and tmpfs["tmpfs"]["mode"] == 0o1777
+
+
+def test_composes_own_loader_rejects_what_docker_would_reject(tmp_path):
+    broken = tmp_path / "docker-compose.yml"
+    broken.write_text(COMPOSE.read_text().replace("read_only: true", "read_onyl: true"))
+    loaded = subprocess.run([tool("compose-config"), "-f", str(broken)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert loaded.returncode != 0
+    assert "read_onyl" in loaded.stderr

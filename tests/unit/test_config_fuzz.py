@@ -11,7 +11,6 @@ import contextlib
 import io
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from app.server.cli import EXIT_INVALID_CONFIG, main
+from devtools.processes import free_port
 from app.settings.loading import environ_without_settings
 from app.settings.properties import PropertiesSyntaxError, escape_key, parse_properties
 from app.settings.model import ADMIN_PREFIX, HISTORY_PRODUCER_PREFIX, PROPERTY_FIELDS, SERVICE_PREFIX, STATIC_PREFIX
@@ -204,12 +204,6 @@ def test_an_unwritable_data_or_history_dir_stops_start_up_with_exit_2(tmp_path) 
         started = run_cli([], {**base, **env}, timeout=30)
         assert started.returncode == 2, started.stderr
         assert "Traceback" not in started.stderr and key in started.stderr, started.stderr
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

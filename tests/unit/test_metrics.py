@@ -5,11 +5,17 @@ round can be written into rules. The rules themselves: test_alert_rules.py."""
 
 from __future__ import annotations
 
+import sqlite3
+import subprocess
+from pathlib import Path
+
 from app.observation.model import ObservationRound, VolumeObservation
+from app.server.metrics import REVISION_VARIABLE
 
 from ..promtools import promtool
 from .exposition import RATIO_LIMITS, busy_service, every_kind_of_volume, parse, scrape_after, value
 
+ROOT = Path(__file__).resolve().parents[2]
 START = 1_700_000_000.0  # ManualClock's start: the app is created at this instant
 
 
@@ -124,3 +130,37 @@ def test_long_polls_are_kept_out_of_the_request_latency_histogram():
     assert value(samples, "http_long_poll_duration_seconds_count", **long_poll) == 1.0
     assert value(samples, "http_long_poll_duration_seconds_sum", **long_poll) >= 0.29
     assert value(samples, "http_requests_total", **long_poll) == 1.0, "long-polls are still counted as requests"
+
+
+def test_the_build_info_names_the_revision_from_the_image_or_the_checkout(monkeypatch):
+    def revisions() -> list[str]:
+        return [dict(labels)["revision"] for name, labels in parse(scrape_after(busy_service)) if name == "kafka_throttle_build_info"]
+
+    monkeypatch.setenv(REVISION_VARIABLE, "0123456789ab")
+    assert revisions() == ["0123456789ab"]
+    monkeypatch.delenv(REVISION_VARIABLE)
+    checkout = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    assert revisions() == [checkout.stdout.strip() if checkout.returncode == 0 else "unknown"]
+
+
+def test_the_quota_store_metrics_count_what_it_holds_and_the_writes_it_did_not_take():
+    token = {"Authorization": "Bearer metrics-test-token-0123"}
+
+    async def changes(client, loop, clock):
+        assert (await client.put("/quotas/overrides", params={"user": "alice"}, json={"produce": 1048576}, headers=token)).status_code == 200
+        group = {"users": ["bob"], "limits": {"produce": 2097152}}
+        assert (await client.put("/quotas/groups/etl", json=group, headers=token)).status_code == 200
+        quotas = client._transport.app.state.service.quotas
+
+        def broken_disk(*args):
+            raise sqlite3.OperationalError("disk I/O error")
+
+        quotas.store.put_override = broken_disk
+        failed = await client.put("/quotas/overrides", params={"user": "carol"}, json={"produce": 1048576}, headers=token)
+        assert failed.status_code >= 500
+
+    samples = parse(scrape_after(changes, admin_token="metrics-test-token-0123"))
+    assert value(samples, "kafka_throttle_quota_overrides") == 1
+    assert value(samples, "kafka_throttle_quota_groups") == 1
+    assert value(samples, "kafka_throttle_quota_store_write_failures_total") == 1
+    assert value(samples, "kafka_throttle_quota_store_lag_records") == 0  # SQLite: nothing to trail

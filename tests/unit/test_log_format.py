@@ -1,0 +1,96 @@
+"""throttle.service.log.format: text lines by default; with json, every line the real service
+process writes is one JSON object (time, level, logger, message) and the audit and
+state-change lines carry their facts as fields."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+
+import httpx
+
+from devtools.processes import free_port, healthz_answers, service_environment, stop_process
+
+TOKEN = "a-token-of-sixteen-characters"
+SETTINGS = {
+    "storage_check_interval": "PT0S",  # no cluster: the decision is the configured one
+    "storage_per_volume_limit_min_available_ratio": "0.05",
+    "admin_token": TOKEN,
+}
+
+
+@contextmanager
+def running_service(tmp_path: Path, **settings: str) -> Iterator[tuple[httpx.Client, list[str]]]:
+    port = free_port()
+    environment = service_environment(port, tmp_path, {**SETTINGS, **settings})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "app.server.cli"], env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    lines: list[str] = []
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+            assert healthz_answers(client, process, timeout=60), "the service did not start"
+            yield client, lines
+    finally:
+        stop_process(process)
+        lines.extend(process.stdout.read().splitlines())
+
+
+def write_quota(client: httpx.Client) -> None:
+    answer = client.put(
+        "/quotas/overrides",
+        params={"user": "alice", "client-id": "<default>"},
+        json={"produce": 1048576},
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    )
+    assert answer.status_code == 200, answer.text
+
+
+def test_json_lines_are_one_object_each_with_the_fields_of_audit_and_state_changes(tmp_path):
+    with running_service(tmp_path, log_format="json") as (client, lines):
+        write_quota(client)
+    records = [json.loads(line) for line in lines]  # every line, uvicorn's included, is JSON
+    assert len(records) >= 5
+    for record in records:
+        assert {"time", "level", "logger", "message"} <= set(record), record
+        assert datetime.fromisoformat(record["time"]).utcoffset().total_seconds() == 0
+        assert "color_message" not in record
+    assert any(record["logger"] == "uvicorn.error" for record in records)
+    (audit,) = [record for record in records if record.get("event") == "audit"]
+    assert audit["logger"] == "app.server.audit" and audit["level"] == "INFO"
+    assert {key: audit[key] for key in ("method", "path", "entity", "outcome", "status", "client")} == {
+        "method": "PUT",
+        "path": "/quotas/overrides",
+        "entity": {"user": "alice", "client-id": "<default>"},
+        "outcome": "accepted",
+        "status": 200,
+        "client": "127.0.0.1",
+    }
+    assert audit["message"].startswith('PUT /quotas/overrides user="alice" client-id="<default>" outcome=accepted')
+    (state,) = [record for record in records if record.get("event") == "state_change"]
+    assert {key: state[key] for key in ("previous_state", "state", "factor", "volumes")} == {
+        "previous_state": None,
+        "state": "OPEN",
+        "factor": 1.0,
+        "volumes": [],
+    }
+
+
+def test_text_lines_stay_the_default(tmp_path):
+    with running_service(tmp_path) as (client, lines):
+        write_quota(client)
+    audit = [line for line in lines if " app.server.audit: " in line]
+    assert len(audit) == 1 and 'user="alice" client-id="<default>" outcome=accepted status=200' in audit[0]
+    assert not any(line.startswith("{") for line in lines)
+
+
+def test_an_unknown_log_format_stops_start_up_naming_the_key(tmp_path):
+    environment = service_environment(free_port(), tmp_path, {**SETTINGS, "log_format": "xml"})
+    result = subprocess.run([sys.executable, "-m", "app.server.cli"], env=environment, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "throttle.service.log.format" in result.stderr and "text or json" in result.stderr
