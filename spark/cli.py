@@ -47,6 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--until", type=_instant, metavar="T", help="first instant to leave out")
     parser.add_argument("--master", metavar="URL", help="Spark master (default: spark-submit's, else local[*])")
     parser.add_argument(
+        "--cache", metavar="DIR", help="keep each day of the history parsed in DIR, and parse a day again only when its files change (a local or mounted path)"
+    )
+    parser.add_argument(
         "--max-gap", type=_seconds, metavar="SECONDS", help="observations further apart than this split episodes (default: 3 x the recorded check interval)"
     )
     parser.add_argument(
@@ -136,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     say(f"Spark {spark.version} on {spark.sparkContext.master}")
     try:
         report = run_report(
-            spark, args.input, args.output, args.since, args.until, args.max_gap, args.forecast_window, progress=say, limit_sets=limit_sets
+            spark, args.input, args.output, args.since, args.until, args.max_gap, args.forecast_window, progress=say, limit_sets=limit_sets, cache=args.cache
         )
     except EmptyHistory as exc:
         print(f"throttle-report: {exc}", file=sys.stderr)

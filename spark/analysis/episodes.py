@@ -73,7 +73,7 @@ def volume_rows(rows: DataFrame) -> DataFrame:
 # goes through that sort, each field as narrow as it can be: the verdict as a small number
 # (0 when unjudged), from which the breach of each limit is derived after the sort.
 _VOLUME_ID = "volume_id"
-_CARRIED = ("time", "usable_bytes", "available_ratio", "total_bytes", "hard_limit", "soft_limit")
+_CARRIED = ("time", "usable_bytes", "available_ratio", "total_bytes", "hard_limit", "soft_limit", "log_dir_error")
 _STATUS = "status"
 _JUDGED_CODES = {verdict: code for code, verdict in enumerate(JUDGED, start=1)}  # ok 1, ramping 2, breaching 3
 _LEVEL = {"hard": "hard_limit", "soft": "soft_limit"}
@@ -210,6 +210,7 @@ _EPISODE_COLUMNS = (
     "worst_available_ratio",
     "total_bytes",
     "observations",
+    "log_dir_error",
 )
 
 
@@ -226,6 +227,7 @@ def _episodes(rows: DataFrame) -> DataFrame:
         F.min("available_ratio").alias("worst_available_ratio"),
         F.max("total_bytes").alias("total_bytes"),
         F.count(F.lit(1)).alias("observations"),
+        F.max_by("log_dir_error", F.when(F.col("log_dir_error").isNotNull(), F.col("t"))).alias("log_dir_error"),  # the last one
     )
     return grouped.select(
         _VOLUME_ID,
@@ -241,6 +243,7 @@ def _episodes(rows: DataFrame) -> DataFrame:
         "worst_available_ratio",
         "total_bytes",
         "observations",
+        "log_dir_error",
     )
 
 
