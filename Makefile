@@ -35,9 +35,10 @@ test: install test-tools
 
 # Programs some tests drive, from Debian's packages where missing (needs root and apt-get):
 # Chromium renders the report page and /docs; Node.js and npm run the TypeScript client
-# generated from the OpenAPI document; promtool and Prometheus check the alert rules and the
+# generated from the OpenAPI document, Go builds the Go one (it needs no module beyond the
+# standard library); promtool and Prometheus check the alert rules and the
 # dashboard's queries (installed without the node exporter Prometheus recommends).
-TEST_TOOLS := chromium:chromium node:nodejs npm:npm
+TEST_TOOLS := chromium:chromium node:nodejs npm:npm go:golang-go
 TEST_TOOLS_BARE := promtool:prometheus prometheus:prometheus
 
 missing = $$(for tool in $(1); do command -v $${tool%%:*} >/dev/null || echo $${tool\#*:}; done | sort -u)

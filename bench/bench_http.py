@@ -1,11 +1,14 @@
 """Throughput and latency of the hot endpoints against a bare FastAPI endpoint:
 /throttle-factor (200 and 304), /quotas/resolve and conditional GET /quotas (304), each
-served by uvicorn with the h11 parser (as the service runs) and with httptools.
+served by uvicorn with httptools through the service's edge protocol (as the service runs),
+with uvicorn's own h11 protocol (as the service ran before) and with uvicorn's own httptools
+protocol (what the edge costs).
 
-Run: .venv/bin/python bench/bench_http.py [--duration 10] [--rounds 3]
-Needs wrk (Debian package ``wrk``). Every figure is measured in the same run, servers and
-load alternating, and reported as a ratio: to the bare endpoint on the same parser, and of
-h11 to httptools for the same endpoint. This machine is noisy."""
+Run: .venv/bin/python bench/bench_http.py [--duration 10] [--rounds 3] [--parsers httptools-edge,h11,httptools]
+Needs wrk (Debian package ``wrk``). Every figure is measured in the same run, the targets'
+order reversed every other round, and reported as ratios taken within each round (min /
+median / max over the rounds): to the bare endpoint on the same parser, and of each parser to
+the first one for the same endpoint. This machine is noisy."""
 
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CONNECTIONS = 32
 
 
-PARSERS = ("h11", "httptools")
+PARSERS = ("httptools-edge", "h11", "httptools")
 
 
 def start(kind: str, parser: str, attempts: int = 3) -> tuple[subprocess.Popen, int]:
@@ -89,17 +92,19 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--duration", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--parsers", default=",".join(PARSERS), help="comma-separated, the first the one the others are compared to")
     args = parser.parse_args()
+    parsers = args.parsers.split(",")
     if shutil.which("wrk") is None:
         sys.exit("wrk is needed: apt-get install wrk")
 
     servers: dict[tuple[str, str], tuple[subprocess.Popen, int]] = {}
     try:
         for kind in ("service", "bare"):
-            for parser in PARSERS:
+            for parser in parsers:
                 servers[kind, parser] = start(kind, parser)
         targets: dict[tuple[str, str], tuple[int, str, dict[str, str] | None]] = {}
-        for parser in PARSERS:
+        for parser in parsers:
             service_url = f"http://127.0.0.1:{servers['service', parser][1]}"
             decision = httpx.get(f"{service_url}/throttle-factor")
             etag = decision.headers["etag"]
@@ -120,8 +125,9 @@ def main() -> None:
         results: dict[tuple[str, str], list[dict[str, float]]] = {target: [] for target in targets}
         for _, url, headers in targets.values():  # warm-up
             wrk(url, 2, headers)
-        for _ in range(args.rounds):
-            for target, (pid, url, headers) in targets.items():
+        for round_ in range(args.rounds):
+            order = list(targets.items())
+            for target, (pid, url, headers) in order if round_ % 2 == 0 else reversed(order):
                 results[target].append(measured(pid, url, args.duration, headers))
     finally:
         for proc, _ in servers.values():
@@ -130,17 +136,25 @@ def main() -> None:
     def median(target: tuple[str, str], figure: str) -> float:
         return statistics.median(run[figure] for run in results[target])
 
-    print(f"{'endpoint':<24}{'parser':>10}{'req/s':>10}{'x bare':>9}{'p50 ms':>9}{'p99 ms':>9}{'CPU us/req':>12}")
+    def ratios(target: tuple[str, str], base: tuple[str, str], figure: str) -> str:
+        """min / median / max over the rounds of the ratio taken within each round."""
+        each = sorted(run[figure] / based[figure] for run, based in zip(results[target], results[base]))
+        return f"{each[0]:.2f}/{statistics.median(each):.2f}/{each[-1]:.2f}"
+
+    print(f"{'endpoint':<24}{'parser':>16}{'req/s':>10}{'x bare min/med/max':>20}{'p50 ms':>9}{'p99 ms':>9}{'p99 x bare':>16}{'CPU us/req':>12}")
     for name, parser in results:
-        rps = median((name, parser), "rps")
-        base = median(("bare endpoint", parser), "rps")
+        bare = ("bare endpoint", parser)
         p50, p99, cpu = (median((name, parser), figure) for figure in ("p50", "p99", "cpu_us"))
-        print(f"{name:<24}{parser:>10}{rps:>10.0f}{rps / base:>9.2f}{p50:>9.2f}{p99:>9.2f}{cpu:>12.0f}")
-    print(f"\n{'endpoint':<24}{'h11 / httptools req/s':>23}{'CPU us/req':>12}")
-    for name in dict.fromkeys(name for name, _ in results):
-        rps_ratio = median((name, "h11"), "rps") / median((name, "httptools"), "rps")
-        cpu_ratio = median((name, "h11"), "cpu_us") / median((name, "httptools"), "cpu_us")
-        print(f"{name:<24}{rps_ratio:>23.2f}{cpu_ratio:>12.2f}")
+        print(
+            f"{name:<24}{parser:>16}{median((name, parser), 'rps'):>10.0f}{ratios((name, parser), bare, 'rps'):>20}"
+            f"{p50:>9.2f}{p99:>9.2f}{ratios((name, parser), bare, 'p99'):>16}{cpu:>12.0f}"
+        )
+    first = parsers[0]
+    for other in parsers[1:]:
+        print(f"\n{'endpoint':<24}{f'{first} / {other} req/s':>28}{'CPU us/req':>18}")
+        for name in dict.fromkeys(name for name, _ in results):
+            print(f"{name:<24}{ratios((name, first), (name, other), 'rps'):>28}{ratios((name, first), (name, other), 'cpu_us'):>18}")
+
 
 if __name__ == "__main__":
     main()

@@ -1,5 +1,7 @@
 """Servers for the HTTP benchmarks, one per process:
-``python bench/serve.py service|bare PORT [h11|httptools]`` (the parser defaults to the service's).
+``python bench/serve.py service|bare PORT [httptools-edge|h11|httptools]`` (default: the
+service's edge protocol, as the service runs; a parser's name alone is uvicorn's own protocol
+for it).
 
 ``service`` is the real app (metrics on) holding a decision over a 3-broker cluster view, as
 after a real observation round; ``bare`` is a FastAPI endpoint returning a constant JSON body
@@ -7,6 +9,7 @@ of the same size, the baseline every ratio is measured against."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 import tempfile
@@ -16,7 +19,8 @@ import uvicorn
 from fastapi import FastAPI, Response
 
 from app.server.app import create_app
-from app.server.http_server import HTTP_PARSER, MAX_REQUEST_HEAD_BYTES
+from app.server.http_protocol import MAX_REQUEST_HEAD_BYTES, ConnectionGuard
+from app.server.http_server import HTTP_PARSER, HTTP_PROTOCOL
 from app.quotas.model import DEFAULT, QuotaEntity, QuotaType
 from app.quotas.store import QuotaStore, store_file
 from app.settings import load_settings
@@ -66,11 +70,16 @@ def bare_app(body: bytes) -> FastAPI:
 
 def main() -> None:
     kind, port = sys.argv[1], int(sys.argv[2])
-    parser = sys.argv[3] if len(sys.argv) > 3 else HTTP_PARSER
+    parser = sys.argv[3] if len(sys.argv) > 3 else f"{HTTP_PARSER}-edge"
     service = service_app()
     app = service if kind == "service" else bare_app(service.state.service.decisions.current().body)
-    limits = {"h11_max_incomplete_event_size": MAX_REQUEST_HEAD_BYTES} if parser == "h11" else {}
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, http=parser, **limits)
+    protocol: object = parser
+    if parser == f"{HTTP_PARSER}-edge":  # the service's deadlines and cap at their defaults
+        protocol = functools.partial(HTTP_PROTOCOL, guard=ConnectionGuard(4096, 5.0))
+    uvicorn.run(
+        app, host="127.0.0.1", port=port, log_level="warning", access_log=False, http=protocol,  # type: ignore[arg-type]
+        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES, ws="none",  # h11's head limit, as the service had
+    )
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ import argparse
 import sys
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
+from spark.analysis.backtest import LimitSet, LimitSetError, check_names, read_limit_set
 from spark.analysis.forecast import FORECAST_WINDOW_SECONDS
 from spark.job import EmptyHistory, run_report
 from spark.page.units import human_bytes, human_duration
@@ -50,7 +52,28 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--forecast-window", type=_seconds, default=FORECAST_WINDOW_SECONDS, metavar="SECONDS", help="history each fill-rate fit uses (default: 3600)"
     )
+    parser.add_argument(
+        "--limits",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        help="a candidate set of limits to try on the history (a properties file with the service's limit settings; "
+        "the set is named after the file); repeat for more sets",
+    )
     return parser
+
+
+def _limit_sets(files: list[Path]) -> list[LimitSet]:
+    """The sets of --limits, or exit 2 naming each problem (as the service does at start-up)."""
+    try:
+        sets = [read_limit_set(path) for path in files]
+        check_names(sets)
+    except LimitSetError as exc:
+        for line in str(exc).splitlines():
+            print(f"throttle-report: {line}", file=sys.stderr)
+        raise SystemExit(2) from None
+    return sets
 
 
 def _progress(started: float):
@@ -90,12 +113,19 @@ def summary_table(report: Report) -> str:
         f"{report.rows:,} rows, {report.skipped_lines:,} lines skipped; time in THROTTLE {human_duration(throttle) or '0 s'}, "
         f"PAUSE {human_duration(pause) or '0 s'}, on the fallback {human_duration(fallback) or '0 s'}"
     )
+    for tried in report.tables.get("backtest", []):
+        rendered.append(
+            f"limits {tried['limit_set']}: {tried['hard_episodes']:,} hard / {tried['soft_episodes']:,} soft episodes, "
+            f"THROTTLE {human_duration(tried['throttle_seconds']) or '0 s'}, PAUSE {human_duration(tried['pause_seconds']) or '0 s'}, "
+            f"first fired {tried['first_fired_at'] or 'never'}"
+        )
     rendered.append(f"report: {report.output}/report.html  (tables: {report.output}/<name>.csv and {report.output}/parquet/)")
     return "\n".join(rendered)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
+    limit_sets = _limit_sets(args.limits)
     started = time.perf_counter()
     say = _progress(started)
     say("starting Spark")
@@ -103,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     say(f"Spark {spark.version} on {spark.sparkContext.master}")
     try:
         report = run_report(
-            spark, args.input, args.output, args.since, args.until, args.max_gap, args.forecast_window, progress=say
+            spark, args.input, args.output, args.since, args.until, args.max_gap, args.forecast_window, progress=say, limit_sets=limit_sets
         )
     except EmptyHistory as exc:
         print(f"throttle-report: {exc}", file=sys.stderr)

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from spark.analysis.backtest import LimitSet, Outcome, backtest, page_view
 from spark.analysis.brokers import broker_summary, volume_summary
 from spark.analysis.chart_data import closest_volume_series, state_timeline
+from spark.analysis.enforcement import with_enforcement
 from spark.analysis.episodes import violation_episodes
 from spark.analysis.forecast import FORECAST_WINDOW_SECONDS, fill_forecast
 from spark.analysis.gaps import HistoryEnd
@@ -58,6 +60,7 @@ def run_report(
     max_gap_seconds: float | None = None,
     forecast_window_seconds: float = FORECAST_WINDOW_SECONDS,
     progress: Progress = lambda message: None,
+    limit_sets: Sequence[LimitSet] = (),
 ) -> Report:
     started = time.perf_counter()
     step_started = started
@@ -89,7 +92,7 @@ def run_report(
         end = _history_end(volumes, read.last_time)
         # Small tables, each computed once: written twice and shown, and the broker summary
         # builds on the episodes and the forecast.
-        episodes = violation_episodes(rows, volumes, end, max_gap_seconds).persist()
+        episodes = violation_episodes(rows, volumes, end, max_gap_seconds).transform(with_enforcement(rows)).persist()
         forecast = fill_forecast(rows, volumes, end, forecast_window_seconds).persist()
         tables = {
             "episodes": episodes,
@@ -97,10 +100,17 @@ def run_report(
             "brokers": broker_summary(volumes, episodes, forecast, end).persist(),
             "forecast": forecast,
         }
-        for name in TABLES:
+        names = list(TABLES)
+        cached: list[DataFrame] = []
+        if limit_sets:  # the history judged again under each candidate set, beside the live one
+            live = Outcome(episodes, round_rows)
+            tried = backtest(rows, volumes, end, live, list(limit_sets), max_gap_seconds, with_enforcement(rows), cached)
+            tables.update({name: table.persist() for name, table in tried.items()})
+            names += tried
+        for name in names:
             output.write_table(name, tables[name])
             report.table_sizes[name] = tables[name].count()
-            report.tables[name] = _rows_of(tables[name])
+            report.tables[name] = _rows_of(page_view(name, tables[name]))
             done(name, f"wrote {name}: {report.table_sizes[name]:,} rows")
 
         counts = episodes.agg(
@@ -117,7 +127,7 @@ def run_report(
         output.write_text("report.html", render_page(report))
         done("html", f"wrote {output.path('report.html')}")
         report.seconds["total"] = time.perf_counter() - started
-        for table in (*tables.values(), round_rows, round_decisions, volumes):
+        for table in (*tables.values(), *cached, round_rows, round_decisions, volumes):
             table.unpersist()
     finally:
         output.delete(PARSED)  # the parsed copy of the history

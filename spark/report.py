@@ -11,6 +11,10 @@ PAGE_ROWS = 200
 # Default gap limit: this many check intervals (each row records the service's interval).
 # Here because the analysis applies it and the page states it.
 GAP_INTERVALS = 3.0
+# The backtest's column of the limits recorded in the history (beside the --limits sets).
+LIVE_LIMITS = "live"
+# Volumes per limit set on the page, by their rank in the set (the tables hold every one).
+WORST_VOLUMES = 5
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ No I/O and no clock of its own: rounds carry their time and reads pass ``now``."
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 
 from app.decision.decision import Decision, VolumeState
@@ -60,6 +61,21 @@ class ThrottleDecider:
         else:
             self.holder.record_failure(view)
         return evaluation
+
+    def judged_by(self, policy: StoragePolicy) -> ThrottleDecider:
+        """What this decider would say under ``policy`` (what-if): a read-only twin holding the
+        same cache, rounds and factor lifecycle, with every view judged again by ``policy`` and
+        no volume remembered in breach (hysteresis holds only a volume that breached before,
+        and which did under other limits is not known; a service restarted with ``policy``
+        starts so too). Only for ``decision`` and ``volumes``: it must not take rounds (it
+        shares the cache)."""
+        twin = copy.copy(self)
+        twin.policy = policy
+        twin.holder = self.holder.judged_by(policy)
+        twin._view = self._view.judged_by(policy) if self._view is not None else None
+        twin._breaching = frozenset()
+        twin.evaluation = None
+        return twin
 
     def reading(self, now: float) -> FactorReading:
         return self.holder.read(now)

@@ -13,9 +13,11 @@ makes the cluster look healthier than what was seen."""
 
 from __future__ import annotations
 
+import copy
 import enum
 from dataclasses import dataclass
 
+from app.decision.policy import StoragePolicy
 from app.decision.timeline import SteadyTimeline, Timeline
 
 
@@ -66,6 +68,14 @@ class ThrottleFactorHolder:
         self._latest_succeeded = False
         if known is not None:
             self._known = known
+
+    def judged_by(self, policy: StoragePolicy) -> ThrottleFactorHolder:
+        """A copy whose timelines (the last valid one, what a failed round still knew) are
+        judged by ``policy``; the lifecycle (initial, failures, expiry, fallback) is this one's."""
+        twin = copy.copy(self)
+        twin._last_valid = self._last_valid.judged_by(policy)
+        twin._known = self._known.judged_by(policy) if self._known is not None else None
+        return twin
 
     def read(self, now: float) -> FactorReading:
         if not self._enabled:

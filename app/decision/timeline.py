@@ -11,6 +11,7 @@ Pure: no clock, no I/O. Later steps are evaluated the first time they are read."
 from __future__ import annotations
 
 import bisect
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -54,6 +55,11 @@ class Timeline:
         same factor changes nothing a client acts on). None once everything has expired."""
         raise NotImplementedError
 
+    def judged_by(self, policy: StoragePolicy) -> Timeline:
+        """The same observations over the same instants, judged by ``policy`` with no volume
+        remembered in breach (what-if)."""
+        raise NotImplementedError
+
 
 class SteadyTimeline(Timeline):
     """One factor from ``start`` until ``until``: the start-up grace, or a test's factor."""
@@ -73,6 +79,9 @@ class SteadyTimeline(Timeline):
 
     def factor_holds_until(self, now: float) -> float | None:
         return self.next_change_after(now)
+
+    def judged_by(self, policy: StoragePolicy) -> Timeline:
+        return self  # no observations: nothing to judge
 
 
 class ViewTimeline(Timeline):
@@ -129,3 +138,8 @@ class ViewTimeline(Timeline):
         while index + 1 < len(self._bounds) and self._step(index + 1).factor == factor:
             index += 1
         return self._bounds[index]
+
+    def judged_by(self, policy: StoragePolicy) -> Timeline:
+        twin = copy.copy(self)
+        twin._policy, twin._breaching, twin._steps = policy, frozenset(), {}
+        return twin

@@ -11,12 +11,13 @@ import logging
 from collections.abc import Callable
 
 from app.clock import Clock
-from app.quotas.change_rules import FLOOR_SETTINGS
+from app.quotas.change_rules import FLOOR_SETTINGS, table_size_problem
 from app.quotas.model import QuotaValues, QuotaEntity, QuotaGroup, QuotaTable, QuotaType
 from app.quotas.resolution import Resolution, resolve
 from app.quotas.kafka_store import ChangeRefused, KafkaQuotaStore
 from app.quotas.store import QuotaStore
 from app.settings import Settings
+from app.settings.model import QUOTA_MAX
 from app.decision.enforcement import Enforcement
 from app.decision.factor import FactorReading
 
@@ -25,6 +26,10 @@ log = logging.getLogger("app.decision")
 
 class MembershipConflict(ValueError):
     pass
+
+
+class TableFull(ValueError):
+    """The change would take the table past its cap (throttle.service.quota.table.max.entries)."""
 
 
 def table_from_settings(settings: Settings, overrides: dict[QuotaEntity, QuotaValues], groups: dict[str, QuotaGroup]) -> QuotaTable:
@@ -40,12 +45,21 @@ def table_from_settings(settings: Settings, overrides: dict[QuotaEntity, QuotaVa
     }
     return QuotaTable(
         defaults=defaults,
-        overrides=overrides,
-        groups=groups,
+        overrides={entity: _at_most_the_maximum(limits) for entity, limits in overrides.items()},
+        groups={name: dataclasses.replace(group, limits=_at_most_the_maximum(group.limits)) for name, group in groups.items()},
         excluded_principals=settings.excluded_principals,
         factor_types=frozenset(QuotaType(t) for t in settings.factor_types),
         floors={quota_type: getattr(settings, field) for quota_type, field in FLOOR_SETTINGS.items()},
     )
+
+
+def _at_most_the_maximum(limits: QuotaValues) -> QuotaValues:
+    """A quota stored above QUOTA_MAX before changes were held to it (1e39, say) is served as
+    QUOTA_MAX: Kafka treats both alike, and clients read no larger double than the document
+    allows."""
+    if all(value <= QUOTA_MAX for value in limits.values()):
+        return limits
+    return {quota_type: min(value, QUOTA_MAX) for quota_type, value in limits.items()}
 
 
 class QuotaService:
@@ -154,8 +168,14 @@ class QuotaService:
 
     async def put_override(self, entity: QuotaEntity, limits: QuotaValues) -> None:
         async with self._writes:
+            self._check_size(entity=entity)
             await self._stored(self.store.put_override, entity, limits, self.clock())
             self._replace(overrides={**self.table.overrides, entity: dict(limits)})
+
+    def _check_size(self, entity: QuotaEntity | None = None, group: QuotaGroup | None = None) -> None:
+        problem = table_size_problem(self.table, self._settings.quota_table_max_entries, entity, group)
+        if problem:
+            raise TableFull(problem)
 
     async def delete_override(self, entity: QuotaEntity) -> bool:
         async with self._writes:
@@ -175,6 +195,7 @@ class QuotaService:
                 owner = self.table.client_groups.get(client_id)
                 if owner not in (None, group.name):
                     raise MembershipConflict(f"client id {client_id!r} already belongs to group {owner!r}")
+            self._check_size(group=group)
             try:
                 await self._stored(self.store.put_group, group, self.clock())
             except ChangeRefused as exc:  # another replica's group took the member first

@@ -1,6 +1,6 @@
 """What a request passes before a route sees it.
 
-A write (any method but GET and HEAD) needs the admin token, checked from its headers before
+A write (any method but GET and HEAD, except the POSTs that only judge their body) needs the admin token, checked from its headers before
 anything reads its body: a client without the token learns nothing about bodies, and its
 body costs no memory. Then its body must fit the limit: a declared Content-Length over it is
 refused at once, a chunked body is counted as it arrives and refused at the limit. A HEAD is
@@ -20,12 +20,18 @@ from app.server.problems import problem_json
 from app.settings.model import env_name, property_name
 
 READ_METHODS = frozenset({"GET", "HEAD"})
+# POSTs that change nothing: a body to judge, no effect (no token, no audit line).
+READ_ONLY_POSTS = frozenset({"/what-if"})
 TOKEN_SETTING = property_name("admin_token")
 BODY_LIMIT_SETTING = property_name("http_max_body_bytes")
 
 
-def is_write(scope: Scope) -> bool:
+def has_body(scope: Scope) -> bool:
     return scope["type"] == "http" and scope["method"] not in READ_METHODS
+
+
+def is_write(scope: Scope) -> bool:
+    return has_body(scope) and not (scope["method"] == "POST" and scope["path"] in READ_ONLY_POSTS)
 
 
 def header(scope: Scope, name: bytes) -> bytes | None:
@@ -64,7 +70,7 @@ class AdminToken:
 
 
 class BodyLimit:
-    """A write's body is read here, up to ``max_bytes``, and handed on whole: nothing past
+    """A request's body is read here, up to ``max_bytes``, and handed on whole: nothing past
     the limit is ever held (FastAPI would read the body whole anyway)."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
@@ -72,9 +78,9 @@ class BodyLimit:
         self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not is_write(scope):
+        if not has_body(scope):
             return await self.app(scope, receive, send)
-        declared = header(scope, b"content-length")  # a malformed one never gets past h11
+        declared = header(scope, b"content-length")  # a malformed or repeated one never gets past the parser
         if declared is not None and int(declared) > self.max_bytes:
             return await self._too_large(scope, receive, send)
         chunks: list[bytes] = []

@@ -13,7 +13,6 @@ from prometheus_client import CollectorRegistry
 
 from app.clock import Clock, system_clock
 from app.decision.decider import ThrottleDecider
-from app.decision.policy import policy_from_levels
 from app.history.files import HistoryFiles, Retention
 from app.history.kafka_topic import HistoryTopic
 from app.history.writer import HistoryCounters, HistoryWriter
@@ -25,14 +24,17 @@ from app.quotas.store import QuotaStore, store_file
 from app.server.admission import AdminToken, BodyLimit, HeadAsGet
 from app.server.audit import AuditLog
 from app.server.loop import ObservationLoop
+from app.server.methods import MethodGate
 from app.server.metrics import ServiceMetrics, instrument_http
 from app.server.problems import UnexpectedErrors, install_problem_handlers
 from app.server.publishing import Publication, Rendering
-from app.server.routes import enforcement, health, metrics, quotas, throttle, volumes
+from app.server.routes import enforcement, health, metrics, quotas, throttle, volumes, what_if
 from app.server.schemas.decision import ThrottleDecision, decision_etag_basis, decision_response
+from app.server.schemas.bounds import bound_by_settings
 from app.server.schemas.quotas import QuotaTableModel, QuotaTableRenderer
 from app.server.state import ServiceState
 from app.settings import Settings
+from app.settings.limits import storage_policy
 
 API_VERSION = "0.1.0"
 
@@ -64,16 +66,8 @@ def quota_store_from(settings: Settings) -> QuotaStore | KafkaQuotaStore:
 
 
 def decider_from(settings: Settings, clock: Clock) -> ThrottleDecider:
-    policy = policy_from_levels(
-        settings.storage_per_volume_limit_min_available_bytes,
-        settings.storage_per_volume_limit_min_available_ratio,
-        settings.storage_per_volume_soft_limit_min_available_bytes,
-        settings.storage_per_volume_soft_limit_min_available_ratio,
-        settings.storage_per_volume_limit_hysteresis_bytes,
-        settings.storage_per_volume_limit_hysteresis_ratio,
-    )
     return ThrottleDecider(
-        policy,
+        storage_policy(settings),
         settings.throttle_factor_validity_duration.total_seconds(),
         settings.throttle_factor_fallback,
         started_at=clock(),
@@ -167,17 +161,30 @@ def create_app(
         lifespan=lifespan,
         # operation ids are the handler names: generated clients get quota_table(), put_override(), ...
         generate_unique_id_function=lambda route: route.name,
+        # relative: a client generated from the document calls the host it was fetched from
+        servers=[{"url": "/"}],
     )
+    generate_openapi = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            bound_by_settings(generate_openapi(), settings)  # the generated document, kept by the app
+        assert app.openapi_schema is not None
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     app.state.service = state
     install_problem_handlers(app)
-    for routes in (throttle.routes, quotas.routes, enforcement.routes, volumes.routes, health.routes):
+    for routes in (throttle.routes, quotas.routes, enforcement.routes, volumes.routes, what_if.routes, health.routes):
         routes.install(app)
-    # Outermost first: unexpected errors, HTTP metrics, the audit line, the token, the body
-    # limit, HEAD as GET (Starlette wraps the last one added around the others).
+    # Outermost first: unexpected errors, HTTP metrics, the methods each path serves, the audit
+    # line, the token, the body limit, HEAD as GET (Starlette wraps the last one added around
+    # the others).
     app.add_middleware(HeadAsGet)
     app.add_middleware(BodyLimit, max_bytes=settings.http_max_body_bytes)
     app.add_middleware(AdminToken, token=settings.admin_token)
     app.add_middleware(AuditLog)
+    app.add_middleware(MethodGate)
     instrument_http(app, registry)
     app.add_middleware(UnexpectedErrors)
     metrics.routes.install(app)

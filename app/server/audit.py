@@ -6,13 +6,14 @@ Outcomes: ``accepted`` (2xx), ``refused`` (401/403: no token, a wrong one, or ch
 disabled), ``rejected`` (another 4xx: an invalid or too large request, a conflict, nothing to
 delete), ``failed`` (5xx), ``abandoned`` (the client left before an answer); refusals are
 warnings, the rest information. The line never holds the token or the body. Names come from the
-request as sent: quoted and escaped, so a name with a line break stays on its line. The same
-facts go with the record as fields (``event="audit"``, method, path, entity, outcome, status,
-client), which JSON log lines carry (app/server/log_format.py)."""
+request as sent: quoted and escaped, so a name with a line break stays on its line, and cut to
+their first 200 characters, as is the path. The same facts go with the record as fields
+(``event="audit"``, method, path, entity, outcome, status, client), which JSON log lines carry
+(app/server/log_format.py). Refusals are logged at most once a minute per client and status,
+the next line counting those left out: a client without the token cannot fill the log."""
 
 from __future__ import annotations
 
-import json
 import logging
 from urllib.parse import parse_qsl
 
@@ -20,12 +21,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.server.admission import is_write
 from app.server.problems import logged_path
+from app.server.refusal_log import RefusalLog, bounded, quoted
 
 logger = logging.getLogger(__name__)
 
 GROUPS_PATH = "/quotas/groups/"
 ENTITY_QUERY = ("user", "client-id")
-MAX_NAME_CHARS = 200
+MAX_NAMED = 4  # names taken from one query, however many it repeats
 
 
 def outcome(status: int) -> str:
@@ -36,29 +38,26 @@ def outcome(status: int) -> str:
     return "rejected" if status < 500 else "failed"
 
 
-def _cut(name: str) -> str:
-    return name[:MAX_NAME_CHARS] + "..." if len(name) > MAX_NAME_CHARS else name
-
-
 def entity_fields(scope: Scope) -> dict[str, str]:
     """The entity a write names: a group by its path, an override by its query (names cut
-    at MAX_NAME_CHARS)."""
+    to their first 200 characters, at most MAX_NAMED of them)."""
     path: str = scope["path"]
     if path.startswith(GROUPS_PATH):
-        return {"group": _cut(path[len(GROUPS_PATH) :])}
+        return {"group": bounded(path[len(GROUPS_PATH) :])}
     query = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
-    return {key: _cut(value) for key, value in query if key in ENTITY_QUERY}
+    return {key: bounded(value) for key, value in [pair for pair in query if pair[0] in ENTITY_QUERY][:MAX_NAMED]}
 
 
 def entity_text(fields: dict[str, str]) -> str:
     """The entity for the text line, each name quoted and escaped as a JSON string (ASCII
     only, control characters escaped)."""
-    return " ".join(f"{key}={json.dumps(value)}" for key, value in fields.items())
+    return " ".join(f"{key}={quoted(value)}" for key, value in fields.items())
 
 
 class AuditLog:
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, refusals: RefusalLog | None = None) -> None:
         self.app = app
+        self.refusals = refusals or RefusalLog()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not is_write(scope):
@@ -78,9 +77,9 @@ class AuditLog:
             raise
         self._log(scope, status)
 
-    @staticmethod
-    def _log(scope: Scope, status: int | None) -> None:
+    def _log(self, scope: Scope, status: int | None) -> None:
         client = scope.get("client")
+        host = client[0] if client else "-"
         path = logged_path(scope)
         named_fields = entity_fields(scope)
         named = entity_text(named_fields)
@@ -94,9 +93,9 @@ class AuditLog:
             "status": status,
             "client": client[0] if client else None,
         }
-        logger.log(
-            logging.WARNING if result == "refused" else logging.INFO,
-            "%s %s%s outcome=%s status=%s client=%s",
-            scope["method"], path, f" {named}" if named else "", result, status or "-", client[0] if client else "-",
-            extra=fields,
-        )
+        line = "%s %s%s outcome=%s status=%s client=%s"
+        args = (scope["method"], path, f" {named}" if named else "", result, status or "-", host)
+        if result == "refused":
+            self.refusals.log(logger, logging.WARNING, host, str(status), line, *args, extra=fields)
+        else:
+            logger.info(line, *args, extra=fields)

@@ -1,37 +1,33 @@
-"""How the service serves HTTP: uvicorn with the h11 parser and a bounded request head."""
+"""How the service serves HTTP: uvicorn with the httptools parser, through the edge's
+protocol (deadlines, a connection cap, a bounded head, one framing of every request, Upgrade
+ignored without losing the body)."""
 
 from __future__ import annotations
 
-import logging
+import functools
 
 import uvicorn
 from fastapi import FastAPI
 
+from app.server.http_protocol import ConnectionGuard, EdgeHttpToolsProtocol, connection_cap
 from app.settings import Settings
 
-# h11, not httptools: with httptools a request carrying "Upgrade: h2c" (every http:// request
-# of Java's java.net.http.HttpClient) reaches the app without its body (Kludex/uvicorn#2722).
-# h11 is pure Python and costs throughput; BENCHMARKS.md has the figures.
-HTTP_PARSER = "h11"
-# The request line and every header together; a longer head is refused with 400 before the
-# app sees it (h11 buffers at most this much of an incomplete head).
-MAX_REQUEST_HEAD_BYTES = 16 * 1024
-
-
-class _IgnoredUpgradeFilter(logging.Filter):
-    """An HTTP/1.1 server may ignore Upgrade (RFC 9110 7.8); every request of Java's HttpClient
-    asks for h2c, so the warning would otherwise be one line per request."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.getMessage() != "Unsupported upgrade request."
+# httptools (llhttp, in C), through the edge's protocol: h11, pure Python, costs 1.5-2x the CPU
+# of a request (BENCHMARKS.md). uvicorn's own httptools protocol loses the body of a request
+# carrying "Upgrade: h2c" (every http:// request of Java's java.net.http.HttpClient;
+# Kludex/uvicorn#2722); the edge's keeps it.
+HTTP_PARSER = "httptools"
+HTTP_PROTOCOL = EdgeHttpToolsProtocol
 
 
 def serve(app: FastAPI, settings: Settings) -> None:
-    logging.getLogger("uvicorn.error").addFilter(_IgnoredUpgradeFilter())
+    guard = ConnectionGuard(connection_cap(settings.http_max_connections), settings.http_head_timeout.total_seconds())
+    app.state.service.registry.register(guard)
     uvicorn.run(
         app,
-        http=HTTP_PARSER,
-        h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
+        http=functools.partial(HTTP_PROTOCOL, guard=guard),  # type: ignore[arg-type]  # called as the protocol class
+        ws="none",  # no WebSocket endpoint: every Upgrade is ignored
+        timeout_keep_alive=settings.http_idle_timeout.total_seconds(),  # type: ignore[arg-type]  # seconds, as a float
         host=settings.http_host,
         port=settings.http_port,
         ssl_certfile=settings.http_ssl_certfile,

@@ -38,6 +38,7 @@ from app.decision.policy import Evaluation, LimitKind, State
 from app.observation.model import ObservationRound, VolumeObservation
 from app.quotas.service import QuotaService
 from app.server.conditional import WAIT_PARAMETER
+from app.server.methods import metric_method
 
 HTTP_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 300.0)
 # Long-polls are held up to the wait asked for (at most 300 s): their own histogram, so that
@@ -313,7 +314,8 @@ class VolumeCollector(Collector):
 
 
 def instrument_http(app: FastAPI, registry: CollectorRegistry) -> None:
-    """Request counts and latencies per handler, long-polls (``?wait=``) in a histogram of
+    """Request counts and latencies per handler and method (one of the served methods, else
+    ``other``), long-polls (``?wait=``) in a histogram of
     their own. The request/response size summaries of the default set are left out: they
     double the cost of instrumenting the hot endpoints."""
     answered = http_metrics.latency(registry=registry, buckets=HTTP_LATENCY_BUCKETS)
@@ -325,9 +327,12 @@ def instrument_http(app: FastAPI, registry: CollectorRegistry) -> None:
     )
     assert answered is not None and long_polls is not None  # a fresh registry has neither yet
 
+    def method_label(info: RequestInfo) -> None:
+        info.method = metric_method(info.method)  # read by the metrics after it
+
     def latency(info: RequestInfo) -> None:
         (long_polls if WAIT_PARAMETER["name"] in info.request.query_params else answered)(info)
 
     instrumentator = Instrumentator(registry=registry, excluded_handlers=["/metrics"])
-    instrumentator.add(http_metrics.requests(registry=registry), latency)
+    instrumentator.add(method_label, http_metrics.requests(registry=registry), latency)
     instrumentator.instrument(app)

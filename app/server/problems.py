@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.quotas.kafka_store import StoreUnavailable
+from app.server.refusal_log import bounded
 
 PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger(__name__)
@@ -20,8 +21,8 @@ logger = logging.getLogger(__name__)
 
 def logged_path(scope: Scope) -> str:
     """The request's path for a log line: the raw path, percent-encoded as sent, so a hostile
-    path holds no control characters and cannot break the line."""
-    return (scope.get("raw_path") or b"").decode("ascii", "backslashreplace") or scope["path"]
+    path holds no control characters and cannot break the line; its first 200 characters."""
+    return bounded((scope.get("raw_path") or b"").decode("ascii", "backslashreplace") or scope["path"])
 
 class Problem(BaseModel):
     model_config = ConfigDict(
@@ -116,7 +117,7 @@ def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = exc.detail if isinstance(exc.detail, str) else None
-        title = {404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
+        title = {400: "Bad request", 404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
         return problem_response(request, exc.status_code, title, detail, headers=getattr(exc, "headers", None))
 
 

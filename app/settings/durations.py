@@ -1,4 +1,6 @@
-"""ISO-8601 durations in the subset java.time.Duration accepts (PnDTnHnMn.nS)."""
+"""ISO-8601 durations in the subset java.time.Duration accepts (PnDTnHnMn.nS), with ASCII
+digits only, as Java reads them: a line copied from a broker's server.properties means the
+same here (Python's \\d and float() would also take other scripts' digits)."""
 
 from __future__ import annotations
 
@@ -6,9 +8,9 @@ import re
 from datetime import timedelta
 
 _DURATION = re.compile(
-    r"^P(?:(?P<days>\d+)D)?"
-    r"(?:T(?:(?P<hours>\d+)H)?(?:(?P<minutes>\d+)M)?(?:(?P<seconds>\d+(?:\.\d{1,9})?)S)?)?$",
-    re.IGNORECASE,
+    r"^P(?:(?P<days>[0-9]+)D)?"
+    r"(?:T(?:(?P<hours>[0-9]+)H)?(?:(?P<minutes>[0-9]+)M)?(?:(?P<seconds>[0-9]+(?:\.[0-9]{1,9})?)S)?)?$",
+    re.IGNORECASE | re.ASCII,  # without ASCII, "ſ" (long s) would match "S"
 )
 
 DURATION_HINT = "an ISO-8601 duration such as PT30S, PT5M or P1DT2H (not negative)"

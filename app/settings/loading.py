@@ -40,6 +40,7 @@ from app.settings.model import (
 )
 from app.redaction import HIDDEN, is_secret_key, shown_value
 from app.settings.durations import format_duration
+from app.settings.limits import LIMIT_FIELDS, limit_rules
 from app.settings.properties import MalformedEntry, PropertiesSyntaxError, escape_key, read_properties
 from app.kafka.admin_config import to_kafka_python
 
@@ -131,11 +132,6 @@ def _check_bootstrap(servers: str) -> bool:
     return all(match is not None and 0 < int(match.group(2)) < 65536 for match in matches)
 
 
-_HARD_LIMITS = ("storage_per_volume_limit_min_available_bytes", "storage_per_volume_limit_min_available_ratio")
-_SOFT_LIMITS = ("storage_per_volume_soft_limit_min_available_bytes", "storage_per_volume_soft_limit_min_available_ratio")
-_HYSTERESIS = ("storage_per_volume_limit_hysteresis_bytes", "storage_per_volume_limit_hysteresis_ratio")
-
-
 def _cross_field_problems(s: Settings, origin_of: dict[str, str], given_raw: Mapping[str, Any], invalid: set[str]) -> list[Problem]:
     """The rules between settings. ``s`` holds the valid values (an invalid one is left at its
     default); ``invalid`` names the fields given with a value already reported as invalid."""
@@ -152,34 +148,8 @@ def _cross_field_problems(s: Settings, origin_of: dict[str, str], given_raw: Map
     def valid(*fields: str) -> bool:
         return invalid.isdisjoint(fields)
 
-    # Which limits are set is known even when a value is invalid; how they compare is not.
-    hard = [f for f in _HARD_LIMITS if given(f)]
-    soft = [f for f in _SOFT_LIMITS if given(f)]
-    hysteresis = [f for f in _HYSTERESIS if given(f)]
-    exactly_one = f"exactly one hard limit: either {property_name(_HARD_LIMITS[0])} or {property_name(_HARD_LIMITS[1])}"
-    if not hard:
-        problem(_HARD_LIMITS[0], exactly_one)
-    elif len(hard) > 1:
-        for field in hard:
-            problem(field, exactly_one + ", not both")
-    if len(soft) > 1:
-        for field in soft:
-            problem(field, "at most one soft limit")
-    if len(hard) == 1:
-        hard_kind = "bytes" if hard[0].endswith("bytes") else "ratio"
-        for field in soft:
-            kind = "bytes" if field.endswith("bytes") else "ratio"
-            if kind != hard_kind:
-                problem(field, f"a soft limit of the same kind as the hard limit ({hard_kind})")
-            elif len(soft) == 1 and valid(field, hard[0]) and getattr(s, field) <= getattr(s, hard[0]):
-                problem(field, f"a value strictly greater than the hard limit {property_name(hard[0])}={getattr(s, hard[0])}")
-        for field in hysteresis:
-            kind = "bytes" if field.endswith("bytes") else "ratio"
-            if kind != hard_kind:
-                problem(field, f"hysteresis in the unit of the hard limit ({hard_kind})")
-    if len(hysteresis) > 1:
-        for field in hysteresis:
-            problem(field, "at most one hysteresis setting")
+    for field, allowed in limit_rules(s, given, valid):
+        problem(field, allowed)
 
     interval_known = valid("storage_check_interval")
     # Only PT0S turns observation off, so an invalid interval leaves it on.
@@ -340,8 +310,19 @@ def load_settings(
     kwargs.update(overrides)
     given_raw.update(overrides)
 
+    settings = _validated(kwargs, origin_of, invalid, problems)
+    problems.extend(_cross_field_problems(settings, origin_of, given_raw, invalid))
+    if problems:
+        raise ConfigurationError(problems)
+    return settings
+
+
+def _validated(kwargs: dict[str, Any], origin_of: dict[str, str], invalid: set[str], problems: list[Problem]) -> Settings:
+    """The settings of ``kwargs``, each field checked on its own; a field whose value is
+    invalid is reported in ``problems``, named in ``invalid`` and left at its default, so
+    that the rules between settings can still judge the others."""
     try:
-        settings = Settings(**kwargs)
+        return Settings(**kwargs)
     except ValidationError as exc:
         for error in exc.errors():
             field = str(error["loc"][0]) if error["loc"] else ""
@@ -355,13 +336,55 @@ def load_settings(
                 allowed = f"{allowed} ({reason})"
             problems.append(Problem(property_name(field), None if raw is None else str(raw), allowed, origin_of.get(field, "")))
         try:  # the valid values, for the rules between settings
-            settings = Settings(**{k: v for k, v in kwargs.items() if k not in invalid})
+            return Settings(**{k: v for k, v in kwargs.items() if k not in invalid})
         except ValidationError:
             raise ConfigurationError(problems) from exc
-    problems.extend(_cross_field_problems(settings, origin_of, given_raw, invalid))
+
+
+def check_limits(values: Mapping[str, Any], origin: str = "") -> Settings:
+    """A set of limits on its own (settings field name -> value, as written or typed; only the
+    fields of ``LIMIT_FIELDS``), checked with the service's rules: each value as the settings
+    check it, then the rules between them. Returns settings holding those limits (the rest at
+    their defaults), or raises ConfigurationError naming each problem by its property."""
+    unknown = set(values) - set(LIMIT_FIELDS)
+    if unknown:
+        raise ValueError(f"not limit settings: {sorted(unknown)}")
+    problems: list[Problem] = []
+    invalid: set[str] = set()
+    kwargs = dict(values)
+    settings = _validated(kwargs, dict.fromkeys(kwargs, origin), invalid, problems)
+
+    def given(field: str) -> bool:
+        return field in invalid or getattr(settings, field) is not None
+
+    for field, allowed in limit_rules(settings, given, lambda *fields: invalid.isdisjoint(fields)):
+        raw = values.get(field, getattr(settings, field))
+        problems.append(Problem(property_name(field), None if raw is None else str(raw), allowed, origin))
     if problems:
         raise ConfigurationError(problems)
     return settings
+
+
+def load_limits(path: Path) -> Settings:
+    """The limit settings of a properties file, read as the service reads its configuration
+    (the same reader, keys and checks; no environment). A whole service configuration may be
+    given: its other settings are left out, a key under the service's prefixes that names no
+    setting is refused as at start-up, and keys that are not the service's are passed over."""
+    source = str(path)
+    try:
+        properties = read_properties(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigurationError([Problem("--limits", source, f"a readable properties file ({exc})")]) from exc
+    except PropertiesSyntaxError as exc:
+        raise ConfigurationError([_malformed_problem(entry, source) for entry in exc.malformed]) from exc
+    values = _collect(properties, source, {})
+    unknown = [
+        _unknown_key_problem(key, value) for key, value in values.items() if key not in PROPERTY_FIELDS and _wildcard_prefix(key) is None
+    ]
+    if unknown:
+        raise ConfigurationError(unknown)
+    limits = {PROPERTY_FIELDS[key]: value.raw for key, value in values.items() if PROPERTY_FIELDS.get(key) in LIMIT_FIELDS}
+    return check_limits(limits, source)
 
 
 def configured_value(config_file: Path | None, field: str, environ: Mapping[str, str] | None = None) -> str | None:

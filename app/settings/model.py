@@ -52,12 +52,37 @@ def _split_types(value: str) -> list[str]:
     return [t.strip().lower() for t in value.split(",") if t.strip()]
 
 
+# The largest quota of any type: Kafka's quota values are doubles, and every integer up to 2^53 - 1
+# (JavaScript's Number.MAX_SAFE_INTEGER) is one exactly, so a client in any language reads it
+# back unchanged; as bytes/s it is 8 PiB/s, far beyond any broker.
+QUOTA_MAX = 2**53 - 1
+_QUOTA_NUMBER = f"a number > 0 and at most {QUOTA_MAX}"
+
 MAX_BODY_BYTES_DEFAULT = 1024 * 1024
 # A quota change is a few hundred bytes; a group of many thousand members fits in 1 MiB. The
 # limit is also what a write may hold in memory, so it stays far below a process's size.
 MAX_BODY_BYTES_RANGE = (1024, 100 * 1024 * 1024)
+# What one quota group and the whole table of overrides and groups may hold: the table goes to
+# every broker's shim on each change, 10,000 entries in about 1.6 MB (BENCHMARKS.md).
+GROUP_MAX_MEMBERS_DEFAULT = 10_000
+GROUP_MAX_MEMBERS_RANGE = (1, 1_000_000)
+TABLE_MAX_ENTRIES_DEFAULT = 100_000
+TABLE_MAX_ENTRIES_RANGE = (1, 10_000_000)
 # The integer settings checked against a range ("out of range" outside it).
-_INT_RANGES = {"http_port": (1, 65535), "http_max_body_bytes": MAX_BODY_BYTES_RANGE}
+# Connections served at once: a shim's long-poll holds one, so a thousand brokers hold a
+# thousand; the descriptor limit may lower it further (it is logged at start-up).
+MAX_CONNECTIONS_DEFAULT = 4096
+MAX_CONNECTIONS_RANGE = (16, 1_000_000)
+_INT_RANGES = {
+    "http_port": (1, 65535),
+    "http_max_body_bytes": MAX_BODY_BYTES_RANGE,
+    "http_max_connections": MAX_CONNECTIONS_RANGE,
+    "quota_group_max_members": GROUP_MAX_MEMBERS_RANGE,
+    "quota_table_max_entries": TABLE_MAX_ENTRIES_RANGE,
+}
+# The edge's deadlines: long enough for a client on a slow link, short enough that idle
+# connections cannot hold the descriptors of the clients that come next.
+HTTP_TIMEOUT_RANGE = (timedelta(milliseconds=100), timedelta(minutes=5))
 
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
@@ -155,25 +180,25 @@ class Settings(BaseSettings):
     produce: float | None = setting(
         None,
         STATIC_PREFIX + "produce",
-        "a number > 0 (bytes/s); unset: unlimited",
+        f"{_QUOTA_NUMBER} (bytes/s); unset: unlimited",
         "Default produce quota per broker in bytes/s, shared by clients without a more specific quota.",
     )
     fetch: float | None = setting(
         None,
         STATIC_PREFIX + "fetch",
-        "a number > 0 (bytes/s); unset: unlimited",
+        f"{_QUOTA_NUMBER} (bytes/s); unset: unlimited",
         "Default fetch quota per broker in bytes/s, shared by clients without a more specific quota.",
     )
     request: float | None = setting(
         None,
         STATIC_PREFIX + "request",
-        "a number > 0 (percent of one thread); unset: unlimited",
+        f"{_QUOTA_NUMBER} (percent of one thread); unset: unlimited",
         "Default request quota per broker in percent of one request handler / network thread.",
     )
     controller_mutation: float | None = setting(
         None,
         STATIC_PREFIX + "controller.mutation",
-        "a number > 0 (partition mutations/s); unset: unlimited",
+        f"{_QUOTA_NUMBER} (partition mutations/s); unset: unlimited",
         "Default controller mutation quota (KIP-599) in partition mutations/s.",
     )
     excluded_principal_name_list: str = setting(
@@ -191,20 +216,33 @@ class Settings(BaseSettings):
     quota_floor_bytes: float = setting(
         65536.0,
         SERVICE_PREFIX + "quota.floor.bytes",
-        "a number > 0 (bytes/s)",
+        f"{_QUOTA_NUMBER} (bytes/s)",
         "Lowest produce/fetch quota the factor can bring a client to (see 'The quota floor' in docs/quotas.md).",
     )
     quota_floor_request: float = setting(
         1.0,
         SERVICE_PREFIX + "quota.floor.request",
-        "a number > 0 (percent of one thread)",
+        f"{_QUOTA_NUMBER} (percent of one thread)",
         "Lowest request quota the factor can bring a client to.",
     )
     quota_floor_controller_mutation: float = setting(
         1.0,
         SERVICE_PREFIX + "quota.floor.controller.mutation",
-        "a number > 0 (partition mutations/s)",
+        f"{_QUOTA_NUMBER} (partition mutations/s)",
         "Lowest controller mutation quota the factor can bring a client to.",
+    )
+    quota_group_max_members: int = setting(
+        GROUP_MAX_MEMBERS_DEFAULT,
+        SERVICE_PREFIX + "quota.group.max.members",
+        f"an integer from {GROUP_MAX_MEMBERS_RANGE[0]} to {GROUP_MAX_MEMBERS_RANGE[1]}",
+        "Most users, and most client ids, one quota group may list; a PUT of a larger group is answered 422.",
+    )
+    quota_table_max_entries: int = setting(
+        TABLE_MAX_ENTRIES_DEFAULT,
+        SERVICE_PREFIX + "quota.table.max.entries",
+        f"an integer from {TABLE_MAX_ENTRIES_RANGE[0]} to {TABLE_MAX_ENTRIES_RANGE[1]}",
+        "Most entries the quota table may hold (each override and each group member is one); a PUT that would "
+        "make it larger is answered 413.",
     )
     admin_token: SecretStr | None = setting(
         None,
@@ -321,6 +359,26 @@ class Settings(BaseSettings):
         f"an integer from {MAX_BODY_BYTES_RANGE[0]} to {MAX_BODY_BYTES_RANGE[1]}",
         "Largest request body accepted; a larger one is answered 413 as soon as its size is known, before it is read.",
     )
+    http_head_timeout: timedelta = setting(
+        timedelta(seconds=5),
+        SERVICE_PREFIX + "http.head.timeout",
+        DURATION_HINT + ", from PT0.1S to PT5M",
+        "Time a client has to send a whole request head, from its connection (or the first byte of its next request); "
+        "past it the connection is closed (408 if part of a head arrived).",
+    )
+    http_idle_timeout: timedelta = setting(
+        timedelta(seconds=5),
+        SERVICE_PREFIX + "http.idle.timeout",
+        DURATION_HINT + ", from PT0.1S to PT5M",
+        "An idle kept-alive connection is closed after this long (a long-poll in progress is not idle).",
+    )
+    http_max_connections: int = setting(
+        MAX_CONNECTIONS_DEFAULT,
+        SERVICE_PREFIX + "http.max.connections",
+        f"an integer from {MAX_CONNECTIONS_RANGE[0]} to {MAX_CONNECTIONS_RANGE[1]}",
+        "Connections served at once (kept 256 below the process's file limit); a connection past it is answered 503 "
+        "and closed at once.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = setting(
         "INFO",
         SERVICE_PREFIX + "log.level",
@@ -339,6 +397,8 @@ class Settings(BaseSettings):
         "storage_check_interval",
         "throttle_factor_validity_duration",
         "kafka_request_timeout",
+        "http_head_timeout",
+        "http_idle_timeout",
         mode="before",
     )
     @classmethod
@@ -359,6 +419,13 @@ class Settings(BaseSettings):
             raise ValueError("out of range")
         return value
 
+    @field_validator("http_head_timeout", "http_idle_timeout")
+    @classmethod
+    def _http_timeout(cls, value: timedelta) -> timedelta:
+        if not HTTP_TIMEOUT_RANGE[0] <= value <= HTTP_TIMEOUT_RANGE[1]:
+            raise ValueError("out of range")
+        return value
+
     @field_validator(
         "storage_per_volume_limit_min_available_bytes",
         "storage_per_volume_soft_limit_min_available_bytes",
@@ -375,6 +442,8 @@ class Settings(BaseSettings):
     def _positive_finite(cls, value: float | None) -> float | None:
         if value is not None and not (0.0 < value < math.inf):  # also rejects NaN
             raise ValueError("not a positive finite number")
+        if value is not None and value > QUOTA_MAX:
+            raise ValueError(f"above {QUOTA_MAX}")
         return value
 
     @field_validator("excluded_principal_name_list")

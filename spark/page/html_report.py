@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from html import escape
 
+from spark.page.backtest import backtest_sections
 from spark.page.tables import table_html
 from spark.page.svg import day_bars_chart, state_timeline_chart, volume_chart
 from spark.page.units import human_duration
@@ -96,6 +97,7 @@ def render_page(report: Report) -> str:
         table("forecast"),
         "<h2>Brokers</h2>",
         table("brokers"),
+        *backtest_sections(report.tables),
     ]
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Kafka volume limits: history report</title>'

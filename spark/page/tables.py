@@ -80,7 +80,9 @@ def _limit(row: Row) -> Cell:
         shown = f"{level * 100:g} %"
     else:
         shown = human_bytes(level) if level is not None else "?"
-    return Cell(f"{row['limit']} {shown}", title=f"{row['limit_kind']} {plain_decimal(level) if level is not None else ''}".strip())
+    # Begun while the service was in shadow mode: decided and recorded, never applied.
+    would_have = " (would have)" if row.get("enforced") is False else ""
+    return Cell(f"{row['limit']} {shown}{would_have}", title=f"{row['limit_kind']} {plain_decimal(level) if level is not None else ''}".strip())
 
 
 def _time_to_limit(row: Row) -> Cell:

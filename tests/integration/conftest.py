@@ -114,15 +114,21 @@ def wait_until_healthy(service: RunningService, timeout: float = 30) -> RunningS
 
 
 def launch_service(
-    work_dir: Path, extra_env: dict[str, str] | None = None, ready_url: str | None = None, ready_verify: str | bool = True, **settings: str
+    work_dir: Path,
+    extra_env: dict[str, str] | None = None,
+    ready_url: str | None = None,
+    ready_verify: str | bool = True,
+    preexec_fn: Callable[[], None] | None = None,
+    **settings: str,
 ) -> RunningService:
     """Start ``throttle-service`` (the real console entry point) with settings by field name, its
-    data and log under ``work_dir``; returns once /healthz answers."""
+    data and log under ``work_dir``; returns once /healthz answers. ``preexec_fn`` runs in the
+    child before it starts (e.g. to lower its resource limits)."""
     port = int(settings.get("http_port", 0)) or free_port()
     env = service_environment(port, work_dir / f"data-{port}", settings)
     env.update(extra_env or {})
     log_path = work_dir / f"service-{port}.log"
-    process = subprocess.Popen([sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT)
+    process = subprocess.Popen([sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT, preexec_fn=preexec_fn)
     service = RunningService(process, ready_url or f"http://127.0.0.1:{port}", log_path, verify=ready_verify, env=env)
     return wait_until_healthy(service)
 

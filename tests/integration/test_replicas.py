@@ -151,7 +151,7 @@ def test_a_change_of_enforcement_through_one_replica_is_served_by_the_other_with
     # Invalid changes are refused by either replica and change nothing anywhere.
     for body, headers, status in (
         ({"mode": "audit"}, AUTH, 422),
-        ({"mode": "enforce", "canary_brokers": [99]}, AUTH, 422),
+        ({"mode": "enforce", "canary_brokers": [99]}, AUTH, 409),
         ({"mode": "shadow"}, {}, 401),
     ):
         refused = other.client.put("/enforcement", json=body, headers=headers)

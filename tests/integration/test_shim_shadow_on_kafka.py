@@ -187,7 +187,7 @@ def test_with_a_canary_broker_only_its_clients_are_throttled(shim_cluster, start
         healthy = {b: load.sent_rate(start, end) for b, load in loads.items()}
         ramp = pause_broker_1(shim_cluster, service)
         refused = service.client.put("/enforcement", json={"mode": "enforce", "canary_brokers": [7]}, headers=AUTH)
-        assert refused.status_code == 422 and "broker 7 is not registered" in refused.text
+        assert refused.status_code == 409 and "broker 7 is not registered" in refused.text
         assert service.decision()["enforced"] is False, "the refused change changed nothing"
         canary_at = set_enforcement(service, mode="enforce", canary_brokers=[2])
         decision = service.decision()

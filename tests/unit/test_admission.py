@@ -6,7 +6,7 @@ tests/integration/test_hostile_requests.py."""
 import logging
 
 from app.clock import ManualClock
-from app.server.admission import READ_METHODS
+from app.server.admission import READ_METHODS, READ_ONLY_POSTS, is_write
 from app.server.app import create_app
 from app.settings import load_settings
 
@@ -30,12 +30,30 @@ def make_app(tmp_path, **overrides):
 
 def test_every_write_is_documented_as_needing_the_token_and_no_read_is(tmp_path):
     schema = make_app(tmp_path).openapi()
-    operations = [(method.upper(), operation) for path in schema["paths"].values() for method, operation in path.items()]
-    assert {method for method, _ in operations} == {"GET", "PUT", "DELETE"}
-    for method, operation in operations:
-        assert bool(operation.get("security")) == (method not in READ_METHODS), operation["operationId"]
-        if method not in READ_METHODS:
+    operations = [(path, method.upper(), operation) for path, item in schema["paths"].items() for method, operation in item.items()]
+    assert {method for _, method, _ in operations} == {"GET", "POST", "PUT", "DELETE"}
+    for path, method, operation in operations:
+        write = is_write({"type": "http", "method": method, "path": path})
+        assert write == (method not in READ_METHODS and path not in READ_ONLY_POSTS)
+        assert bool(operation.get("security")) == write, operation["operationId"]
+        if write:
             assert {"401", "403", "413"} <= set(operation["responses"]), operation["operationId"]
+        if method not in READ_METHODS:
+            assert "413" in operation["responses"], operation["operationId"]
+
+
+def test_a_read_only_post_needs_no_token_and_writes_no_audit_line_but_its_body_is_limited(tmp_path, caplog):
+    body = b'{"hard": {"min_available_bytes": 100}}'
+
+    async def scenario(client, observer, clock):
+        with caplog.at_level(logging.INFO, logger="app.server.audit"):
+            fits = await client.post("/what-if", content=body + b" " * (1024 - len(body)), headers={"Content-Type": "application/json"})
+        assert fits.status_code == 200, fits.text
+        assert not [r for r in caplog.records if r.name == "app.server.audit"]
+        over = await client.post("/what-if", content=body + b" " * (1025 - len(body)), headers={"Content-Type": "application/json"})
+        assert over.status_code == 413 and over.headers["content-type"] == "application/problem+json"
+
+    run_scenario(make_app(tmp_path, http_max_body_bytes="1024"), ManualClock(), scenario)
 
 
 def test_the_body_limit_is_the_configured_one(tmp_path):

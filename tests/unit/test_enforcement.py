@@ -192,7 +192,7 @@ def test_a_change_of_enforcement_wakes_the_long_polls_of_both_hot_endpoints_and_
     "body, headers, status, where",
     [
         ({"mode": "audit"}, AUTH, 422, "mode"),
-        ({"mode": "enforce", "canary_brokers": [9]}, AUTH, 422, "broker 9 is not registered"),
+        ({"mode": "enforce", "canary_brokers": [9]}, AUTH, 409, "broker 9 is not registered"),
         ({"mode": "enforce", "canary_brokers": ["1"]}, AUTH, 422, "canary_brokers"),
         ({"mode": "enforce", "canary_brokers": [-1]}, AUTH, 422, "canary_brokers"),
         ({"mode": "shadow", "extra": 1}, AUTH, 422, "extra"),

@@ -46,7 +46,7 @@ def test_request_bodies_are_plain_objects_that_client_generators_understand():
     # A top-level anyOf (say, "at least one of these properties") makes openapi-generator's Java
     # generators emit a wrapper around one alternative: a group body without its limits, a
     # quota body holding one type only. Rules across properties live in descriptions and the
-    # server's 422 instead (tests/integration/test_generated_clients_java_typescript.py).
+    # server's 422 instead (tests/integration/test_generated_clients.py).
     import json
 
     document = json.loads(render())
@@ -56,7 +56,7 @@ def test_request_bodies_are_plain_objects_that_client_generators_understand():
         for method, operation in operations.items()
         if "requestBody" in operation
     ]
-    assert len(bodies) == 3
+    assert len(bodies) == 4
     seen: set[str] = set()
     while bodies:
         where, schema = bodies.pop()
@@ -67,4 +67,4 @@ def test_request_bodies_are_plain_objects_that_client_generators_understand():
         assert schema["type"] == "object" and schema["properties"], where
         assert not {"anyOf", "oneOf", "allOf", "not"} & set(schema), f"{where}: {schema['title']} composes schemas at its top"
         bodies += [(f"{where} {name}", s) for name, s in schema["properties"].items() if "$ref" in s]
-    assert seen == {"QuotaLimitsBody", "GroupBody", "EnforcementBody"}
+    assert seen == {"QuotaLimitsBody", "GroupBody", "EnforcementBody", "CandidateLimits", "LimitLevel", "HysteresisLevel"}

@@ -142,8 +142,9 @@ def test_iso_durations(text, seconds):
     assert parse_duration(text).total_seconds() == seconds
 
 
-@pytest.mark.parametrize("text", ["1m", "60", "PT", "P", "-PT1M", "PT1M2H", "P1M"])
+@pytest.mark.parametrize("text", ["1m", "60", "PT", "P", "-PT1M", "PT1M2H", "P1M", "PT\u0663\u0660S", "PT\uff13\uff10S", "PT30\u017f", "P\u0661D"])
 def test_invalid_iso_durations(text):
+    # Arabic-Indic and full-width digits, and "ſ" for "S", are refused as java.time.Duration does.
     with pytest.raises(ValueError):
         parse_duration(text)
 
@@ -282,3 +283,20 @@ def test_the_request_body_limit_is_an_integer_between_1_kib_and_100_mib(value):
     assert len(lines) == 1 and lines[0].startswith(f"throttle.service.http.max.body.bytes={value!r}"), lines
     assert "an integer from 1024 to 104857600" in lines[0]
     assert load_settings(environ=MINIMAL).http_max_body_bytes == 1048576
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("THROTTLE_SERVICE_HTTP_HEAD_TIMEOUT", "PT0S"), ("THROTTLE_SERVICE_HTTP_HEAD_TIMEOUT", "PT\u0663S"), ("THROTTLE_SERVICE_HTTP_IDLE_TIMEOUT", "PT6M"),
+     ("THROTTLE_SERVICE_HTTP_MAX_CONNECTIONS", "15"), ("THROTTLE_SERVICE_HTTP_MAX_CONNECTIONS", "lots")],
+)
+def test_the_edge_deadlines_and_connection_cap_are_checked_by_key(key, value):
+    lines = problems(environ={**MINIMAL, key: value})
+    prop = key.lower().replace("_", ".")
+    assert len(lines) == 1 and lines[0].startswith(f"{prop}={value!r}"), lines
+
+
+def test_the_edge_defaults_are_a_few_seconds_and_4096_connections():
+    settings = load_settings(environ=MINIMAL)
+    assert settings.http_head_timeout.total_seconds() == 5 and settings.http_idle_timeout.total_seconds() == 5
+    assert settings.http_max_connections == 4096

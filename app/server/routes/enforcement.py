@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from fastapi import Depends, Request
+from fastapi import Request
 
 from app.decision.enforcement import Enforcement
-from app.server.problems import InvalidRequest, field_error, problem_responses
-from app.server.routes.quotas import bearer, quota_service
+from app.server.json_bodies import StrictJsonRoute
+from app.server.problems import ProblemError, errors_detail, field_error, problem_responses
+from app.server.routes.quotas import MUTATION_DEPENDENCIES, quota_service
 from app.server.routes.route_set import RouteSet
 from app.server.schemas.enforcement import EnforcementBody, EnforcementModel
 from app.server.state import ServiceState, service_state
 
-routes = RouteSet(tags=["enforcement"])
-Admin = Depends(bearer)
-CHANGE_ERRORS = problem_responses(401, 403, 413, 422, 503)
+routes = RouteSet(tags=["enforcement"], route_class=StrictJsonRoute)
+# 400: a body that is not JSON Python can hold; 409: a canary broker the cluster view does not
+# hold now (the body is well formed: the cluster decides, as a group's member held elsewhere).
+CHANGE_ERRORS = problem_responses(400, 401, 403, 409, 413, 422, 503)
 
 
 def _current(request: Request) -> EnforcementModel:
@@ -37,7 +39,7 @@ async def get_enforcement(request: Request) -> EnforcementModel:
     "/enforcement",
     response_model=EnforcementModel,
     summary="Switch between enforce and shadow, and name canary brokers, on every shim at once (kept in the quota store)",
-    dependencies=[Admin],
+    dependencies=MUTATION_DEPENDENCIES,
     responses=CHANGE_ERRORS,
 )
 async def put_enforcement(request: Request, body: EnforcementBody) -> EnforcementModel:
@@ -47,9 +49,10 @@ async def put_enforcement(request: Request, body: EnforcementBody) -> Enforcemen
     unknown = sorted(set(body.canary_brokers) - known)
     if unknown:
         listed = ", ".join(map(str, sorted(known))) or "none yet"
-        raise InvalidRequest(
-            [field_error("canary_brokers", "body", f"broker {b} is not registered in the cluster view (registered: {listed})") for b in unknown]
-        )
+        errors = [field_error("canary_brokers", "body", f"broker {b} is not registered in the cluster view (registered: {listed})") for b in unknown]
+        conflict = ProblemError(409, "Conflict", errors_detail(errors))
+        conflict.errors = errors
+        raise conflict
     await service.set_enforcement(Enforcement.of(body.mode, body.canary_brokers))
     return _current(request)
 
@@ -58,8 +61,8 @@ async def put_enforcement(request: Request, body: EnforcementBody) -> Enforcemen
     "/enforcement",
     response_model=EnforcementModel,
     summary="Forget the enforcement set with PUT: the settings' enforcement holds again",
-    dependencies=[Admin],
-    responses=problem_responses(401, 403, 413, 503),
+    dependencies=MUTATION_DEPENDENCIES,
+    responses=problem_responses(401, 403, 413, 422, 503),
 )
 async def delete_enforcement(request: Request) -> EnforcementModel:
     await quota_service(request).clear_enforcement()

@@ -35,6 +35,9 @@ class RouteSet:
     def get(self, path: str, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         return self.router.get(path, **kwargs)
 
+    def post(self, path: str, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        return self.router.post(path, **kwargs)
+
     def put(self, path: str, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         return self.router.put(path, **kwargs)
 

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from app.decision.enforcement import Enforcement
 
-BrokerId = Annotated[int, Field(ge=0, strict=True)]
+
+def _whole_number(value: object) -> object:
+    """JSON Schema's integer is any number without a fraction: 3.0 is the broker 3."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+# Kafka's broker.id is an int32; strict: no booleans, no numeric strings.
+BrokerId = Annotated[int, Field(ge=0, le=2**31 - 1, strict=True), BeforeValidator(_whole_number)]
 
 
 class EnforcementBody(BaseModel):

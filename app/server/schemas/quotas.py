@@ -4,23 +4,29 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from app.quotas.change_rules import name_problem, user_name_problem
+from app.quotas.change_rules import DEFAULT_NAME, NAME_MAX_BYTES, member_name_problem, name_pattern
 from app.quotas.model import DEFAULT, PRECEDENCE, EntityName, QuotaValues, QuotaEntity, QuotaGroup, QuotaTable, QuotaType
 from app.quotas.resolution import Resolution
 from app.decision.enforcement import ENFORCE_EVERYWHERE, Enforcement
 from app.decision.factor import FactorReading, FactorSource
 from app.decision.policy import State
+from app.settings.model import QUOTA_MAX
 from app.timefmt import iso_instant
 
-DEFAULT_NAME = "<default>"  # Kafka's name for the default entity of a kind
 PRECEDENCE_NAMES = [level.value for level in PRECEDENCE]
 
-Limit = Annotated[float | None, Field(gt=0, allow_inf_nan=False)]
+# A quota: a double (format double, so that generated clients read it as one: without it
+# openapi-generator's Go client takes float32 and reads 123456789 as 123456792), finite,
+# positive and at most QUOTA_MAX. A quota to set is also at or above the floor of its type.
+DOUBLE = {"format": "double"}
+Quota = Annotated[float, Field(gt=0, le=QUOTA_MAX, allow_inf_nan=False, json_schema_extra=DOUBLE)]
+Limit = Annotated[Quota | None, Field()]
 
 
 class QuotaLimits(BaseModel):
@@ -41,22 +47,29 @@ class QuotaLimits(BaseModel):
         return cls(**{quota_type.value: value for quota_type, value in limits.items()})
 
 
-# A quota to set: a JSON number (strict: no booleans, no numeric strings), finite and positive;
-# the floor of its type, a setting, is checked where the settings are known.
-StrictLimit = Annotated[float | None, Field(gt=0, allow_inf_nan=False, strict=True)]
+# A quota to set: a JSON number (strict: no booleans, no numeric strings); the floor of its
+# type, a setting, is checked where the settings are known and written into the document there
+# (app.server.schemas.bounds).
+StrictQuota = Annotated[Quota, Field(strict=True)]
+
+
+def _limits_body_schema(schema: dict[str, Any]) -> None:
+    schema.update({"examples": [{"produce": 1048576}], "minProperties": 1})
+    for quota in schema["properties"].values():
+        quota.pop("default", None)  # absent means no quota of the type; null is refused
 
 
 class QuotaLimitsBody(QuotaLimits):
-    """Quotas to set, at least one of them (null or absent: no quota of that type), each a JSON
-    number at or above the floor of its type (`floors` in GET /quotas); the service answers 422
-    otherwise."""
+    """Quotas to set, at least one of them (absent: no quota of that type), each a JSON
+    number at or above the floor of its type (`floors` in GET /quotas) and at most
+    9007199254740991 (2^53 - 1); the service answers 422 otherwise."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"produce": 1048576}], "minProperties": 1})
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_limits_body_schema)
 
-    produce: StrictLimit = Field(None, description="bytes/s per broker")
-    fetch: StrictLimit = Field(None, description="bytes/s per broker")
-    request: StrictLimit = Field(None, description="percent of one request handler / network thread")
-    controller_mutation: StrictLimit = Field(None, description="partition mutations/s (KIP-599)")
+    produce: StrictQuota = Field(None, description="bytes/s per broker")
+    fetch: StrictQuota = Field(None, description="bytes/s per broker")
+    request: StrictQuota = Field(None, description="percent of one request handler / network thread")
+    controller_mutation: StrictQuota = Field(None, description="partition mutations/s (KIP-599)")
 
 
 def entity_name(text: str | None) -> EntityName:
@@ -92,32 +105,65 @@ class OverrideModel(BaseModel):
     limits: QuotaLimits
 
 
-MEMBER_NAMES = "no control or invisible format characters, no whitespace at either end"
+NAME_RULES = (
+    f"at most {NAME_MAX_BYTES} bytes in UTF-8 (maxLength counts characters: the service counts bytes), no control, "
+    "invisible format or separator characters, no whitespace at either end"
+)
+
+
+def name_schema(users: bool, members: bool) -> Callable[[dict[str, Any]], None]:
+    """Completes the schema of a name with the change rules (when the document is generated:
+    the pattern takes a pass over every Unicode character)."""
+
+    def complete(schema: dict[str, Any]) -> None:
+        schema.update({"type": "string", "minLength": 1, "maxLength": NAME_MAX_BYTES, "pattern": name_pattern(users, members)})
+
+    return complete
+
+
+def _member(users: bool) -> Any:
+    return Annotated[str, Field(min_length=1, json_schema_extra=name_schema(users, members=True))]
+
+
+# "At least one user or client id": when users is absent or empty, client_ids is not. As if/then,
+# not a top-level anyOf, which openapi-generator's Java generators turn into a wrapper type.
+_SOME_MEMBER = {
+    "if": {"properties": {"users": {"maxItems": 0}}},
+    "then": {"required": ["client_ids"], "properties": {"client_ids": {"minItems": 1}}},
+}
 
 
 class GroupBody(BaseModel):
-    """A group's members, at least one user or client id, and the quotas they share."""
+    """A group's members, at least one user or client id, and the quotas they share; each of
+    users and client_ids lists at most throttle.service.quota.group.max.members names."""
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{"users": ["alice", "bob"], "client_ids": ["etl"], "limits": {"produce": 5242880}}]},
+        json_schema_extra={"examples": [{"users": ["alice", "bob"], "client_ids": ["etl"], "limits": {"produce": 5242880}}], **_SOME_MEMBER},
     )
 
-    users: list[Annotated[str, Field(min_length=1)]] = Field(
-        default_factory=list, description=f"User principal names, without User:; {MEMBER_NAMES}"
+    users: list[_member(users=True)] = Field(  # type: ignore[valid-type]
+        default_factory=list, description=f"User principal names, without User:, not {DEFAULT_NAME}; {NAME_RULES}"
     )
-    client_ids: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list, description=f"Client ids; {MEMBER_NAMES}")
+    client_ids: list[_member(users=False)] = Field(  # type: ignore[valid-type]
+        default_factory=list, description=f"Client ids, not {DEFAULT_NAME}; {NAME_RULES}"
+    )
     limits: QuotaLimitsBody
 
     @field_validator("users", "client_ids")
     @classmethod
     def _member_names(cls, names: list[str], info: ValidationInfo) -> list[str]:
-        problem_of = user_name_problem if info.field_name == "users" else name_problem
         for name in names:
-            problem = f"{DEFAULT_NAME} cannot be a group member" if name == DEFAULT_NAME else problem_of(name)
+            problem = member_name_problem(name, users=info.field_name == "users")
             if problem:
-                raise PydanticCustomError("member_name", "{name}: {problem}", {"name": repr(name), "problem": problem})
+                raise PydanticCustomError("member_name", "{name}: {problem}", {"name": repr(name[:64]), "problem": problem})
         return names
+
+    @model_validator(mode="after")
+    def _some_member(self) -> GroupBody:
+        if not self.users and not self.client_ids:
+            raise PydanticCustomError("no_member", "a group needs at least one user or client id")
+        return self
 
 
 class GroupModel(BaseModel):
@@ -168,7 +214,7 @@ class QuotaTableModel(BaseModel):
         description="Resolution order, most specific first: a client's quota of a type comes from the first of these levels "
         "that sets one. The broker shim resolves in this order."
     )
-    factor: float = Field(ge=0, le=1, description="The throttle factor in force")
+    factor: float = Field(ge=0, le=1, description="The throttle factor in force", json_schema_extra=DOUBLE)
     factor_types: list[QuotaType]
     floors: QuotaLimits = Field(description="The lowest limit the factor brings a quota to, per type")
     state: State
@@ -210,9 +256,9 @@ class ResolutionModel(BaseModel):
     level: str = Field(description="The precedence level that matched (see /quotas precedence)")
     entity: EntityModel | None = Field(description="The override entity that matched, if any")
     group: str | None = Field(description="The quota group that matched, if any")
-    base_limit: float | None = Field(description="The configured quota before the factor; null: unlimited")
-    factor: float = Field(description="The factor applied to this quota type (1.0 when it does not apply)")
-    limit: float | None = Field(description="The effective limit the broker enforces; null: unlimited")
+    base_limit: Quota | None = Field(description="The configured quota before the factor; null: unlimited")
+    factor: float = Field(ge=0, le=1, description="The factor applied to this quota type (1.0 when it does not apply)", json_schema_extra=DOUBLE)
+    limit: Quota | None = Field(description="The effective limit the broker enforces; null: unlimited")
     tags: dict[str, str] = Field(description="Metric tags: clients with equal tags share one quota")
 
     @classmethod

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.decision.decider import ThrottleDecider
 from app.decision.policy import VolumeStatus
-from app.server.schemas.decision import VolumeEntry
+from app.server.schemas.decision import VolumeEntry, volume_entry
+from app.timefmt import iso_instant
 
 
 class CachedVolume(VolumeEntry):
@@ -56,3 +58,25 @@ class VolumesView(BaseModel):
     active_brokers: list[int]
     missing_brokers: list[int]
     volumes: list[CachedVolume]
+
+
+def volumes_view(decider: ThrottleDecider, now: float) -> VolumesView:
+    entries = [
+        CachedVolume(
+            **volume_entry(volume.verdict, (volume.observation.broker_id,) if volume.broker_fenced else ()).model_dump(),
+            age_seconds=round(max(0.0, now - volume.observation.observed_at), 3),
+            broker_active=volume.broker_active,
+            expires_at=iso_instant(volume.expires_at) or "",
+            error=volume.observation.error,
+            status=volume.verdict.status,
+        )
+        for volume in decider.volumes(now)
+    ]
+    latest = decider.latest_round
+    return VolumesView(
+        observed_at=iso_instant(latest.finished_at) if latest else None,
+        validity_seconds=decider.validity_seconds,
+        active_brokers=sorted(decider.active_brokers),
+        missing_brokers=sorted(latest.missing_brokers) if latest else [],
+        volumes=entries,
+    )

@@ -8,6 +8,7 @@ import {
 declare const process: { argv: string[]; exitCode?: number };
 
 const [basePath, token] = process.argv.slice(2);
+const MAX_QUOTA = 9007199254740991; // the document's maximum of every quota, 2^53 - 1
 const anonymous = new Configuration({ basePath });
 const admin = new Configuration({ basePath, accessToken: token });
 
@@ -56,6 +57,13 @@ async function main(): Promise<void> {
 
     report.put_without_token = await status(() => reader.putOverride({ quotaLimitsBody: two, user: "dave" }));
     report.put_below_floor = await status(() => quotas.putOverride({ quotaLimitsBody: { produce: 1 }, user: "dave" }));
+
+    // The largest quota the document allows, and a number a float32 would round, read back.
+    await quotas.putOverride({ quotaLimitsBody: { produce: MAX_QUOTA, fetch: 123456789 }, user: "max" });
+    const max = (await reader.quotaTable()).overrides.find((o) => o.entity.user === "max")!;
+    report.max_quota = [max.limits.produce, max.limits.fetch];
+    report.max_quota_exact = max.limits.produce === MAX_QUOTA && max.limits.fetch === 123456789;
+    await quotas.deleteOverride({ user: "max" });
 
     await quotas.deleteOverride({ user: "alice", clientId: "<default>" });
     await quotas.deleteGroup({ name: "analytics" });

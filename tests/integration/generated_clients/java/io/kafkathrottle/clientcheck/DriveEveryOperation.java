@@ -15,7 +15,6 @@ import io.kafkathrottle.client.model.OverrideModel;
 import io.kafkathrottle.client.model.QuotaLimitsBody;
 import io.kafkathrottle.client.model.QuotaTableModel;
 import io.kafkathrottle.client.model.ResolutionModel;
-import java.math.BigDecimal;
 import java.util.List;
 import java.util.Map;
 
@@ -26,6 +25,9 @@ import java.util.Map;
  * service's base URL and its admin token.
  */
 public final class DriveEveryOperation {
+    /** The document's maximum of every quota, 2^53 - 1. */
+    private static final double MAX_QUOTA = 9007199254740991.0;
+
     public static void main(String[] args) throws Exception {
         ApiClient client = new ApiClient();
         client.updateBaseUri(args[0]);
@@ -38,11 +40,11 @@ public final class DriveEveryOperation {
         report.put("healthz", health.healthz().getStatus());
         report.put("readyz", health.readyzWithHttpInfo().getStatusCode());
         report.put("metrics", new MetricsApi(client).metrics().contains("kafka_throttle_factor"));
-        report.put("throttle_factor", new ThrottleApi(client).throttleFactor(null).getFactor().doubleValue());
+        report.put("throttle_factor", new ThrottleApi(client).throttleFactor(null).getFactor());
         report.put("volumes", new VolumesApi(client).volumes().getVolumes().size());
-        report.put("default_produce", quotas.quotaTable(null).getDefaults().getProduce().doubleValue());
+        report.put("default_produce", quotas.quotaTable(null).getDefaults().getProduce());
 
-        QuotaLimitsBody two = new QuotaLimitsBody().produce(new BigDecimal(2097152)).fetch(new BigDecimal(4194304));
+        QuotaLimitsBody two = new QuotaLimitsBody().produce(2097152.0).fetch(4194304.0);
         OverrideModel override = quotas.putOverride(two, "alice", "<default>", admin);
         report.put("override_level", override.getLevel());
         report.set("override_limits", json.valueToTree(List.of(override.getLimits().getProduce(), override.getLimits().getFetch())));
@@ -50,7 +52,7 @@ public final class DriveEveryOperation {
         GroupBody body = new GroupBody()
                 .users(List.of("bob", "carol"))
                 .clientIds(List.of("etl"))
-                .limits(new QuotaLimitsBody().produce(new BigDecimal(5242880)).request(new BigDecimal(50)));
+                .limits(new QuotaLimitsBody().produce(5242880.0).request(50.0));
         GroupModel group = quotas.putGroup("analytics", body, admin);
         report.set("group", json.valueToTree(List.of(group.getName(), group.getUsers(), group.getClientIds(),
                 group.getLimits().getProduce(), group.getLimits().getRequest())));
@@ -64,7 +66,16 @@ public final class DriveEveryOperation {
         report.set("resolved_alice", json.valueToTree(List.of(alice.getLevel(), alice.getLimit())));
 
         report.put("put_without_token", status(() -> quotas.putOverride(two, "dave", null)));
-        report.put("put_below_floor", status(() -> quotas.putOverride(new QuotaLimitsBody().produce(BigDecimal.ONE), "dave", null, admin)));
+        report.put("put_below_floor", status(() -> quotas.putOverride(new QuotaLimitsBody().produce(1.0), "dave", null, admin)));
+
+        // The largest quota the document allows, and a number a float32 would round, read back
+        // from the table as every shim and client reads it.
+        quotas.putOverride(new QuotaLimitsBody().produce(MAX_QUOTA).fetch(123456789.0), "max", null, admin);
+        OverrideModel max = quotas.quotaTable(null).getOverrides().stream()
+                .filter(o -> "max".equals(o.getEntity().getUser())).findFirst().orElseThrow();
+        report.set("max_quota", json.valueToTree(List.of(max.getLimits().getProduce(), max.getLimits().getFetch())));
+        report.put("max_quota_exact", max.getLimits().getProduce() == MAX_QUOTA && max.getLimits().getFetch() == 123456789.0);
+        quotas.deleteOverride("max", null, admin);
 
         quotas.deleteOverride("alice", "<default>", admin);
         quotas.deleteGroup("analytics", admin);

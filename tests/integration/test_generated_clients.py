@@ -1,11 +1,13 @@
 """Clients that openapi-generator makes from the committed openapi/openapi.json, in Java (the
-native library: java.net.http.HttpClient) and in TypeScript (typescript-fetch), drive every
+native library: java.net.http.HttpClient), Go and TypeScript (typescript-fetch), drive every
 operation of the running service: the programs in generated_clients/ call each one and print
-what it answered.
+what it answered. Each also sets the largest quota the document allows and 123456789 and reads
+them back from the table exactly (a client that took quotas for float32 would not).
 
 The generator runs as its Maven plugin (Maven keeps it in its local repository); the generated
 sources, the compiled programs and the TypeScript compiler (from npm) are kept in .cache/ and
-rebuilt only when the document, a program or the build files change."""
+rebuilt only when the document, a program or the build files change. The Go client needs no
+module beyond the standard library."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
+from app.settings.model import QUOTA_MAX
 
 from .conftest import ROOT
 
@@ -41,6 +45,8 @@ EXPECTED = {
     "resolved_alice": ["user, default client-id", 4194304],
     "put_without_token": "401 application/problem+json",
     "put_below_floor": "422 application/problem+json",
+    "max_quota": [QUOTA_MAX, 123456789],
+    "max_quota_exact": True,
     "delete_override_again": "404 application/problem+json",
     "delete_group_again": "404 application/problem+json",
     "overrides_after": 0,
@@ -61,10 +67,14 @@ def _run(command: list[str], cwd: Path, timeout: float) -> None:
 
 
 def _build() -> None:
-    for stale in ("java", "maven", "typescript/client", "typescript/out"):
+    for stale in ("java", "maven", "go", "typescript/client", "typescript/out"):
         shutil.rmtree(BUILD / stale, ignore_errors=True)
-    # Generates both clients and compiles the Java one with DriveEveryOperation (see pom.xml).
+    # Generates the three clients and compiles the Java one with DriveEveryOperation (see pom.xml).
     _run(["mvn", "-B", "-ntp", "-q", "-f", str(SOURCES / "pom.xml"), f"-Dclients.build={BUILD}", "compile"], ROOT, 15 * 60)
+    go = BUILD / "go"
+    for name in ("go.mod", "main.go"):
+        shutil.copy(SOURCES / "go" / name, go / name)
+    _run(["go", "build", "-mod=mod", "-o", str(go / "drive"), "."], go, 10 * 60)
     typescript = BUILD / "typescript"
     for name in ("drive.ts", "tsconfig.json", "package.json", "package-lock.json"):
         shutil.copy(SOURCES / "typescript" / name, typescript / name)
@@ -84,11 +94,12 @@ def generated_clients() -> dict[str, list[str]]:
     classpath = f"{BUILD / 'maven' / 'classes'}:{(BUILD / 'java-classpath.txt').read_text().strip()}"
     return {
         "java": ["java", "-cp", classpath, DRIVER_CLASS],
+        "go": [str(BUILD / "go" / "drive")],
         "typescript": ["node", str(BUILD / "typescript" / "out" / "drive.js")],
     }
 
 
-@pytest.mark.parametrize("language", ["java", "typescript"])
+@pytest.mark.parametrize("language", ["java", "go", "typescript"])
 def test_a_generated_client_drives_every_operation(language, generated_clients, start_service):
     service = start_service(
         storage_check_interval="PT0S",

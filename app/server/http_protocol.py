@@ -1,0 +1,324 @@
+"""The HTTP/1.1 connection as the service serves it: uvicorn's httptools (llhttp) protocol
+with the edge's deadlines, limits and one framing of every request, and Upgrade ignored
+without losing the body.
+
+- A request head must be complete within the head timeout, counted from the connection's
+  start or from the first byte of a kept-alive connection's next request; an idle kept-alive
+  connection is closed after the idle timeout (uvicorn's keep-alive timeout). Neither runs
+  while a request is being answered, so a long-poll is held for as long as it asks.
+- At most ``max_connections`` connections at once, kept below the process's file descriptor
+  limit: a connection past the cap is answered 503 and closed at once, instead of waiting
+  in the backlog or taking the descriptors the service needs.
+- A head over 16 KiB is refused with 431 however its bytes arrive (llhttp has no limit).
+- A request whose body framing could be read two ways (RFC 9112 6.1, 6.3: Content-Length
+  and Transfer-Encoding together, Transfer-Encoding in HTTP/1.0, repeated Content-Lengths,
+  a transfer coding other than chunked last) is refused and its connection closed, so
+  nothing after it can be read as another request. llhttp refuses all but HTTP/1.0's.
+- A request asking for an upgrade (every http:// request of Java's HttpClient asks for h2c)
+  is served as HTTP/1.1, as a server may (RFC 9110 7.8), body and all: llhttp ends such a
+  request at its head and leaves the rest to the new protocol, so uvicorn's own httptools
+  protocol hands the app an empty body (Kludex/uvicorn#2722).
+
+Every refusal counts in ``http_edge_refusals_total``; its log line is rate-limited per client
+and reason. Reaching the connection cap is one warning per episode."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import resource
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httptools
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+from uvicorn.config import Config
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.server import ServerState
+
+from app.server.refusal_log import RefusalLog
+
+logger = logging.getLogger(__name__)
+
+# The request line and every header together; a longer head is refused with 431.
+MAX_REQUEST_HEAD_BYTES = 16 * 1024
+# Descriptors kept for what is not an HTTP connection: the quota store, history files, the
+# Kafka admin client's connection to every broker, the listening socket.
+RESERVED_DESCRIPTORS = 256
+REFUSAL_REASONS = ("connection_cap", "head_timeout", "head_too_large", "ambiguous_framing", "malformed")
+
+
+CL_WITH_TE = "Content-Length and Transfer-Encoding together (RFC 9112 6.1)"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    status: int
+    reason: str  # one of REFUSAL_REASONS
+    detail: str
+
+
+def _canned(status: int, phrase: str, detail: str) -> bytes:
+    """A complete problem+json answer that closes the connection."""
+    body = json.dumps({"type": "about:blank", "title": phrase, "status": status, "detail": detail}).encode()
+    head = f"HTTP/1.1 {status} {phrase}\r\ncontent-type: application/problem+json\r\nconnection: close\r\ncontent-length: {len(body)}\r\n\r\n"
+    return head.encode() + body
+
+
+PHRASES = {400: "Bad Request", 408: "Request Timeout", 431: "Request Header Fields Too Large", 501: "Not Implemented", 503: "Service Unavailable"}
+AT_CAPACITY = _canned(503, PHRASES[503], "too many connections; try again shortly")
+
+
+class ConnectionGuard(Collector):
+    """The edge's limits and what they refused, shared by every connection of the server; a
+    Prometheus collector of the open connections, the cap and the refusals."""
+
+    def __init__(
+        self, max_connections: int, head_timeout_seconds: float, max_head_bytes: int = MAX_REQUEST_HEAD_BYTES, refusals: RefusalLog | None = None
+    ) -> None:
+        self.max_connections = max_connections
+        self.head_timeout = head_timeout_seconds
+        self.max_head_bytes = max_head_bytes
+        self.refusals = refusals or RefusalLog()
+        self.open = 0
+        self.at_cap = False
+        self.refused = dict.fromkeys(REFUSAL_REASONS, 0)
+
+    def admit(self) -> bool:
+        if self.open < self.max_connections:
+            self.open += 1
+            return True
+        self.refused["connection_cap"] += 1
+        if not self.at_cap:
+            self.at_cap = True
+            logger.warning("%d connections open, the cap: new connections are answered 503 and closed until some close", self.open)
+        return False
+
+    def release(self) -> None:
+        self.open -= 1
+        if self.at_cap and self.open < self.max_connections * 0.9:
+            self.at_cap = False  # the next time the cap is reached is a new episode
+
+    def refuse(self, refusal: Refusal, client: str) -> None:
+        self.refused[refusal.reason] += 1
+        self.refusals.log(logger, logging.WARNING, client, refusal.reason, "refused a request from %s: %s (%d)", client, refusal.detail, refusal.status)
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        yield GaugeMetricFamily("http_connections_open", "HTTP connections open", value=self.open)
+        yield GaugeMetricFamily("http_connections_max", "HTTP connections served at once; more are answered 503 and closed", value=self.max_connections)
+        refused = CounterMetricFamily(
+            "http_edge_refusals",
+            "Connections and requests refused before the application: connection_cap, head_timeout, head_too_large, ambiguous_framing, malformed",
+            labels=["reason"],
+        )
+        for reason, count in self.refused.items():
+            refused.add_metric([reason], count)
+        yield refused
+
+
+def connection_cap(configured: int) -> int:
+    """The connection cap the process can hold: the descriptor limit is raised to its hard
+    limit, and the cap kept ``RESERVED_DESCRIPTORS`` below it (with a warning when that is
+    less than configured), so that accept() never fails for want of a descriptor."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or hard > soft):
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    if soft == resource.RLIM_INFINITY or configured + RESERVED_DESCRIPTORS <= soft:
+        return configured
+    cap = max(1, soft - RESERVED_DESCRIPTORS)
+    logger.warning(
+        "the process may open %d files: at most %d HTTP connections (of the %d configured) leave %d descriptors for the rest",
+        soft, cap, configured, RESERVED_DESCRIPTORS,
+    )
+    return cap
+
+
+class _Refused(Exception):
+    """Raised from a parser callback to stop parsing a request the edge refuses."""
+
+
+# A request whose Upgrade is ignored gets its body parsed by a fresh parser behind a head of
+# this shape, which states only the body's framing; the callbacks skip it.
+_REPLAYED_HEAD = b"PUT / HTTP/1.1\r\n%s\r\n\r\n"
+
+
+class EdgeHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the edge's limits (see the module's description)."""
+
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+        *,
+        guard: ConnectionGuard,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        self.guard = guard
+        self.max_head_bytes = guard.max_head_bytes
+        self.admitted = False
+        self.head_deadline: asyncio.TimerHandle | None = None
+        self.in_head = False
+        self.head_received = 0  # bytes of the pieces that arrived while the head being read was incomplete
+        self.piece_size = 0  # of the piece being parsed
+        self.refusal: Refusal | None = None
+        self.upgrade_body: bytes | None = None  # the framing of an upgrade request's body, still to read
+        self.replaying = False
+
+    # Connections: the cap and the deadlines
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if not self.guard.admit():
+            transport.write(AT_CAPACITY)
+            transport.close()
+            return
+        self.admitted = True
+        super().connection_made(transport)
+        self._arm_head_deadline()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.admitted:
+            return
+        self.admitted = False
+        self.guard.release()
+        self._disarm_head_deadline()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self.admitted:
+            self._unset_keepalive_if_required()
+            self._feed(data)
+
+    def _arm_head_deadline(self) -> None:
+        self._disarm_head_deadline()
+        self.head_deadline = self.loop.call_later(self.guard.head_timeout, self._head_timed_out)
+
+    def _disarm_head_deadline(self) -> None:
+        if self.head_deadline is not None:
+            self.head_deadline.cancel()
+            self.head_deadline = None
+
+    def _head_timed_out(self) -> None:
+        self.head_deadline = None
+        if self.transport.is_closing():
+            return
+        refusal = Refusal(408, "head_timeout", f"the request head was not complete within {self.guard.head_timeout:g}s")
+        if self.in_head:  # a client that sent part of a head learns why
+            self._refuse(refusal)
+        else:
+            self.guard.refuse(refusal, self._client_host())
+            self.transport.close()
+
+    def _refuse(self, refusal: Refusal) -> None:
+        self.guard.refuse(refusal, self._client_host())
+        self._disarm_head_deadline()
+        self.transport.write(_canned(refusal.status, PHRASES.get(refusal.status, "Bad Request"), refusal.detail))
+        self.transport.close()
+
+    def _client_host(self) -> str:
+        return self.client[0] if self.client else "-"
+
+    def send_400_response(self, msg: str) -> None:
+        self._refuse(self.refusal or Refusal(400, "malformed", "not a valid HTTP/1.1 request"))
+
+    # Parsing: the head's size, its framing, an ignored upgrade
+    def _feed(self, data: bytes) -> None:
+        started_in_head = self.in_head
+        self.piece_size = len(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade as upgrade:
+            self._ignore_upgrade(data[upgrade.args[0] :])
+            return
+        except httptools.HttpParserError as exc:
+            self._refuse(self.refusal or llhttp_refusal(exc))
+            return
+        if not self.in_head:
+            if self.head_deadline is not None:  # none is waiting: a head that arrives whole arms no timer
+                self._disarm_head_deadline()
+            return
+        # A head still incomplete: every byte of a piece that began inside it is the head's; of
+        # the piece it began in, what the parser has handed over so far.
+        self.head_received = self.head_received + len(data) if started_in_head else max(1, head_size(self.url, self.headers))
+        if self.head_received > self.max_head_bytes:
+            self._refuse(_head_too_large(self.max_head_bytes))
+        elif self.head_deadline is None and not self.transport.is_closing():
+            self._arm_head_deadline()  # a kept-alive connection's next head has begun
+
+    def _ignore_upgrade(self, rest: bytes) -> None:
+        self.parser = httptools.HttpRequestParser(self)
+        self.parser.set_dangerous_leniencies(lenient_data_after_close=True)  # as uvicorn's own parser
+        if self.upgrade_body is not None:
+            self.replaying = True
+            self.parser.feed_data(_REPLAYED_HEAD % self.upgrade_body)  # its url and headers go to a scope of their own
+            self.upgrade_body = None
+        if rest:
+            self._feed(rest)
+        else:
+            self._disarm_head_deadline()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.in_head = True
+        self.head_received = 0
+
+    def on_headers_complete(self) -> None:
+        self.in_head = False
+        if self.replaying:
+            self.replaying = False  # what follows is the upgrade request's body
+            return
+        # A head that arrived in one piece no larger than the limit is within it: measured
+        # only when it came in pieces or in a larger one.
+        if (self.head_received or self.piece_size > self.max_head_bytes) and head_size(self.url, self.headers) > self.max_head_bytes:
+            self.refusal = _head_too_large(self.max_head_bytes)
+            raise _Refused
+        if self.parser.get_http_version() == "1.0" and any(name == b"transfer-encoding" for name, _ in self.headers):
+            self.refusal = Refusal(400, "ambiguous_framing", "Transfer-Encoding in an HTTP/1.0 request (RFC 9112 6.1)")
+            raise _Refused
+        if self.parser.should_upgrade():
+            self.upgrade_body = body_framing(self.headers)
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        if self.upgrade_body is not None:
+            return  # llhttp ends an upgrade request at its head: its body is still to come
+        super().on_message_complete()
+
+
+def head_size(url: bytes, headers: list[tuple[bytes, bytes]]) -> int:
+    """The bytes of a head's target and header lines (the request line's method and version,
+    and optional whitespace, not counted)."""
+    return len(url) + sum(len(name) + len(value) + 4 for name, value in headers)
+
+
+def _head_too_large(limit: int) -> Refusal:
+    return Refusal(431, "head_too_large", f"the request head is larger than {limit} bytes")
+
+
+def body_framing(headers: list[tuple[bytes, bytes]]) -> bytes | None:
+    """The framing header of a request's body (llhttp has checked there is one framing), or
+    None when it has no body."""
+    for name, value in headers:
+        if name == b"transfer-encoding":
+            return b"transfer-encoding: chunked"
+        if name == b"content-length" and value.strip() not in (b"0", b""):
+            return b"content-length: " + value.strip()
+    return None
+
+
+def llhttp_refusal(exc: httptools.HttpParserError) -> Refusal:
+    detail = str(exc)
+    if isinstance(exc, httptools.HttpParserInvalidMethodError):
+        return Refusal(501, "malformed", f"the API serves the methods GET, HEAD, PUT, DELETE, OPTIONS ({detail})")
+    if detail == "Transfer-Encoding can't be present with Content-Length":
+        return Refusal(400, "ambiguous_framing", CL_WITH_TE)
+    if "Content-Length" in detail or "Transfer-Encoding" in detail:
+        return Refusal(400, "ambiguous_framing", detail)
+    return Refusal(400, "malformed", f"not a valid HTTP/1.1 request ({detail})")

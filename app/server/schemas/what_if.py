@@ -1,0 +1,85 @@
+"""POST /what-if: a candidate set of limits, and what it would decide on the live view.
+
+The body names the limits as the settings do, grouped as /throttle-factor's ``limits`` shows
+them: ``hard`` (required), ``soft`` and ``hysteresis``, each in bytes or as a ratio. Each
+field stands for one setting (``FIELD_SETTINGS``), and the set is checked by the settings'
+own rules (app/settings/limits.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.server.schemas.decision import ThrottleDecision
+from app.server.schemas.volumes import VolumesView
+
+
+class LimitLevel(BaseModel):
+    """One level, of one kind: usable bytes or usable/total ratio."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min_available_bytes: int | None = Field(None, description="Breached at or below this many usable bytes")
+    min_available_ratio: float | None = Field(None, description="Breached at or below this usable/total ratio, in [0, 1]")
+
+
+class HysteresisLevel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    bytes: int | None = Field(None, description="With a bytes hard limit: a breaching volume stays so until above limit + this")
+    ratio: float | None = Field(None, description="With a ratio hard limit: a breaching volume stays so until above limit + this")
+
+
+class CandidateLimits(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"hard": {"min_available_ratio": 0.1}, "soft": {"min_available_ratio": 0.2}, "hysteresis": {"ratio": 0.02}},
+                {"hard": {"min_available_bytes": 8388608}},
+            ]
+        },
+    )
+
+    hard: LimitLevel = Field(description="The hard limit: exactly one of its two kinds")
+    # Objects, not nullable: an empty (or absent) one sets nothing, and generated clients get plain types.
+    soft: LimitLevel = Field(default_factory=LimitLevel, description="The soft limit (optional): the hard limit's kind, strictly looser")
+    hysteresis: HysteresisLevel = Field(default_factory=HysteresisLevel, description="Hysteresis (optional), in the hard limit's unit")
+
+
+# body field -> the setting it stands for
+FIELD_SETTINGS: dict[str, str] = {
+    "hard.min_available_bytes": "storage_per_volume_limit_min_available_bytes",
+    "hard.min_available_ratio": "storage_per_volume_limit_min_available_ratio",
+    "soft.min_available_bytes": "storage_per_volume_soft_limit_min_available_bytes",
+    "soft.min_available_ratio": "storage_per_volume_soft_limit_min_available_ratio",
+    "hysteresis.bytes": "storage_per_volume_limit_hysteresis_bytes",
+    "hysteresis.ratio": "storage_per_volume_limit_hysteresis_ratio",
+}
+
+
+def limit_values(body: CandidateLimits) -> dict[str, Any]:
+    """Setting field name -> value, for the fields the body sets."""
+    values: dict[str, Any] = {}
+    for path, setting in FIELD_SETTINGS.items():
+        group, name = path.split(".")
+        value = getattr(getattr(body, group), name)
+        if value is not None:
+            values[setting] = value
+    return values
+
+
+def _example(model: type[BaseModel]) -> dict[str, Any]:
+    extra = model.model_config.get("json_schema_extra")
+    assert isinstance(extra, dict)
+    return extra["examples"][0]
+
+
+class WhatIf(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"decision": _example(ThrottleDecision), "volumes": _example(VolumesView)}]}
+    )
+
+    decision: ThrottleDecision = Field(description="What /throttle-factor would answer under the candidate limits")
+    volumes: VolumesView = Field(description="What /volumes would answer under the candidate limits")

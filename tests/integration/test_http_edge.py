@@ -1,0 +1,315 @@
+"""The HTTP edge against the real service over TCP: methods answered before the token and
+counted under bounded labels, deadlines for request heads and idle connections, the connection
+cap, the 16 KiB head however it arrives, one framing of every request, bounded log lines.
+
+One service for the module (head and idle deadlines of one second); a test that needs other
+settings starts its own."""
+
+from __future__ import annotations
+
+import random
+import re
+import resource
+import socket
+import string
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from .conftest import RunningService, launch_service
+from .test_hostile_requests import AUTH, SETTINGS, exchange, port_of, problem, request_head
+
+EDGE = {**SETTINGS, "http_head_timeout": "PT1S", "http_idle_timeout": "PT1S"}
+HEAD_LIMIT = 16 * 1024
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
+    running = launch_service(tmp_path_factory.mktemp("edge"), **EDGE)
+    yield running
+    running.stop()
+
+
+def connect(service: RunningService, timeout: float = 10) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port_of(service)), timeout=timeout)
+
+
+def read_until_closed(sock: socket.socket, timeout: float) -> bytes:
+    """Everything the service sends until it closes the connection (fails after ``timeout``)."""
+    sock.settimeout(timeout)
+    received = b""
+    try:
+        while chunk := sock.recv(65536):
+            received += chunk
+    except ConnectionResetError:
+        pass
+    return received
+
+
+def series(service: RunningService) -> int:
+    return sum(1 for line in service.client.get("/metrics").text.splitlines() if line and not line.startswith("#"))
+
+
+def audit_lines(service: RunningService) -> list[str]:
+    return [line for line in service.log().splitlines() if " app.server.audit: " in line]
+
+
+def test_invented_methods_are_refused_without_a_token_an_audit_line_or_new_metric_series(service):
+    rng = random.Random(25)
+    for method in ("POST", "PROPFIND"):  # methods HTTP knows and the API does not serve
+        answer = service.client.request(method, "/throttle-factor")
+        assert answer.status_code == 405 and answer.headers["allow"] == "GET, HEAD, OPTIONS"
+    assert 'method="other"' in service.client.get("/metrics").text
+    before, audited = series(service), len(audit_lines(service))
+    for _ in range(300):
+        method = "".join(rng.choices(string.ascii_uppercase, k=12))
+        answer = service.client.request(method, "/throttle-factor")
+        # 405 with Allow from the app, or 501 from a parser that knows no such method
+        assert answer.status_code in (405, 501), (method, answer.status_code)
+        assert answer.status_code == 501 or answer.headers["allow"] == "GET, HEAD, OPTIONS"
+    assert series(service) - before < 5, "invented methods must not add series"
+    assert len(audit_lines(service)) == audited
+
+
+@pytest.mark.parametrize(
+    ("path", "allow"),
+    [("/quotas/overrides", "PUT, DELETE, OPTIONS"), ("/quotas/groups/team", "PUT, DELETE, OPTIONS"), ("/quotas", "GET, HEAD, OPTIONS")],
+)
+def test_options_and_unserved_methods_are_answered_with_every_served_method_without_a_token(service, path, allow):
+    audited = len(audit_lines(service))
+    options = service.client.options(path)
+    assert options.status_code == 204 and options.headers["allow"] == allow and options.content == b""
+    served = set(allow.split(", "))
+    for method in ("GET", "PUT", "DELETE", "POST", "PATCH", "TRACE", "BREW"):
+        if method in served:
+            continue
+        answer = service.client.request(method, path)
+        if method == "BREW" and answer.status_code == 501:
+            continue  # refused by a parser that knows no such method
+        assert answer.status_code == 405, (method, path, answer.status_code)
+        assert answer.headers["allow"] == allow and problem(answer)["status"] == 405
+    assert len(audit_lines(service)) == audited, "nothing was changed, so nothing audited"
+
+
+def test_an_invented_method_on_an_unknown_path_is_501_and_a_known_one_404(service):
+    assert service.client.request("BREW", "/coffee").status_code == 501
+    assert service.client.get("/coffee").status_code == 404
+    assert service.client.options("/coffee").status_code == 404
+
+
+@pytest.mark.parametrize("size", [17_000, 32_000, 60_000, 100_000])
+def test_a_head_over_16_kib_in_one_write_is_refused_with_431_and_closed(service, size):
+    head = request_head("GET", "/throttle-factor", {"X-Padding": "a" * size})
+    with connect(service) as sock:
+        sock.sendall(head)
+        answer = read_until_closed(sock, 5)
+    assert answer.startswith(b"HTTP/1.1 431 "), answer[:100]
+
+
+def test_a_head_over_16_kib_in_1_kb_pieces_is_refused_and_closed(service):
+    head = request_head("GET", "/throttle-factor", {"X-Padding": "a" * 17_000})
+    answer, _ = exchange(service, b"", [head[start : start + 1024] for start in range(0, len(head), 1024)], pause=0.01)
+    assert answer is None or answer.status == 431, answer and answer.status
+
+
+def test_a_head_of_just_under_16_kib_is_served(service):
+    head = request_head("GET", "/throttle-factor", {"X-Padding": "a" * (HEAD_LIMIT - 200)})
+    answer, _ = exchange(service, head)
+    assert answer is not None and answer.status == 200
+
+
+def test_content_length_with_transfer_encoding_is_refused_and_the_smuggled_request_never_served(service):
+    smuggled = b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    body = b"0\r\n\r\n" + smuggled
+    head = request_head("PUT", "/quotas/overrides?user=smuggler", {**AUTH, "Content-Type": "application/json", "Content-Length": str(len(body)), "Transfer-Encoding": "chunked"})
+    with connect(service) as sock:
+        sock.sendall(head + body)
+        answer = read_until_closed(sock, 5)
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+    assert answer.count(b"HTTP/1.1 ") == 1, "one answer, then the connection closed"
+    assert b"Content-Length and Transfer-Encoding together" in answer
+
+
+@pytest.mark.parametrize(
+    "framing",
+    [
+        b"Content-Length: 5\r\nContent-Length: 6\r\n",
+        b"Transfer-Encoding: gzip\r\n",
+        b"Transfer-Encoding: chunked, gzip\r\n",
+        b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+        b"Content-Length: +5\r\n",
+    ],
+)
+def test_ambiguous_framing_is_refused_and_the_connection_closed(service, framing):
+    with connect(service) as sock:
+        sock.sendall(b"PUT /quotas/overrides?user=x HTTP/1.1\r\nHost: 127.0.0.1\r\n" + framing + b"\r\nhello\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n")
+        answer = read_until_closed(sock, 5)
+    assert re.match(rb"HTTP/1.1 (400|501) ", answer), answer[:200]
+    assert answer.count(b"HTTP/1.1 ") == 1
+
+
+def test_transfer_encoding_in_http_1_0_is_refused(service):
+    with connect(service) as sock:
+        sock.sendall(b"PUT /quotas/overrides?user=x HTTP/1.0\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+        assert read_until_closed(sock, 5).startswith(b"HTTP/1.1 400 ")
+
+
+def probe_latencies(service: RunningService, stop: threading.Event, latencies: list[float]) -> None:
+    with httpx.Client(base_url=service.base_url, timeout=5) as client:
+        while not stop.is_set():
+            started = time.monotonic()
+            assert client.get("/healthz", headers={"Connection": "close"}).status_code == 200
+            latencies.append(time.monotonic() - started)
+            time.sleep(0.05)
+
+
+def test_slowloris_connections_are_closed_by_the_head_deadline_while_a_probe_is_served_at_once(service):
+    stop, latencies = threading.Event(), []
+    prober = threading.Thread(target=probe_latencies, args=(service, stop, latencies))
+    prober.start()
+    try:
+        dripping = [connect(service) for _ in range(200)]
+        silent = [connect(service) for _ in range(20)]
+        opened = time.monotonic()
+        for sock in dripping:
+            sock.sendall(b"GET /throttle-factor HTTP/1.1\r\n")
+            sock.setblocking(False)
+        open_ = set(dripping)
+        while open_ and time.monotonic() - opened < 10:
+            for sock in list(open_):
+                try:
+                    if sock.recv(65536) == b"":
+                        open_.discard(sock)
+                        continue
+                except BlockingIOError:
+                    pass
+                except ConnectionResetError:
+                    open_.discard(sock)
+                    continue
+                try:
+                    sock.send(b"X-Slow: 1\r\n")  # one header line at a time, never the end of the head
+                except (BrokenPipeError, ConnectionResetError):
+                    open_.discard(sock)
+            time.sleep(0.2)
+        closed_after = time.monotonic() - opened
+        assert not open_, f"{len(open_)} of 200 dripping connections still open after {closed_after:.1f}s"
+        for sock in silent:
+            assert read_until_closed(sock, 5) == b"", "a connection that sent nothing is closed without an answer"
+    finally:
+        stop.set()
+        prober.join()
+        for sock in dripping + silent:
+            sock.close()
+    latencies.sort()
+    print(f"\n200 dripping heads closed within {closed_after:.1f}s; probe p50 {latencies[len(latencies) // 2] * 1000:.0f} ms, max {latencies[-1] * 1000:.0f} ms")
+    assert closed_after < 5
+    assert latencies[int(len(latencies) * 0.9)] < 0.1, latencies
+    metrics = service.client.get("/metrics").text
+    assert re.search(r'http_edge_refusals_total\{reason="head_timeout"\} [1-9]', metrics)
+
+
+def test_an_idle_kept_alive_connection_is_closed_but_a_long_poll_is_held_as_long_as_it_asks(service):
+    with httpx.Client(base_url=service.base_url, timeout=10) as client:
+        etag = client.get("/throttle-factor").headers["etag"]
+        started = time.monotonic()
+        held = client.get("/throttle-factor", params={"wait": "3"}, headers={"If-None-Match": etag})
+        assert held.status_code == 304 and time.monotonic() - started >= 2.9, "held past both deadlines (1 s)"
+    with connect(service) as sock:
+        sock.sendall(request_head("GET", "/healthz", {}))
+        started = time.monotonic()
+        answer = read_until_closed(sock, 5)
+    assert answer.startswith(b"HTTP/1.1 200 ") and 0.8 < time.monotonic() - started < 3
+
+
+def test_refusal_and_audit_lines_are_bounded_and_rate_limited(start_service):
+    service = start_service(**EDGE)  # its own: no refusal from this client logged yet
+    before = len(service.log())
+    with httpx.Client(base_url=service.base_url, timeout=10) as client:
+        for _ in range(100):
+            assert client.put("/quotas/groups/" + "g" * 15_000, json={}).status_code == 401
+    for _ in range(20):
+        with connect(service) as sock:
+            sock.sendall(request_head("GET", "/" + "p" * 60_000, {}))
+            read_until_closed(sock, 5)
+    grown = service.log()[before:]
+    assert len(grown) < 3000, f"the log grew by {len(grown)} bytes:\n{grown[:3000]}"
+    lines = grown.splitlines()
+    assert len(lines) == 2 and all(len(line) < 1000 for line in lines), lines
+    assert "outcome=refused status=401" in lines[0] and "(431)" in lines[1]
+
+
+def test_wait_in_other_scripts_digits_is_refused(service):
+    answer = service.client.get("/throttle-factor", params={"wait": "٣٠"})
+    assert answer.status_code == 422
+
+
+def test_past_the_connection_cap_new_clients_are_refused_at_once_and_served_again_when_connections_drop(tmp_path):
+    service = launch_service(tmp_path, **{**SETTINGS, "http_max_connections": "16", "http_head_timeout": "PT1M"})
+    try:
+        held = [connect(service) for _ in range(16)]
+        time.sleep(0.5)  # accepted: the service counts them once its loop has seen them
+        refusals = []
+        for _ in range(20):
+            started = time.monotonic()
+            with connect(service) as sock:
+                sock.sendall(request_head("GET", "/healthz", {}))
+                answer = read_until_closed(sock, 5)
+            refusals.append((time.monotonic() - started, answer[:12]))
+        assert all(elapsed < 1 for elapsed, _ in refusals), refusals
+        assert all(answer in (b"", b"HTTP/1.1 503") for _, answer in refusals), refusals
+        for sock in held:
+            sock.close()
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                if service.client.get("/healthz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "not served again after the connections closed"
+            time.sleep(0.1)
+        refused = re.search(r'http_edge_refusals_total\{reason="connection_cap"\} ([0-9.]+)', service.client.get("/metrics").text)
+        assert refused and float(refused.group(1)) >= 20
+        assert service.log().count("connections open, the cap") == 1, "one line for the episode"
+    finally:
+        service.stop()
+
+
+def test_the_cap_stays_below_the_descriptor_limit_so_new_clients_are_refused_not_reset(tmp_path):
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (512, 512))
+
+    service = launch_service(tmp_path, preexec_fn=limited, **SETTINGS)
+    try:
+        assert "may open 512 files: at most 256 HTTP connections" in service.log()
+        held = [connect(service) for _ in range(300)]
+        time.sleep(0.5)
+        started = time.monotonic()
+        with connect(service) as sock:
+            sock.sendall(request_head("GET", "/healthz", {}))
+            assert read_until_closed(sock, 5).startswith(b"HTTP/1.1 503 ")
+        assert time.monotonic() - started < 1
+        for sock in held:
+            sock.close()
+        time.sleep(0.5)
+        assert service.client.get("/healthz").status_code == 200
+    finally:
+        service.stop()
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_write_asking_for_an_h2c_upgrade_keeps_its_body_and_the_connection_goes_on_in_http_1_1(service, chunked):
+    body = b'{"produce": 3000000}'
+    framing = {"Transfer-Encoding": "chunked"} if chunked else {"Content-Length": str(len(body))}
+    sent = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body) if chunked else body
+    upgrade = {"Connection": "Upgrade, HTTP2-Settings", "Upgrade": "h2c", "HTTP2-Settings": "AAEAAEAAAAIAAAABAAMAAABkAAQBAAAAAAUAAEAA"}
+    put = request_head("PUT", f"/quotas/overrides?user=java-{chunked}", {**upgrade, **AUTH, "Content-Type": "application/json", **framing}) + sent
+    get = request_head("GET", f"/quotas/resolve?user=java-{chunked}&type=produce", {**upgrade, "Connection": "close"})
+    with connect(service) as sock:
+        sock.sendall(put + get)  # pipelined: the GET follows the body in the same write
+        answers = read_until_closed(sock, 10)
+    assert answers.startswith(b"HTTP/1.1 200 "), answers[:300]
+    assert answers.count(b"HTTP/1.1 200 ") == 2 and b'"limit":3000000' in answers.replace(b" ", b""), answers

@@ -1,0 +1,131 @@
+"""The pure parts of the HTTP edge: which framings are refused and why, what an ignored
+upgrade replays, the rate limit of refusal lines, the methods each path serves and the metrics' method label. The real
+server is covered in tests/integration/test_http_edge.py."""
+
+from __future__ import annotations
+
+import logging
+
+import httptools
+import pytest
+
+from app.clock import ManualClock
+from app.server.http_protocol import CL_WITH_TE, ConnectionGuard, body_framing, head_size, llhttp_refusal
+from app.server.methods import AllowedMethods, metric_method
+from app.server.refusal_log import RefusalLog, bounded, quoted
+
+from .test_admission import make_app
+
+
+def llhttp_error(raw: bytes) -> httptools.HttpParserError:
+    class Ignored:
+        pass
+
+    with pytest.raises(httptools.HttpParserError) as raised:
+        httptools.HttpRequestParser(Ignored()).feed_data(raw)
+    return raised.value
+
+
+@pytest.mark.parametrize(
+    ("framing", "reason"),
+    [
+        (b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n", "ambiguous_framing"),
+        (b"Transfer-Encoding: chunked\r\nContent-Length: 4\r\n", "ambiguous_framing"),
+        (b"Content-Length: 4\r\nContent-Length: 4\r\n", "ambiguous_framing"),
+        (b"Content-Length: 4, 5\r\n", "ambiguous_framing"),
+        (b"Transfer-Encoding: chunked, gzip\r\n", "ambiguous_framing"),
+        (b"Bad Header\r\n", "malformed"),
+    ],
+)
+def test_the_parser_refuses_every_framing_that_could_be_read_two_ways(framing, reason):
+    refusal = llhttp_refusal(llhttp_error(b"PUT /x HTTP/1.1\r\nHost: a\r\n" + framing + b"\r\nabcd"))
+    assert (refusal.status, refusal.reason) == (400, reason)
+    if framing.startswith(b"Content-Length: 4\r\nTransfer"):
+        assert refusal.detail == CL_WITH_TE
+
+
+def test_a_method_the_parser_does_not_know_is_501():
+    refusal = llhttp_refusal(llhttp_error(b"BREWCOFFEE / HTTP/1.1\r\nHost: a\r\n\r\n"))
+    assert refusal.status == 501 and "GET, HEAD, PUT, DELETE, OPTIONS" in refusal.detail
+
+
+@pytest.mark.parametrize(
+    ("headers", "framing"),
+    [
+        ([(b"content-length", b"17")], b"content-length: 17"),
+        ([(b"transfer-encoding", b"chunked")], b"transfer-encoding: chunked"),
+        ([(b"content-length", b"0")], None),
+        ([(b"host", b"a")], None),
+    ],
+)
+def test_an_ignored_upgrade_replays_only_the_framing_of_its_body(headers, framing):
+    assert body_framing(headers) == framing
+
+
+def test_a_head_is_measured_by_its_target_and_header_lines():
+    head = b"GET /throttle-factor HTTP/1.1\r\nHost: a\r\nX-Padding: " + b"p" * 100 + b"\r\n\r\n"
+    request_line_rest = len(b"GET  HTTP/1.1\r\n") + len(b"\r\n")  # what head_size leaves out
+    assert head_size(b"/throttle-factor", [(b"host", b"a"), (b"x-padding", b"p" * 100)]) == len(head) - request_line_rest
+
+
+def test_refusal_lines_are_one_per_source_and_reason_per_interval_then_count_those_left_out(caplog):
+    clock = ManualClock()
+    refusals = RefusalLog(60, clock)
+    logger = logging.getLogger("test.refusals")
+    with caplog.at_level(logging.WARNING, logger="test.refusals"):
+        for _ in range(5):
+            refusals.log(logger, logging.WARNING, "10.0.0.1", "401", "refused %s", "a")
+        refusals.log(logger, logging.WARNING, "10.0.0.2", "401", "refused %s", "b")
+        refusals.log(logger, logging.WARNING, "10.0.0.1", "403", "refused %s", "c")
+        clock.advance(60)
+        refusals.log(logger, logging.WARNING, "10.0.0.1", "401", "refused %s", "d")
+    assert [record.getMessage() for record in caplog.records] == [
+        "refused a",
+        "refused b",
+        "refused c",
+        "refused d (4 more like it from this client left out since the previous line)",
+    ]
+
+
+def test_refusal_log_memory_is_bounded_by_forgetting_old_sources():
+    clock = ManualClock()
+    refusals = RefusalLog(1, clock)
+    for n in range(30_000):
+        refusals.admit(f"10.{n}", "401")
+        clock.advance(0.001)
+    assert len(refusals._last) <= 10_000
+
+
+def test_quoted_names_are_bounded_escaped_and_on_one_line():
+    assert bounded("a" * 300) == "a" * 200 + "..."
+    assert quoted("eve\r\nforged") == '"eve\\r\\nforged"'
+    assert len(quoted("\u2028" * 1000)) < 1300
+
+
+def test_the_connection_cap_is_one_warning_per_episode(caplog):
+    guard = ConnectionGuard(max_connections=10, head_timeout_seconds=1)
+    with caplog.at_level(logging.WARNING, logger="app.server.http_protocol"):
+        assert all(guard.admit() for _ in range(10))
+        assert not guard.admit() and not guard.admit()
+        guard.release()
+        assert guard.admit() and not guard.admit()  # still the same episode
+        for _ in range(3):
+            guard.release()  # below 90% of the cap: the episode is over
+        assert all(guard.admit() for _ in range(3)) and not guard.admit()  # a new one
+    assert len(caplog.records) == 2 and guard.refused["connection_cap"] == 4
+
+
+def test_every_path_allows_exactly_the_methods_its_routes_serve(tmp_path):
+    allowed = AllowedMethods(make_app(tmp_path).routes)
+    assert allowed.of("/quotas/overrides") == ("PUT", "DELETE", "OPTIONS")
+    assert allowed.of("/quotas/groups/any-name") == ("PUT", "DELETE", "OPTIONS")
+    assert allowed.of("/throttle-factor") == ("GET", "HEAD", "OPTIONS")
+    assert allowed.of("/metrics") == ("GET", "HEAD", "OPTIONS")
+    assert allowed.of("/what-if") == ("POST", "OPTIONS")
+    assert allowed.of("/quotas/groups/a/b") is None and allowed.of("/nothing") is None
+
+
+def test_the_metrics_method_label_takes_only_the_served_methods():
+    assert [metric_method(m) for m in ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "BREW", "get")] == [
+        "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "other", "other", "other"
+    ]

@@ -1,0 +1,269 @@
+"""POST /what-if (in-process): a candidate set of limits answers what the decider itself would
+answer under those limits on the same view, is checked by the settings' rules, and has no
+effect on anything the service publishes, records or counts."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from app.clock import ManualClock
+from app.decision.decider import ThrottleDecider
+from app.decision.policy import LimitKind, StoragePolicy
+from app.observation.model import ObservationRound, VolumeObservation
+from app.server.app import create_app
+from app.server.schemas.decision import decision_response
+from app.server.schemas.volumes import volumes_view
+from app.settings import load_settings
+
+from .asgi import run_scenario
+
+VALIDITY = 120.0
+FALLBACK = 0.0
+JSON = {"Content-Type": "application/json"}
+
+
+def make_app(clock: ManualClock, **overrides):
+    overrides.setdefault("data_dir", tempfile.mkdtemp(prefix="throttle-test-"))
+    overrides.setdefault("storage_per_volume_limit_min_available_bytes", "100")
+    settings_ = load_settings(
+        environ={},
+        kafka_admin_bootstrap_servers="127.0.0.1:1",
+        throttle_factor_fallback=str(FALLBACK),
+        throttle_factor_validity_duration="PT2M",
+        **overrides,
+    )
+    return create_app(settings_, clock=clock, observe=False)
+
+
+def body_of(policy: StoragePolicy) -> dict:
+    """The what-if body that stands for ``policy``."""
+    bytes_kind = policy.kind is LimitKind.MIN_AVAILABLE_BYTES
+    level = "min_available_bytes" if bytes_kind else "min_available_ratio"
+
+    def number(value: float):
+        return int(value) if bytes_kind else value
+
+    body: dict = {"hard": {level: number(policy.hard_level)}}
+    if policy.soft_level is not None:
+        body["soft"] = {level: number(policy.soft_level)}
+    if policy.hysteresis:
+        body["hysteresis"] = {"bytes" if bytes_kind else "ratio": number(policy.hysteresis)}
+    return body
+
+
+# --- the property: what-if == the decider configured with the candidate, on the same rounds ---
+
+TOTAL = 1 << 40
+
+
+@st.composite
+def volumes(draw, at: float) -> tuple[VolumeObservation, ...]:
+    keys = draw(st.lists(st.tuples(st.integers(1, 3), st.sampled_from(["/a", "/b"])), min_size=0, max_size=5, unique=True))
+    observed = []
+    for broker, log_dir in keys:
+        kind = draw(st.sampled_from(["judged", "judged", "judged", "error", "unreported", "empty"]))
+        if kind == "error":
+            observed.append(VolumeObservation(broker, log_dir, TOTAL, 0, at, error="KAFKA_STORAGE_ERROR"))
+        elif kind == "unreported":
+            observed.append(VolumeObservation(broker, log_dir, -1, -1, at))
+        elif kind == "empty":
+            observed.append(VolumeObservation(broker, log_dir, 0, 0, at))
+        else:
+            total = draw(st.integers(1, TOTAL))
+            observed.append(VolumeObservation(broker, log_dir, total, draw(st.integers(0, total)), at))
+    return tuple(observed)
+
+
+@st.composite
+def candidates(draw, hysteresis: bool) -> StoragePolicy:
+    if draw(st.booleans()):
+        hard = draw(st.integers(0, TOTAL))
+        soft = draw(st.none() | st.integers(hard + 1, hard + TOTAL))
+        extra = draw(st.integers(0, TOTAL)) if hysteresis and draw(st.booleans()) else 0
+        return StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, float(hard), None if soft is None else float(soft), float(extra))
+    ratio = st.floats(0.0, 1.0)
+    hard_ratio = draw(ratio)
+    soft_ratio = draw(st.none() | ratio.filter(lambda r: r > hard_ratio))
+    extra_ratio = draw(ratio) if hysteresis and draw(st.booleans()) else 0.0
+    return StoragePolicy(LimitKind.MIN_AVAILABLE_RATIO, hard_ratio, soft_ratio, extra_ratio)
+
+
+@st.composite
+def scenarios(draw):
+    """Rounds (each observing volumes, missing a broker, or failing) some seconds apart, the
+    instant of the what-if, and a candidate. With more than one round the candidate has no
+    hysteresis: the what-if remembers no breach (see test_hysteresis_...), the decider does."""
+    clock = 1_700_000_000.0
+    rounds = []
+    for _ in range(draw(st.integers(1, 3))):
+        clock += draw(st.sampled_from([1.0, 30.0, 61.0, VALIDITY + 1]))
+        outcome = draw(st.sampled_from(["complete", "complete", "missing", "failed"]))
+        if outcome == "failed":
+            rounds.append(ObservationRound(clock, clock, error="cluster unreachable"))
+            continue
+        observed = draw(volumes(clock))
+        brokers = tuple(sorted({v.broker_id for v in observed} | ({9} if outcome == "missing" else set())))
+        missing = {9: "timed out"} if outcome == "missing" else {}
+        rounds.append(ObservationRound(clock, clock, brokers, observed, missing))
+    read_after = draw(st.sampled_from([0.0, 10.0, VALIDITY - 1, VALIDITY + 5]))
+    return rounds, read_after, draw(candidates(hysteresis=len(rounds) == 1))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+@example(  # a breach, a ramp and an unjudged log dir in one round
+    (
+        [
+            ObservationRound(
+                1_700_000_001.0,
+                1_700_000_001.0,
+                (1, 2),
+                (
+                    VolumeObservation(1, "/a", 1000, 50, 1_700_000_001.0),
+                    VolumeObservation(1, "/b", 1000, 150, 1_700_000_001.0),
+                    VolumeObservation(2, "/a", -1, -1, 1_700_000_001.0),
+                ),
+            )
+        ],
+        10.0,
+        StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, 100.0, 200.0, 80.0),
+    )
+)
+def test_what_if_answers_what_the_decider_with_those_limits_answers_on_the_same_view(scenario):
+    rounds, read_after, candidate = scenario
+    clock = ManualClock()
+    app = make_app(clock)
+    reference = ThrottleDecider(candidate, VALIDITY, FALLBACK, started_at=clock())
+
+    async def run(client, observer, clock):
+        for round_ in rounds:
+            clock.now = round_.finished_at
+            observer.apply_round(round_)
+            reference.apply_round(round_)
+        clock.advance(read_after)
+        answer = await client.post("/what-if", json=body_of(candidate))
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+    answer = run_scenario(app, clock, run)
+    now = clock()
+    assert answer["decision"] == decision_response(reference.decision(now)).model_dump(mode="json")
+    assert answer["volumes"] == volumes_view(reference, now).model_dump(mode="json")
+
+
+# --- what it assumes about hysteresis ---
+
+
+def test_what_if_remembers_no_breach_so_hysteresis_holds_no_volume_that_the_live_decision_holds():
+    """Live limits hard 100 bytes, hysteresis 50: a volume at 80 breaches, then at 120 the
+    service holds it in breach (it breached before). The what-if with the very same limits
+    does not: which volumes breached before under a candidate is not known, so it assumes
+    none, as the service does at its first round after a restart with those limits."""
+    clock = ManualClock()
+    app = make_app(clock, storage_per_volume_limit_hysteresis_bytes="50")
+    same_limits = {"hard": {"min_available_bytes": 100}, "hysteresis": {"bytes": 50}}
+
+    async def run(client, observer, clock):
+        for usable in (80, 120):
+            clock.advance(30)
+            now = clock()
+            observer.apply_round(ObservationRound(now, now, (1,), (VolumeObservation(1, "/a", 1000, usable, now),)))
+        live = (await client.get("/throttle-factor")).json()
+        tried = (await client.post("/what-if", json=same_limits)).json()
+        return live, tried
+
+    live, tried = run_scenario(app, clock, run)
+    assert (live["state"], [v["reason"] for v in live["breaching"]]) == ("PAUSE", ["hard limit (hysteresis)"])
+    assert (tried["decision"]["state"], tried["decision"]["breaching"]) == ("OPEN", [])
+    assert tried["decision"]["limits"] == {"kind": "min-available-bytes", "hard": 100.0, "soft": None, "hysteresis": 50.0}
+    assert [v["status"] for v in tried["volumes"]["volumes"]] == ["ok"]
+
+
+# --- the settings' rules, answered 422 naming the field ---
+
+
+def problem_of(body) -> dict:
+    clock = ManualClock()
+
+    async def run(client, observer, clock):
+        return await client.post("/what-if", json=body)
+
+    answer = run_scenario(make_app(clock), clock, run)
+    assert answer.status_code == 422 and answer.headers["content-type"] == "application/problem+json", answer.text
+    return answer.json()
+
+
+def fields_of(problem: dict) -> list[str]:
+    return [error["field"] for error in problem["errors"]]
+
+
+def test_a_soft_limit_not_strictly_looser_than_the_hard_one_is_refused_naming_it():
+    problem = problem_of({"hard": {"min_available_ratio": 0.2}, "soft": {"min_available_ratio": 0.2}})
+    assert fields_of(problem) == ["soft.min_available_ratio"]
+    assert "strictly greater than the hard limit" in problem["errors"][0]["message"]
+    assert "client.quota.callback.static.storage.per.volume.soft.limit.min.available.ratio" in problem["errors"][0]["message"]
+
+
+def test_two_hard_limits_a_soft_limit_of_the_other_kind_and_values_out_of_range_are_refused_naming_each():
+    assert fields_of(problem_of({"hard": {"min_available_ratio": 0.1, "min_available_bytes": 5}})) == [
+        "hard.min_available_bytes",
+        "hard.min_available_ratio",
+    ]
+    assert fields_of(problem_of({"hard": {"min_available_bytes": 5}, "soft": {"min_available_ratio": 0.5}})) == ["soft.min_available_ratio"]
+    assert fields_of(problem_of({"hard": {"min_available_bytes": 5}, "hysteresis": {"ratio": 0.5}})) == ["hysteresis.ratio"]
+    assert fields_of(problem_of({"hard": {"min_available_ratio": 1.5}})) == ["hard.min_available_ratio"]
+    assert fields_of(problem_of({"hard": {"min_available_bytes": -1}})) == ["hard.min_available_bytes"]
+
+
+def test_a_body_without_a_hard_limit_or_with_unknown_fields_is_refused_naming_them():
+    assert fields_of(problem_of({})) == ["hard"]
+    assert fields_of(problem_of({"hard": {}})) == ["hard.min_available_bytes"]
+    assert fields_of(problem_of({"hard": {"min_available_percent": 5}})) == ["hard.min_available_percent"]
+
+
+# --- no effect ---
+
+
+def _history_lines(directory: Path) -> int:
+    return sum(len(path.read_text().splitlines()) for path in directory.rglob("*.jsonl"))
+
+
+def _decision_metrics(text: str) -> list[str]:
+    """The service's own samples (kafka_throttle_*), not the HTTP metrics (those count every
+    request) nor the process's."""
+    return sorted(line for line in text.splitlines() if line.startswith("kafka_throttle_"))
+
+
+def test_what_if_changes_nothing_the_service_publishes_records_or_counts():
+    clock = ManualClock()
+    data_dir = tempfile.mkdtemp(prefix="throttle-test-")
+    app = make_app(clock, data_dir=data_dir)
+    submitted = []
+
+    async def run(client, observer, clock):
+        submit = observer.history.submit
+        observer.history.submit = lambda *args: (submitted.append(args), submit(*args))
+        now = clock()
+        observer.apply_round(ObservationRound(now, now, (1,), (VolumeObservation(1, "/a", 1000, 500, now),)))
+        before = await client.get("/throttle-factor")
+        quotas_before = await client.get("/quotas")
+        metrics_before = _decision_metrics((await client.get("/metrics")).text)
+        assert any(line.startswith("kafka_throttle_factor ") for line in metrics_before)
+        pausing = await client.post("/what-if", json={"hard": {"min_available_bytes": 600}})
+        assert pausing.json()["decision"]["state"] == "PAUSE"
+        after = await client.get("/throttle-factor")
+        quotas_after = await client.get("/quotas")
+        assert after.headers["etag"] == before.headers["etag"] and after.json() == before.json()
+        assert after.json()["state"] == "OPEN"
+        assert quotas_after.headers["etag"] == quotas_before.headers["etag"]
+        waited = await client.get("/throttle-factor", params={"wait": "0s"}, headers={"If-None-Match": before.headers["etag"]})
+        assert waited.status_code == 304
+        assert _decision_metrics((await client.get("/metrics")).text) == metrics_before
+
+    run_scenario(app, clock, run)
+    assert len(submitted) == 1  # the round's; the what-if submitted nothing
+    assert _history_lines(Path(data_dir) / "history") == 1  # written when the app stopped
