@@ -1,4 +1,9 @@
-"""Which configuration values are secret, and keeping them out of every log line.
+"""How a configuration value may be shown: which values are secret, how much of a long one a
+message quotes, and keeping secrets out of every log line.
+
+A message about a value is one line a person reads: it quotes at most the first
+SHOWN_VALUE_CHARS characters of a value and says how long the value was (``quoted``), so a
+value of a megabyte gives a line of a few hundred bytes.
 
 A setting is secret when its key says so (password, secret, token, a JAAS line, credentials):
 the admin token, the admin client's and the history producer's SASL and key store
@@ -37,6 +42,32 @@ def is_secret_key(key: str) -> bool:
 def shown_value(key: str, value: str | None) -> str | None:
     """A setting's value as it may be shown: HIDDEN for a secret key."""
     return HIDDEN if value is not None and is_secret_key(key) else value
+
+
+# The most of a given value a message quotes (escapes included); a longer value is cut there.
+SHOWN_VALUE_CHARS = 200
+
+
+def quoted(value: str) -> str:
+    """``value`` as a message quotes it (Python's quotes and escapes, so every character is
+    visible): whole when short; else the first characters, at most SHOWN_VALUE_CHARS of
+    quoted text, then how many characters the value had."""
+    if len(value) <= SHOWN_VALUE_CHARS:
+        whole = repr(value)
+        if len(whole) <= SHOWN_VALUE_CHARS + 2:
+            return whole
+    end = width = 0
+    for char in value[:SHOWN_VALUE_CHARS]:
+        width += len(repr(char)) - 2 + (char == "'")  # escaped when the value also holds a double quote
+        if width > SHOWN_VALUE_CHARS:
+            break
+        end += 1
+    return f"{value[:end]!r}... ({len(value):,} characters)"
+
+
+def bounded(text: str) -> str:
+    """``text`` (a key, a name) cut after SHOWN_VALUE_CHARS characters, with ``...``."""
+    return text if len(text) <= SHOWN_VALUE_CHARS else text[:SHOWN_VALUE_CHARS] + "..."
 
 
 def secret_values_of(key: str, value: str) -> set[str]:

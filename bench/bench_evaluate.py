@@ -11,13 +11,13 @@ from __future__ import annotations
 import argparse
 import gc
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from app.server.app import create_app
+from devtools.commands import run_command
 from app.decision.policy import LimitKind, StoragePolicy, evaluate
 from app.settings import load_settings
 from app.observation.model import ObservationRound, VolumeObservation
@@ -95,10 +95,9 @@ def main() -> None:
         observer.apply_round(ObservationRound(now, now, round_.active_brokers, round_.observations))
 
     full = cpu_ms(whole_round, args.repeat)
-    rss_kb = int(subprocess.run([sys.executable, __file__, "--rss-child", "--brokers", str(args.brokers), "--dirs", str(args.dirs)],
-                                capture_output=True, text=True, check=True, cwd=ROOT).stdout.strip())
-    idle_kb = int(subprocess.run([sys.executable, __file__, "--rss-child", "--brokers", "0", "--dirs", "0"],
-                                 capture_output=True, text=True, check=True, cwd=ROOT).stdout.strip())
+    rss_kb = int(run_command([sys.executable, __file__, "--rss-child", "--brokers", str(args.brokers), "--dirs", str(args.dirs)],
+                             600, check=True, cwd=ROOT).stdout.strip())
+    idle_kb = int(run_command([sys.executable, __file__, "--rss-child", "--brokers", "0", "--dirs", "0"], 600, check=True, cwd=ROOT).stdout.strip())
     print(f"{len(volumes)} volumes ({args.brokers} brokers x {args.dirs} log dirs), median of {args.repeat}, CPU time")
     print(f"{'step':<44}{'ms':>9}{'x baseline':>12}")
     for name, ms in (("baseline: bare pass (min usable bytes)", baseline), ("policy evaluation", policy_only), ("whole round as the service applies it", full)):

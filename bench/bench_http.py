@@ -26,6 +26,7 @@ import httpx
 from service_process import free_port
 
 from devtools.devcluster.resources import process_resources
+from devtools.commands import run_command
 from devtools.processes import stop_process
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,7 +67,7 @@ def wrk(url: str, duration: int, headers: dict[str, str] | None = None) -> dict[
     cmd = ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{duration}s", "--latency", url]
     for name, value in (headers or {}).items():
         cmd[1:1] = ["-H", f"{name}: {value}"]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    out = run_command(cmd, duration + 120, check=True).stdout
     if "Latency Distribution" not in out:
         raise RuntimeError(f"wrk gave no latency distribution for {url}:\n{out}")
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]

@@ -20,12 +20,13 @@ import math
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+from devtools.commands import run_command
 
 BROKERS, LOG_DIRS, INTERVAL = 25, 4, 30.0
 TOTAL = 100 * 1024**3
@@ -73,9 +74,7 @@ def run_report(history: Path, output: Path, master: str) -> tuple[float, float, 
     """(wall seconds of the command, seconds of the job after Spark started, its output)."""
     script = Path(sys.executable).parent / "throttle-report"
     started = time.perf_counter()
-    finished = subprocess.run(
-        [str(script), "--input", str(history), "--output", str(output), "--master", master], capture_output=True, text=True, check=True
-    )
+    finished = run_command([script, "--input", history, "--output", output, "--master", master], 4 * 3600, check=True)
     wall = time.perf_counter() - started
     job = float(re.search(r"done in ([0-9.]+) s", finished.stdout).group(1))
     return wall, job, finished.stdout

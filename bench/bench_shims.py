@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import os
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import threading
@@ -34,6 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from devtools.commands import run_command
 from devtools.polling_shims import PollingShims
 from devtools.simcluster import MiB, SimulatedClusterProcess
 from service_process import ServiceProcess, source_tree, revisions as code_revisions
@@ -49,7 +49,7 @@ def preload_overrides(data_dir: Path, count: int, tree: Path) -> None:
     own code, in ``tree`` (its schema version is the one it opens)."""
     path = data_dir / QUOTA_STORE_FILE
     create = f"from pathlib import Path; from app.quotas.store import QuotaStore; QuotaStore(Path({str(path)!r})).close()"
-    subprocess.run([sys.executable, "-c", create], cwd=tree, check=True)
+    run_command([sys.executable, "-c", create], 300, cwd=tree, check=True)
     now = time.time()
     rows = []
     for i in range(count):

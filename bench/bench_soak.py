@@ -30,6 +30,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from devtools.commands import read_log, start_logged  # noqa: E402
 from devtools.devcluster import LocalKafkaCluster  # noqa: E402
 from app.settings.loading import environ_without_settings  # noqa: E402
 from app.settings.model import env_name, property_name  # noqa: E402
@@ -188,8 +189,7 @@ def start_service(cluster: LocalKafkaCluster, data_dir: Path) -> tuple[subproces
     }
     env = environ_without_settings()
     env.update({env_name(property_name(name)): value for name, value in settings.items()})
-    log = (data_dir / "service.log").open("w")
-    process = subprocess.Popen([sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    process = start_logged([sys.executable, "-m", "app"], data_dir / "service.log", cwd=ROOT, env=env)
     base_url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -199,7 +199,7 @@ def start_service(cluster: LocalKafkaCluster, data_dir: Path) -> tuple[subproces
         except (httpx.HTTPError, ValueError):
             pass
         if process.poll() is not None:
-            raise RuntimeError(f"service exited: {(data_dir / 'service.log').read_text()[-2000:]}")
+            raise RuntimeError(f"service exited: {read_log(data_dir / 'service.log')[-2000:]}")
         time.sleep(0.2)
     process.kill()
     raise RuntimeError("service did not observe the cluster within 60 s")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from pathlib import Path
 import httpx
 
 from devtools.devcluster.resources import ProcessResources, established_connections, process_resources
+from devtools.commands import read_log, run_command, start_logged
 from devtools.processes import healthz_answers, service_environment, stop_process
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,11 +43,11 @@ def source_tree(revision: str | None, scratch: Path) -> Iterator[Path]:
         yield ROOT
         return
     tree = scratch / f"tree-{revision}"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), revision], check=True, capture_output=True)
+    run_command(["git", "-C", ROOT, "worktree", "add", "--detach", tree, revision], 300, check=True)
     try:
         yield tree
     finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], capture_output=True)
+        run_command(["git", "-C", ROOT, "worktree", "remove", "--force", tree], 300)
 
 
 class ServiceProcess:
@@ -58,13 +58,12 @@ class ServiceProcess:
         self.port = free_port()
         env = service_environment(self.port, scratch / f"data-{self.port}", settings)
         self.log_path = scratch / f"{name.replace(' ', '-')}-{self.port}.log"
-        self._log = self.log_path.open("w")
-        self.process = subprocess.Popen([sys.executable, "-m", "app"], cwd=tree, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        self.process = start_logged([sys.executable, "-m", "app"], self.log_path, cwd=tree, env=env)
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.client = httpx.Client(base_url=self.base_url, timeout=30)
         if not healthz_answers(self.client, self.process, 60):
             self.stop()
-            raise RuntimeError(f"{name} did not start; see {self.log_path}:\n{self.log_path.read_text()[-2000:]}")
+            raise RuntimeError(f"{name} did not start; see {self.log_path}:\n{read_log(self.log_path)[-2000:]}")
 
     @property
     def pid(self) -> int:
@@ -95,4 +94,3 @@ class ServiceProcess:
     def stop(self) -> None:
         self.client.close()
         stop_process(self.process)
-        self._log.close()

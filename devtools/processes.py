@@ -1,4 +1,5 @@
-"""Starting and stopping the service processes the tests and benchmarks run."""
+"""Starting and stopping the service processes the tests and benchmarks run (child commands
+in general: ``devtools.commands``)."""
 
 from __future__ import annotations
 
@@ -56,3 +57,4 @@ def stop_process(process: subprocess.Popen, timeout: float = 15.0) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(5)
+

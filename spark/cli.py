@@ -47,6 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--until", type=_instant, metavar="T", help="first instant to leave out")
     parser.add_argument("--master", metavar="URL", help="Spark master (default: spark-submit's, else local[*])")
     parser.add_argument(
+        "--cache", metavar="DIR", help="keep each day of the history parsed in DIR, and parse a day again only when its files change (a local or mounted path)"
+    )
+    parser.add_argument(
         "--max-gap", type=_seconds, metavar="SECONDS", help="observations further apart than this split episodes (default: 3 x the recorded check interval)"
     )
     parser.add_argument(
@@ -85,7 +88,9 @@ def _progress(started: float):
 
 def summary_table(report: Report) -> str:
     """The terminal's closing table: one line per broker, then the totals."""
-    header = ("broker", "log dirs", "hard episodes", "soft episodes", "ongoing", "time in hard breach", "lowest available", "soonest hard limit")
+    header = (
+        "broker", "log dirs", "hard episodes", "soft episodes", "ongoing", "time in hard breach", "time fenced", "lowest available", "soonest hard limit",
+    )  # fmt: skip
     lines = [header]
     for broker in report.tables["brokers"]:
         lowest = broker["min_usable_bytes"]
@@ -97,6 +102,7 @@ def summary_table(report: Report) -> str:
                 str(broker["soft_episodes"]),
                 str(broker["ongoing_episodes"]),
                 human_duration(broker["hard_breach_seconds"]) or "0 s",
+                human_duration(broker.get("fenced_seconds")) or "0 s",
                 human_bytes(lowest) if lowest is not None else "-",
                 broker["soonest_hard_limit_at"] or "-",
             )
@@ -133,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     say(f"Spark {spark.version} on {spark.sparkContext.master}")
     try:
         report = run_report(
-            spark, args.input, args.output, args.since, args.until, args.max_gap, args.forecast_window, progress=say, limit_sets=limit_sets
+            spark, args.input, args.output, args.since, args.until, args.max_gap, args.forecast_window, progress=say, limit_sets=limit_sets, cache=args.cache
         )
     except EmptyHistory as exc:
         print(f"throttle-report: {exc}", file=sys.stderr)

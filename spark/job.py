@@ -11,16 +11,16 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spark.analysis.backtest import LimitSet, Outcome, backtest, page_view
-from spark.analysis.brokers import broker_summary, volume_summary
+from spark.analysis.brokers import broker_summary, fenced_time, volume_summary
 from spark.analysis.chart_data import closest_volume_series, state_timeline
 from spark.analysis.enforcement import with_enforcement
 from spark.analysis.episodes import violation_episodes
 from spark.analysis.forecast import FORECAST_WINDOW_SECONDS, fill_forecast
 from spark.analysis.gaps import HistoryEnd
-from spark.analysis.states import decisions, rounds, time_in_states
+from spark.analysis.states import decisions, held_rounds, rounds, time_in_states, unexplained_rounds
 from spark.output import ReportOutput
 from spark.page.html_report import render_page
-from spark.reading.history import epoch_seconds, line_counts, read_history
+from spark.reading.history import epoch_seconds, line_counts, read_history, skipped_by_reason
 from spark.report import PAGE_ROWS, Report
 
 TABLES = ("episodes", "time_in_states", "brokers", "forecast")
@@ -36,19 +36,43 @@ class EmptyHistory(Exception):
 Progress = Callable[[str], None]
 
 
-def _rows_of(table: DataFrame, limit: int = PAGE_ROWS) -> list[dict]:
-    """The first rows, times as UTC text (collected timestamps would take the driver's zone)."""
+def _rows_of(table: DataFrame, limit: int | None) -> list[dict]:
+    """The first rows (all of them without a limit), times as UTC text (collected timestamps
+    would take the driver's zone)."""
     shown = [
         F.date_format(f.name, "yyyy-MM-dd HH:mm:ss'Z'").alias(f.name) if isinstance(f.dataType, T.TimestampType) else F.col(f.name)
         for f in table.schema.fields
     ]
-    return [row.asDict() for row in table.select(*shown).limit(limit).collect()]
+    selected = table.select(*shown)
+    return [row.asDict() for row in (selected if limit is None else selected.limit(limit)).collect()]
+
+
+def _page_rows(name: str, table: DataFrame) -> list[dict]:
+    """What the page shows of a table: the first PAGE_ROWS rows; of the episodes, every
+    ongoing one first (what is still wrong is never left out), then the first ended ones."""
+    if name != "episodes":
+        return _rows_of(table, PAGE_ROWS)
+    return _rows_of(table.filter(F.col("ongoing")), None) + _rows_of(table.filter(~F.col("ongoing")), PAGE_ROWS)
+
+
+def _reasons(counts: dict[str, int]) -> str:
+    return " (" + "; ".join(f"{reason} {count:,}" for reason, count in counts.items()) + ")" if counts else ""
 
 
 def _history_end(volumes: DataFrame, last_round: float) -> HistoryEnd:
     """The last round, and the last one that observed volumes (from the per-volume summary)."""
     last_seen = volumes.agg(F.max(epoch_seconds("last_seen"))).first()[0]
     return HistoryEnd(last_round, last_seen if last_seen is not None else last_round)
+
+
+def _check_every_limit_is_explained(report: Report, round_rows: DataFrame, progress: Progress) -> None:
+    """Count and print the rounds in THROTTLE or PAUSE that no open episode explains."""
+    unexplained = unexplained_rounds(round_rows).orderBy("time")
+    report.unexplained_rounds = unexplained.count()
+    report.unexplained_examples = _rows_of(unexplained, 10)
+    progress(f"rounds in THROTTLE or PAUSE that no open episode explains: {report.unexplained_rounds:,}")
+    for example in report.unexplained_examples:
+        progress(f"  unexplained: {example['time']} {example['state']} ({example['source']})")
 
 
 def run_report(
@@ -61,7 +85,10 @@ def run_report(
     forecast_window_seconds: float = FORECAST_WINDOW_SECONDS,
     progress: Progress = lambda message: None,
     limit_sets: Sequence[LimitSet] = (),
+    cache: str | None = None,
 ) -> Report:
+    """The report of the history at ``input_path``, written to ``output_path``. With ``cache``
+    (a folder), each day of the history is parsed once and kept there (``reading.cache``)."""
     started = time.perf_counter()
     step_started = started
 
@@ -75,7 +102,9 @@ def run_report(
     progress(f"reading {input_path}")
     output = ReportOutput(spark, output_path)
     try:
-        history = read_history(spark, input_path, output.path(PARSED), since, until)
+        history = read_history(spark, input_path, output.path(PARSED), since, until, cache)
+        if cache is not None:
+            progress(f"cache {cache}: parsed {len(history.parsed_days)} days, reused {len(history.reused_days)}")
         # One row per round and decision, counting the lines read: the rounds for the states
         # and the timeline come from it, and so do the counts of rows and skipped lines.
         round_decisions = decisions(history.lines).persist()
@@ -84,7 +113,10 @@ def run_report(
             raise EmptyHistory(f"no history rows in {input_path} ({read.skipped_lines} lines skipped)")
         assert read.first_time is not None and read.last_time is not None
         report = Report(input_path, output.directory, read.rows, read.skipped_lines, read.first_time, read.last_time, max_gap_seconds, forecast_window_seconds)
-        done("read", f"read {read.rows:,} rows, skipped {read.skipped_lines:,} unreadable lines (corrupt, truncated or of the wrong type)")
+        report.parsed_days, report.reused_days = history.parsed_days, history.reused_days
+        if read.skipped_lines:
+            report.skipped_by_reason = skipped_by_reason(history.lines)
+        done("read", f"read {read.rows:,} rows, skipped {read.skipped_lines:,} lines{_reasons(report.skipped_by_reason)}")
         rows = history.rows
 
         round_rows = rounds(round_decisions).persist()  # one row per round
@@ -97,7 +129,7 @@ def run_report(
         tables = {
             "episodes": episodes,
             "time_in_states": time_in_states(round_rows, max_gap_seconds).persist(),
-            "brokers": broker_summary(volumes, episodes, forecast, end).persist(),
+            "brokers": broker_summary(volumes, episodes, forecast, end, fenced_time(rows, held_rounds(round_rows, max_gap_seconds))).persist(),
             "forecast": forecast,
         }
         names = list(TABLES)
@@ -110,7 +142,7 @@ def run_report(
         for name in names:
             output.write_table(name, tables[name])
             report.table_sizes[name] = tables[name].count()
-            report.tables[name] = _rows_of(page_view(name, tables[name]))
+            report.tables[name] = _page_rows(name, page_view(name, tables[name]))
             done(name, f"wrote {name}: {report.table_sizes[name]:,} rows")
 
         counts = episodes.agg(
@@ -119,8 +151,9 @@ def run_report(
             F.count(F.when(F.col("ongoing"), 1)).alias("ongoing"),
         ).first()
         report.episode_counts = counts.asDict()
+        _check_every_limit_is_explained(report, round_rows, progress)
         report.volumes = tables["brokers"].agg(F.sum("log_dirs")).first()[0] or 0
-        report.series = closest_volume_series(rows, volumes, read.first_time, read.last_time)
+        report.series = closest_volume_series(rows, volumes, forecast, read.first_time, read.last_time)
         report.timeline = state_timeline(round_rows, read.first_time, read.last_time, max_gap_seconds)
         done("charts", "reduced the chart series")
 

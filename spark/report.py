@@ -17,14 +17,32 @@ LIVE_LIMITS = "live"
 WORST_VOLUMES = 5
 
 
+# A limit over time: (epoch seconds, level in bytes) from which each level was in force, in
+# order; a level of None: no such limit from then on (a soft limit removed).
+Steps = list[tuple[float, float | None]]
+
+
 @dataclass(frozen=True)
 class VolumeSeries:
     broker_id: int
     log_dir: str
     total_bytes: int
-    hard_bytes: float
-    soft_bytes: float | None
+    hard: Steps
+    soft: Steps
     points: list[tuple[float, int]]  # (epoch seconds, usable bytes)
+    # Where the fill forecast reaches the hard limit: (epoch seconds, bytes), drawn from the
+    # last point; None when the volume is not filling towards it.
+    projected: tuple[float, float] | None = None
+
+    @property
+    def hard_bytes(self) -> float:
+        """The hard limit in force at the end."""
+        return next((level for _, level in reversed(self.hard) if level is not None), 0.0)
+
+    @property
+    def soft_bytes(self) -> float | None:
+        """The soft limit in force at the end, if any."""
+        return self.soft[-1][1] if self.soft else None
 
 
 @dataclass(frozen=True)
@@ -53,3 +71,10 @@ class Report:
     series: list[VolumeSeries] = field(default_factory=list)
     timeline: list[StateBucket] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # time per step
+    # Rounds in THROTTLE or PAUSE on the volumes' factor that no open episode explains (none
+    # in a history the service writes), and the first few of them.
+    unexplained_rounds: int = 0
+    unexplained_examples: list[dict] = field(default_factory=list)
+    skipped_by_reason: dict[str, int] = field(default_factory=dict)  # "unreadable" or "<field>: <problem>", most first
+    parsed_days: tuple[str, ...] = ()  # with a cache: the days parsed in this run
+    reused_days: tuple[str, ...] = ()  # and those read from the cache

@@ -5,10 +5,11 @@ devtools/composeconfig)."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import yaml
+
+from devtools.commands import run_command
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / ".cache/tools/bin"
@@ -25,6 +26,6 @@ def tool(name: str) -> str:
 
 
 def kustomize_build(directory: Path) -> list[dict]:
-    result = subprocess.run([tool("kustomize"), "build", str(directory)], capture_output=True, text=True, timeout=120)
+    result = run_command([tool("kustomize"), "build", directory], 120)
     assert result.returncode == 0, result.stderr
     return [document for document in yaml.safe_load_all(result.stdout) if document]

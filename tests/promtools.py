@@ -7,6 +7,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from devtools.commands import run_command
+
 
 def binary(name: str) -> str:
     path = shutil.which(name)
@@ -15,6 +17,4 @@ def binary(name: str) -> str:
 
 
 def promtool(*args: str | Path, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [binary("promtool"), *map(str, args)], input=stdin, capture_output=True, text=True, timeout=120, cwd=cwd
-    )
+    return run_command([binary("promtool"), *args], 120, input=stdin, cwd=cwd)

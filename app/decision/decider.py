@@ -115,6 +115,7 @@ class ThrottleDecider:
             active_brokers=len(self.active_brokers),
             log_dirs=len(step.volumes) if step is not None else 0,
             fenced=tuple(self.cache.fenced_volumes(step.volumes)) if shown else (),
+            volumes=step.volumes if shown else (),
         )
 
     def time_to_full(self, volume: VolumeObservation) -> TimeToFull | None:

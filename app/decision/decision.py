@@ -3,6 +3,7 @@ the history turns into rows and the metrics read."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.decision.enforcement import ENFORCE_EVERYWHERE, Enforcement
@@ -28,6 +29,9 @@ class Decision:
     active_brokers: int  # listed as active by the latest DescribeCluster answer
     log_dirs: int  # observations in the view now
     fenced: tuple[VolumeObservation, ...]  # observations in the view whose broker is fenced
+    # Every observation in the view now, fresh or kept: what ``evaluation`` judged (empty
+    # when it is None). The history writes a row for each.
+    volumes: Sequence[VolumeObservation] = ()
     # Whether the factor bites, and on which brokers; the decider leaves it to whoever holds the
     # enforcement in force (the quota service) to set.
     enforcement: Enforcement = ENFORCE_EVERYWHERE

@@ -16,6 +16,8 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from app.redaction import quoted
+
 
 class EnforcementMode(str, enum.Enum):
     ENFORCE = "enforce"
@@ -61,6 +63,6 @@ def parse_broker_ids(text: str) -> tuple[int, ...]:
         if not entry:
             continue
         if not entry.isascii() or not entry.isdigit():
-            raise ValueError(f"{entry!r} is not a broker id (a non-negative integer)")
+            raise ValueError(f"{quoted(entry)} is not a broker id (a non-negative integer)")
         ids.append(int(entry))
     return tuple(sorted(set(ids)))

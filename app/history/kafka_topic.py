@@ -3,7 +3,8 @@
 Key ``<broker id>:<log dir>``, so a compacted topic keeps the latest row of every volume.
 The value is the history row plus the fields of the "Re-thinking" proposal's Metrics
 Snapshot (brokerId, snapshotAt, hardLimit, softLimit, volumes), so a consumer written for
-that record reads ours. Rows of rounds that observed no volume have no key and stay in
+that record reads ours; a kept observation (``kept`` set) is republished each round with its
+own ``observed_at`` as snapshotAt, so a consumer sees how old it is. Rows of rounds that observed no volume have no key and stay in
 the files only.
 """
 
@@ -41,7 +42,8 @@ def record_value(row: HistoryRow) -> dict[str, Any]:
     return {
         **row,
         "brokerId": str(row["broker_id"]),
-        "snapshotAt": row["time"],
+        # When the volume was measured: a kept observation's own time, not the round's.
+        "snapshotAt": row["observed_at"] or row["time"],
         "hardLimit": _snapshot_limit(kind, row["hard_limit"]),
         "softLimit": _snapshot_limit(kind, soft),
         "volumes": [{"volumeName": row["log_dir"], "capacity": total, "consumed": total - usable if total >= 0 and usable >= 0 else -1}],

@@ -3,19 +3,68 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from app.history.schema import FIELD_NAMES
 from app.decision.decision import Decision
 from app.decision.policy import VolumeStatus
 from app.timefmt import iso_instant
-from app.observation.model import ObservationRound
+from app.observation.model import ObservationRound, VolumeObservation
 
 HistoryRow = dict[str, Any]
 
 
 # A row's fields of one volume: null in the row of a round that observed none.
-_VOLUME_FIELDS = ("broker_id", "log_dir", "total_bytes", "usable_bytes", "available_ratio", "log_dir_error", "volume_status", "volume_factor")
+_VOLUME_FIELDS = (
+    "broker_id", "log_dir", "total_bytes", "usable_bytes", "available_ratio", "log_dir_error",
+    "observed_at", "observation_age_seconds", "kept", "volume_status", "volume_factor",
+)  # fmt: skip
+_OWN_FIELDS = 9  # the volume's own fields come before the limits, its verdict after them
+
+
+class _Provenance:
+    """Where each observation a round's decision rested on came from: its time and age as
+    text, memoized per observed_at (a round's observations share a few), and why it was kept
+    (memoized per broker)."""
+
+    def __init__(self, round_: ObservationRound) -> None:
+        self._round = round_
+        self._times: dict[float, tuple[str, float]] = {}
+        self._kept: dict[int, str | None] = {}
+
+    def time_and_age(self, volume: VolumeObservation) -> tuple[str, float]:
+        known = self._times.get(volume.observed_at)
+        if known is None:
+            at = volume.observed_at
+            known = self._times[at] = (iso_instant(at) or "", round(max(0.0, self._round.finished_at - at), 3))
+        return known
+
+    def kept(self, volume: VolumeObservation) -> str | None:
+        broker = volume.broker_id
+        if broker not in self._kept:
+            reason = self._round.kept_reason(broker)
+            self._kept[broker] = None if reason is None else reason.value
+        return self._kept[broker]
+
+    def encoded(self, volume: VolumeObservation) -> str:
+        """The three fields as ``round_lines`` writes them, after log_dir_error."""
+        observed_at, age = self.time_and_age(volume)
+        return (
+            f',"observed_at":{ROW_ENCODER.encode(observed_at)},"observation_age_seconds":{ROW_ENCODER.encode(age)},'
+            f'"kept":{ROW_ENCODER.encode(self.kept(volume))}'
+        )
+
+
+def _view(round_: ObservationRound, decision: Decision) -> Sequence[VolumeObservation]:
+    """What the decision rested on: the observations in its view (the round's own, and those
+    kept from earlier rounds); a decision without a view (observation off), the round's own."""
+    return decision.volumes if decision.evaluation is not None else round_.observations
+
+
+def row_count(round_: ObservationRound, decision: Decision) -> int:
+    """How many rows ``round_rows`` gives for the round."""
+    return max(1, len(_view(round_, decision)))
 
 
 def _enforcement_fields(decision: Decision) -> dict[str, Any]:
@@ -24,8 +73,8 @@ def _enforcement_fields(decision: Decision) -> dict[str, Any]:
 
 
 def round_rows(round_: ObservationRound, decision: Decision, check_interval_seconds: float) -> list[HistoryRow]:
-    """One row per volume the round observed, or one row without a volume when it observed
-    none; ``decision`` is the one the round led to."""
+    """One row per volume in the view the round's decision rested on (``_view``), or one row
+    without a volume when that is empty; ``decision`` is the one the round led to."""
     evaluation = decision.evaluation
     verdicts = (*evaluation.breaching, *evaluation.ramping, *evaluation.unjudged) if evaluation else ()
     listed = {v.volume.key: v for v in verdicts}
@@ -43,8 +92,10 @@ def round_rows(round_: ObservationRound, decision: Decision, check_interval_seco
         **_enforcement_fields(decision),
     }
     rows: list[HistoryRow] = []
-    for volume in round_.observations:
+    provenance = _Provenance(round_)
+    for volume in _view(round_, decision):
         verdict = listed.get(volume.key)
+        observed_at, age = provenance.time_and_age(volume)
         rows.append(
             {
                 **common,
@@ -54,6 +105,9 @@ def round_rows(round_: ObservationRound, decision: Decision, check_interval_seco
                 "usable_bytes": volume.usable_bytes,
                 "available_ratio": volume.available_ratio,
                 "log_dir_error": volume.error,
+                "observed_at": observed_at,
+                "observation_age_seconds": age,
+                "kept": provenance.kept(volume),
                 "volume_status": verdict.status.value if verdict else VolumeStatus.OK.value,
                 "volume_factor": verdict.factor if verdict else 1.0,
             }
@@ -67,7 +121,7 @@ def round_rows(round_: ObservationRound, decision: Decision, check_interval_seco
 # The writer's encoding of a row: compact, ASCII, the declared field order (round_lines).
 ROW_ENCODER = json.JSONEncoder(separators=(",", ":"))
 # round_lines writes the fields in this order; the schema declares it.
-assert tuple(FIELD_NAMES) == ("time", *_VOLUME_FIELDS[:6], "limit_kind", "hard_limit", "soft_limit", *_VOLUME_FIELDS[6:],
+assert tuple(FIELD_NAMES) == ("time", *_VOLUME_FIELDS[:_OWN_FIELDS], "limit_kind", "hard_limit", "soft_limit", *_VOLUME_FIELDS[_OWN_FIELDS:],
                               "cluster_factor", "state", "source", "round_complete", "check_interval_seconds", "enforced", "canary_brokers")
 
 
@@ -76,7 +130,8 @@ def round_lines(round_: ObservationRound, decision: Decision, check_interval_sec
     per row: the fields every row of the round shares are encoded once, a volume's own ones in
     place. At a thousand brokers of 12 log dirs a round has 12,000 rows; encoding them one dict
     at a time took 0.11 s of CPU a round, this a fraction of it."""
-    if not round_.observations:
+    view = _view(round_, decision)
+    if not view:
         return "".join(ROW_ENCODER.encode(row) + "\n" for row in round_rows(round_, decision, check_interval_seconds))
     evaluation = decision.evaluation
     verdicts = (*evaluation.breaching, *evaluation.ramping, *evaluation.unjudged) if evaluation else ()
@@ -97,13 +152,19 @@ def round_lines(round_: ObservationRound, decision: Decision, check_interval_sec
     )
     ok = encode(VolumeStatus.OK.value) + ',"volume_factor":' + encode(1.0)
     lines = []
-    for volume in round_.observations:
+    provenance = _Provenance(round_)
+    # A broker's log dirs share their provenance (one answer, one time): encoded once per broker and time.
+    provenances: dict[tuple[int, float], str] = {}
+    for volume in view:
         verdict = listed.get(volume.key)
         judged = ok if verdict is None else encode(verdict.status.value) + ',"volume_factor":' + encode(verdict.factor)
         ratio = volume.available_ratio  # finite: JSON writes it as repr does
+        source = (volume.broker_id, volume.observed_at)
+        if (came_from := provenances.get(source)) is None:
+            came_from = provenances[source] = provenance.encoded(volume)
         lines.append(
             f'{head}{volume.broker_id},"log_dir":{text(volume.log_dir)},"total_bytes":{volume.total_bytes},'
             f'"usable_bytes":{volume.usable_bytes},"available_ratio":{"null" if ratio is None else repr(ratio)},'
-            f'"log_dir_error":{"null" if volume.error is None else text(volume.error)}{limits}{judged}{tail}'
+            f'"log_dir_error":{"null" if volume.error is None else text(volume.error)}{came_from}{limits}{judged}{tail}'
         )
     return "".join(lines)

@@ -1,9 +1,16 @@
 """The history row: one place that names every field, for the writer and the Spark reader.
 
-One JSON object per line. A round that observed volumes writes one row per volume it
-observed; a round that observed nothing (cluster unreachable) writes one row without a
-volume (``broker_id`` and ``log_dir`` null), so time on the last-valid factor or the fallback
-is still on record. Every row of a round carries the same ``time``.
+One JSON object per line. A round writes one row per volume its decision rested on: every
+observation in the view after the round, the round's own and those kept from earlier rounds
+(a fenced broker's, a broker's that did not answer); ``kept`` says which and why, and
+``observed_at`` when a kept one was made. A round with nothing in the view (cluster
+unreachable and everything expired) writes one row without a volume (``broker_id`` and
+``log_dir`` null), so time on the last-valid factor or the fallback is still on record. Every
+row of a round carries the same ``time``.
+
+Fields are only ever added, nullable: a reader gets null for a field an older file lacks
+(rows written before ``observed_at`` and ``kept`` existed read as fresh observations of their
+round).
 
 Deliberately free of imports from the rest of the service: the report job (``spark/``)
 imports this module on the Spark driver, where the service's dependencies need not be.
@@ -28,6 +35,14 @@ HISTORY_FIELDS: tuple[HistoryField, ...] = (
     HistoryField("usable_bytes", "long", "Usable bytes (KIP-827 UsableBytes); -1 when not reported"),
     HistoryField("available_ratio", "double", "usable / total (0 for a volume of capacity 0); null when not reported"),
     HistoryField("log_dir_error", "string", "Kafka error of an offline log dir (counts as a hard breach), else null"),
+    HistoryField("observed_at", "timestamp", "When the volume was observed (ISO-8601 UTC, milliseconds); before time on a kept observation"),
+    HistoryField("observation_age_seconds", "double", "time - observed_at: how old the observation was when the round decided on it"),
+    HistoryField(
+        "kept",
+        "string",
+        "Null on the round's own observation; on one kept from an earlier round, why: fenced (the broker is registered but "
+        "fenced), missing (active but did not answer), unregistered (no longer listed), last-valid (the round reached no one)",
+    ),
     HistoryField("limit_kind", "string", "min-available-bytes or min-available-ratio"),
     HistoryField("hard_limit", "double", "Hard limit level, in the unit of limit_kind"),
     HistoryField("soft_limit", "double", "Soft limit level; null when none is configured"),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from app.history.files import HistoryFiles
 from app.history.kafka_topic import HistoryTopic
-from app.history.rows import round_lines, round_rows
+from app.history.rows import round_lines, round_rows, row_count
 from app.decision.decision import Decision
 from app.observation.model import ObservationRound
 
@@ -38,10 +38,6 @@ class HistoryCounters:
     written: Callable[[int], None]
     dropped: Callable[[str, int], None]  # (reason, rows)
     topic_errors: Callable[[int], None]
-
-
-def _row_count(round_: ObservationRound) -> int:
-    return max(1, len(round_.observations))
 
 
 class HistoryWriter:
@@ -69,7 +65,7 @@ class HistoryWriter:
         try:
             self._queue.put_nowait(_RoundResult(round_, decision))
         except queue.Full:
-            self._counters.dropped("queue_full", _row_count(round_))
+            self._counters.dropped("queue_full", row_count(round_, decision))
 
     def close(self, timeout_seconds: float = 10.0) -> None:
         """Write what is queued, then stop (the sentinel waits behind the queued rounds)."""
@@ -86,11 +82,11 @@ class HistoryWriter:
                 self._write(item)
             except Exception:  # a bug must not stop the history for good
                 log.exception("history writer failed on a round")
-                self._counters.dropped("write_error", _row_count(item.round_))
+                self._counters.dropped("write_error", row_count(item.round_, item.decision))
 
     def _write(self, item: _RoundResult) -> None:
         lines = round_lines(item.round_, item.decision, self._interval).encode()
-        count = _row_count(item.round_)
+        count = row_count(item.round_, item.decision)
         try:
             self.files.append(lines, item.round_.finished_at)
         except OSError as exc:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.redaction import shown_value
+from app.redaction import bounded, quoted, shown_value
 from app.kafka.tls import STORE_TYPES, TlsFiles, TlsMaterialError
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -52,7 +52,7 @@ SUPPORTED_PROPERTIES = tuple(sorted([*_TLS_FIELDS, *_OTHER]))
 class AdminConfigProblem(ValueError):
     def __init__(self, key: str, value: str | None, allowed: str) -> None:
         shown = shown_value(key, value)
-        super().__init__(f"{key}={shown!r}: allowed: {allowed}")
+        super().__init__(f"{key}={'<missing>' if shown is None else quoted(shown)}: allowed: {allowed}")
         self.key = key
         self.value = shown
         self.allowed = allowed
@@ -149,7 +149,7 @@ def to_kafka_python(properties: Mapping[str, str], load_tls: bool = False) -> tu
         stray = sorted(k for k in properties if k.startswith("ssl.") and k != "ssl.endpoint.identification.algorithm" and k not in reported)
         for key in stray:
             problems.append(
-                AdminConfigProblem(key, properties[key], f"only with security.protocol SSL or SASL_SSL (it is {protocol}: the connection would not use TLS)")
+                AdminConfigProblem(key, properties[key], f"only with security.protocol SSL or SASL_SSL (it is {bounded(protocol)}: the connection would not use TLS)")
             )
         return AdminClientConfig(config, None), problems
     if load_tls and not any(p.key.startswith("ssl.") or p.key == "security.protocol" for p in problems):
@@ -159,7 +159,7 @@ def to_kafka_python(properties: Mapping[str, str], load_tls: bool = False) -> tu
             # Name the property the operator set (ssl.cafile is an alias of the trust store).
             field_name = _TLS_FIELDS.get(exc.key)
             key = next((k for k in sorted(properties) if field_name and _TLS_FIELDS.get(k) == field_name), exc.key)
-            problems.append(AdminConfigProblem(key, properties.get(key), f"a store the service can read and decrypt ({exc.reason})"))
+            problems.append(AdminConfigProblem(key, properties.get(key), f"a store the service can read and decrypt ({bounded(exc.reason)})"))
     return AdminClientConfig(config, files), problems
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
 VolumeKey = tuple[int, str]  # (broker id, log dir)
@@ -35,6 +36,16 @@ class VolumeObservation:
         if not self.capacity_known:
             return None
         return self.usable_bytes / self.total_bytes if self.total_bytes > 0 else 0.0
+
+
+class KeptReason(str, enum.Enum):
+    """Why an observation in the view after a round is not the round's own: the cache kept
+    it from an earlier round."""
+
+    FENCED = "fenced"  # DescribeCluster lists the broker as fenced (stopped, or halted by a failed disk)
+    MISSING = "missing"  # the broker is active but did not answer the round (or its DescribeLogDirs failed)
+    UNREGISTERED = "unregistered"  # DescribeCluster no longer lists the broker at all
+    LAST_VALID = "last-valid"  # the round reached no one (DescribeCluster failed): nothing was learned
 
 
 @dataclass(frozen=True)
@@ -71,3 +82,14 @@ class ObservationRound:
     @property
     def answered_brokers(self) -> tuple[int, ...]:
         return tuple(b for b in self.active_brokers if b not in self.missing_brokers)
+
+    def kept_reason(self, broker_id: int) -> KeptReason | None:
+        """Why an observation of ``broker_id`` in the view after this round was kept from an
+        earlier one; None when the broker answered this round (its observations are fresh)."""
+        if not self.cluster_answered:
+            return KeptReason.LAST_VALID
+        if broker_id in self.fenced_brokers:
+            return KeptReason.FENCED
+        if broker_id in self.active_brokers:
+            return None if not self.failed and broker_id not in self.missing_brokers else KeptReason.MISSING
+        return KeptReason.UNREGISTERED

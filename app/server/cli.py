@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 import sys
 from pathlib import Path
 
 from app.quotas.backup import backup
 from app.quotas.store import QuotaStore, StoreRefused, store_file
-from app.redaction import install_log_redaction
+from app.redaction import bounded, install_log_redaction
 from app.server.log_format import configure_logging
 from app.settings import ConfigurationError, Settings, load_settings
 from app.settings.loading import prepare_directory
+from app.settings.model import env_name, property_name
 
 EXIT_INVALID_CONFIG = 2
 
@@ -57,6 +59,23 @@ def _load(config: Path | None) -> Settings:
         return load_settings(config)
     except ConfigurationError as exc:
         raise _invalid(exc) from None
+
+
+def _bind(settings: Settings) -> socket.socket:
+    """The HTTP socket, or exit 2 with one line naming the address and the settings that move it."""
+    from app.server.http_server import bind, listen_address
+
+    try:
+        return bind(settings.http_host, settings.http_port)
+    except OSError as exc:
+        address = listen_address(bounded(settings.http_host), settings.http_port)
+        port, host = property_name("http_port"), property_name("http_host")
+        print(
+            f"throttle-service: cannot listen on {address} ({exc.strerror or exc}): choose another port with {port} "
+            f"({env_name(port)}) or another address with {host} ({env_name(host)})",
+            file=sys.stderr,
+        )
+        raise SystemExit(EXIT_INVALID_CONFIG) from None
 
 
 def _prepare_directories(settings: Settings) -> None:
@@ -117,6 +136,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(migrate_store(settings, args.source))
     if args.command == "backup":
         raise SystemExit(_backup(settings, args.target))
+    listener = _bind(settings)  # first: a port in use must leave the data dir untouched
     _prepare_directories(settings)
     # Before any logging: no library may write a configured secret to the log.
     install_log_redaction(settings.secret_values)
@@ -133,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
 
     app = create_app(settings)
     tune_garbage_collector()
-    serve(app, settings)
+    serve(app, settings, listener, on_stop=app.state.service.stopping)
 
 
 if __name__ == "__main__":

@@ -9,10 +9,13 @@ and published when it happens. Nothing published calls back into the loop."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
+import queue
+import threading
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import TypeVar
 
 from app.clock import Clock
@@ -30,6 +33,44 @@ from app.server.publishing import Publication
 log = logging.getLogger("app.decision")
 
 T = TypeVar("T")
+
+# How long a stop waits for the source to close when no round is in progress.
+CLOSE_WAIT_SECONDS = 0.5
+
+
+class _SourceThread:
+    """One daemon thread that runs the source's calls, one after the other. A daemon, and not
+    an executor's worker (which the interpreter joins at exit): a stop abandons a round in
+    progress instead of waiting for it, which against an unreachable cluster would take the
+    admin request's whole timeout (up to 30 s, a supervisor's whole grace period)."""
+
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[tuple[Callable[[], object], Future] | None] = queue.SimpleQueue()
+        self.busy = False  # a call is running
+        self._thread = threading.Thread(target=self._run, name="volume-source", daemon=True)
+        self._thread.start()
+
+    def submit(self, call: Callable[[], T]) -> asyncio.Future[T]:
+        future: Future = Future()
+        self._calls.put((call, future))
+        return asyncio.wrap_future(future)
+
+    def stop(self) -> None:
+        """Run the calls submitted so far, then end."""
+        self._calls.put(None)
+
+    def _run(self) -> None:
+        while (item := self._calls.get()) is not None:
+            call, future = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            self.busy = True
+            try:
+                future.set_result(call())
+            except BaseException as exc:  # handed to the awaiting side
+                future.set_exception(exc)
+            finally:
+                self.busy = False
 
 
 class ObservationLoop:
@@ -87,12 +128,12 @@ class ObservationLoop:
         """Observe every interval until cancelled. Only runs with a source configured."""
         assert self.source is not None
         loop = asyncio.get_running_loop()
-        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="volume-source")
+        worker = _SourceThread()
         try:
             while True:
                 started = loop.time()
                 try:
-                    round_ = await self._publishing_changes_until(loop.run_in_executor(executor, self.source.observe))
+                    round_ = await self._publishing_changes_until(worker.submit(self.source.observe))
                 except Exception as exc:  # a source must not raise; if one does, the round failed
                     log.exception("volume source raised")
                     now = self.clock()
@@ -100,8 +141,13 @@ class ObservationLoop:
                 self.apply_round(round_)
                 await self._publishing_changes_until(asyncio.sleep(max(0.0, started + self.interval_seconds - loop.time())))
         finally:
-            await loop.run_in_executor(executor, self.source.close)
-            executor.shutdown(wait=False)
+            # After the round in progress, if any: that one is abandoned, not awaited.
+            abandoning = worker.busy
+            closed = worker.submit(self.source.close)
+            worker.stop()
+            if not abandoning:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(closed), CLOSE_WAIT_SECONDS)
 
     async def _publishing_changes_until(self, awaitable: Awaitable[T]) -> T:
         """Await ``awaitable`` (a round, or the pause before the next one), waking at each

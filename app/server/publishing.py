@@ -77,6 +77,7 @@ class Publication(Generic[Model]):
         self._changed = asyncio.Event()  # set when what the ETag covers changes
         self._published = asyncio.Event()  # set on every publication (a renewal too)
         self._current: Published[Model] | None = None
+        self._released = False  # the service is stopping: no wait holds a request any longer
 
     def publish(self) -> Published[Model]:
         """Render now; wake the long-poll waiters if what the ETag covers changed."""
@@ -92,6 +93,12 @@ class Publication(Generic[Model]):
         published, self._published = self._published, asyncio.Event()
         published.set()
         return self._current
+
+    def release(self) -> None:
+        """Answer every wait now, and every later one at once (the service is stopping)."""
+        self._released = True
+        self._changed.set()
+        self._published.set()
 
     def current(self) -> Published[Model]:
         published = self._current
@@ -115,7 +122,7 @@ class Publication(Generic[Model]):
         while True:
             published = self.current()
             remaining = deadline - loop.time()
-            if published.etag != etag or remaining <= 0:
+            if published.etag != etag or remaining <= 0 or self._released:
                 return published
             now = self._clock()
             renewing = renew_at is not None and now >= renew_at

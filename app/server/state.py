@@ -37,6 +37,13 @@ class ServiceState:
         decided = self.decider.reading(self.clock()).source is not FactorSource.INITIAL
         return decided and self.quotas is not None and self.quotas.ready
 
+    def stopping(self) -> None:
+        """The service is stopping: answer every held long-poll now (a 304 that renews the
+        client's copy, or the new representation), and every later one at once, so that no
+        open request holds the stop and each client keeps its table or polls another replica."""
+        for publication in self.loop.publications:
+            publication.release()
+
     def quota_service(self) -> QuotaService:
         assert self.quotas is not None, "quotas are served while the app runs"
         return self.quotas

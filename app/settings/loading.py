@@ -38,7 +38,7 @@ from app.settings.model import (
     env_name,
     property_name,
 )
-from app.redaction import HIDDEN, is_secret_key, shown_value
+from app.redaction import HIDDEN, SHOWN_VALUE_CHARS, bounded, is_secret_key, quoted, shown_value
 from app.decision.horizon import HORIZON_CHECK_INTERVALS
 from app.settings.durations import format_duration
 from app.settings.limits import LIMIT_FIELDS, limit_rules
@@ -62,9 +62,13 @@ class Problem:
         object.__setattr__(self, "value", shown_value(self.key, self.value))
 
     def __str__(self) -> str:
-        shown = "<missing>" if self.value is None else repr(self.value)
-        where = f" (from {self.origin})" if self.origin else ""
-        return f"{escape_key(self.key)}={shown}{where}: allowed: {self.allowed}"
+        # One line a person reads, whatever was given: a long value or key is quoted by its start.
+        shown = "<missing>" if self.value is None else quoted(self.value)
+        notes = [f"from {self.origin}"] if self.origin else []
+        if len(self.key) > SHOWN_VALUE_CHARS:
+            notes.append(f"a key of {len(self.key):,} characters")
+        where = f" ({'; '.join(notes)})" if notes else ""
+        return f"{escape_key(bounded(self.key))}={shown}{where}: allowed: {self.allowed}"
 
 
 class ConfigurationError(Exception):
@@ -77,6 +81,31 @@ class ConfigurationError(Exception):
 class _Value:
     raw: str
     origin: str
+
+
+# Kubernetes gives every pod variables for every Service of its namespace (enableServiceLinks): a
+# Service named throttle-service, as docs/deploying.md names it, yields THROTTLE_SERVICE_SERVICE_HOST,
+# THROTTLE_SERVICE_PORT=tcp://10.0.0.11:8080, THROTTLE_SERVICE_PORT_8080_TCP_ADDR, ... None is a setting.
+_SERVICE_LINK = re.compile(r"_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT_\d+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)$")
+_SERVICE_LINK_URL = re.compile(r"^(tcp|udp|sctp)://")  # the value of the bare <SERVICE>_PORT
+
+
+def _is_service_link(name: str, value: str) -> bool:
+    return bool(_SERVICE_LINK.search(name)) or (name.endswith("_PORT") and bool(_SERVICE_LINK_URL.match(value)))
+
+
+def _unknown_variables(environ: Mapping[str, str]) -> list[Problem]:
+    """Variables under the service's prefixes that name no setting: refused like a misspelt
+    key, since a typo would otherwise leave the setting silently unset. Variables of other
+    programs (KAFKA_HEAP_OPTS) and Kubernetes' service links are not the service's."""
+    known = {env_name(prop): prop for prop in PROPERTY_FIELDS}
+    prefixes = tuple(env_name(prefix) for prefix in _OWN_PREFIXES)
+    families = tuple(env_name(prefix) for prefix in WILDCARD_FIELDS)
+    problems = []
+    for name, raw in sorted(environ.items()):
+        if name.startswith(prefixes) and name not in known and not name.startswith(families) and not _is_service_link(name, raw):
+            problems.append(_unknown_key_problem(name, _Value(raw, f"environment variable {name}"), known))
+    return problems
 
 
 def _collect(properties: Mapping[str, str], source: str, environ: Mapping[str, str]) -> dict[str, _Value]:
@@ -115,16 +144,20 @@ def _history_producer_problems(s: Settings, origin_of: dict[str, str]) -> list[P
         key = HISTORY_PRODUCER_PREFIX + (named or "*")
         if is_secret_key(key):  # librdkafka quotes values ('Invalid value "..." for ...'): keep only names
             reason = _QUOTED.sub(lambda m: m.group(0) if m.group(1) in config else f'"{HIDDEN}"', reason)
+        reason = _QUOTED.sub(lambda m: f'"{bounded(m.group(1))}"', reason)  # librdkafka quotes the value whole
         value = config.get(named) if named else None
         return [Problem(key, value, f"a property librdkafka accepts ({reason})", origin_of.get(key, ""))]
     return []
 
 
-def _unknown_key_problem(key: str, value: _Value) -> Problem:
-    close = difflib.get_close_matches(key, list(PROPERTY_FIELDS), n=1, cutoff=0.8)
+def _unknown_key_problem(key: str, value: _Value, spellings: Mapping[str, str] | None = None) -> Problem:
+    """A key (or, with ``spellings`` of the environment variables, a variable) that names no
+    setting, with the closest known spelling."""
+    spellings = spellings if spellings is not None else {prop: prop for prop in PROPERTY_FIELDS}
+    close = difflib.get_close_matches(key, list(spellings), n=1, cutoff=0.8)
     allowed = f"did you mean {close[0]}?" if close else "a known setting (see docs/configuration.md)"
     # A misspelt secret key (admin.tokn) still holds the secret.
-    secret = bool(close) and is_secret_key(close[0])
+    secret = bool(close) and is_secret_key(spellings[close[0]])
     return Problem(key, HIDDEN if secret else value.raw, allowed, value.origin)
 
 
@@ -289,6 +322,7 @@ def load_settings(
             properties, unreadable = exc.entries, exc.malformed
             problems.extend(_malformed_problem(entry, source) for entry in unreadable)
     values = _collect(properties, source, environ)
+    problems.extend(_unknown_variables(environ))
 
     kwargs: dict[str, Any] = {}
     given_raw: dict[str, Any] = {}  # what each field was given, as written, for the messages

@@ -20,7 +20,7 @@ from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from app.decision.enforcement import Enforcement, parse_broker_ids
-from app.redaction import HIDDEN, is_secret_key, secret_values_of
+from app.redaction import HIDDEN, is_secret_key, quoted, secret_values_of
 from app.decision.horizon import HORIZON_CHECK_INTERVALS, MIN_HORIZON_SECONDS
 from app.settings.durations import DURATION_HINT, format_duration, parse_duration
 
@@ -468,7 +468,7 @@ class Settings(BaseSettings):
     def _principals(cls, value: str) -> str:
         for entry in _split_principals(value):
             if not entry.startswith("User:") or entry == "User:":
-                raise ValueError(f"entry {entry!r} is not User:<name>")
+                raise ValueError(f"entry {quoted(entry)} is not User:<name>")
         return value
 
     @field_validator("enforcement_canary_brokers")
@@ -487,7 +487,7 @@ class Settings(BaseSettings):
     def _factor_types(cls, value: str) -> str:
         unknown = [t for t in _split_types(value) if t not in QUOTA_TYPE_NAMES]
         if unknown:
-            raise ValueError(f"unknown quota type {unknown[0]!r}")
+            raise ValueError(f"unknown quota type {quoted(unknown[0])}")
         return value
 
     @property

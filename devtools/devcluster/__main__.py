@@ -24,6 +24,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size-mib", type=int, default=64, help="tmpfs size of each broker's log dir (default 64)")
     ap.add_argument("--base-dir", type=Path, default=None, help="working directory (default: a new temp dir, removed at exit)")
     ap.add_argument("--no-tmpfs", action="store_true", help="plain directories instead of tmpfs mounts")
+    ap.add_argument("--controllers", type=int, default=1, help="controller-only quorum voters (default 1)")
+    ap.add_argument(
+        "--metadata-size-mib", type=int, default=None,
+        help="put every node's metadata log dir on its own tmpfs of this size (default: plain directory)",
+    )
     ap.add_argument("--heap", default="384m", help="JVM heap per node (default 384m)")
     ap.add_argument("--version", default=KAFKA_VERSION, help=f"Kafka version (default {KAFKA_VERSION})")
     ap.add_argument(
@@ -55,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         log_dir_size_mib=args.size_mib,
         tmpfs=False if args.no_tmpfs else None,
         broker_config=broker_config,
+        controllers=args.controllers,
+        metadata_tmpfs_mib=args.metadata_size_mib,
         heap=args.heap,
         version=args.version,
     )
@@ -62,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         cluster.start()
         print(f"bootstrap servers: {cluster.bootstrap_servers}")
         print(f"controller:        127.0.0.1:{cluster.controller_port} (node {cluster.controller_id})")
+        if len(cluster.controller_ids) > 1:
+            print(f"controllers:       {cluster.bootstrap_controllers} (nodes {cluster.controller_ids})")
         for bid in cluster.broker_ids:
             print(
                 f"broker {bid}: 127.0.0.1:{cluster.broker_port(bid)}  log dir {cluster.log_dir(bid)}  "

@@ -53,6 +53,7 @@ import time
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from ..commands import run_command
 from ._proc import die_with_parent_preexec
 from .jars import KAFKA_VERSION, ensure_kafka_jars
 
@@ -202,11 +203,11 @@ def mounts_under(directory: Path) -> list[Path]:
 
 def _umount(path: Path) -> None:
     for attempt in range(5):
-        res = subprocess.run(["umount", str(path)], capture_output=True, text=True)
+        res = run_command(["umount", path], 60)
         if res.returncode == 0 or path not in mounts_under(path):
             return
         time.sleep(0.2 * (attempt + 1))
-    res = subprocess.run(["umount", "-l", str(path)], capture_output=True, text=True)
+    res = run_command(["umount", "-l", path], 60)
     if res.returncode != 0 and path in mounts_under(path):
         log.error("devcluster: could not unmount %s: %s", path, res.stderr.strip())
     else:
@@ -393,6 +394,11 @@ class LocalKafkaCluster:
     ``combined_broker`` makes that broker a combined node
     (``process.roles=broker,controller``): a second quorum voter beside the
     dedicated controller, so the cluster needs both running.
+    ``controllers`` > 1 adds further controller-only nodes (ids 1001, 1002...)
+    to the quorum; ``metadata_tmpfs_mib`` puts every node's KRaft metadata log
+    dir on its own tmpfs of that size (only when ``tmpfs`` is on). Both are
+    opt-in: by default there is one controller and the metadata dirs are plain
+    directories.
 
     Every java process gets ``PR_SET_PDEATHSIG=SIGKILL`` (``kill_with_parent``),
     so it dies if the Python process dies. Note that Linux sends that signal
@@ -415,6 +421,8 @@ class LocalKafkaCluster:
         extra_classpath: Iterable[Path | str] | None = None,
         extra_log_dirs: Mapping[int, int] | None = None,
         combined_broker: int | None = None,
+        controllers: int = 1,
+        metadata_tmpfs_mib: int | None = None,
         heap: str = "384m",
         jvm_args: Iterable[str] | None = None,
         version: str = KAFKA_VERSION,
@@ -472,10 +480,20 @@ class LocalKafkaCluster:
         if combined_broker is not None and not 1 <= combined_broker <= brokers:
             raise ValueError(f"combined_broker must be one of the broker ids 1..{brokers}")
         self._combined_broker = combined_broker
+        if not 1 <= controllers <= 9:
+            raise ValueError("controllers must be between 1 and 9")
+        if metadata_tmpfs_mib is not None and metadata_tmpfs_mib < 8:
+            raise ValueError("metadata_tmpfs_mib must be >= 8")
+        self._metadata_tmpfs_mib = metadata_tmpfs_mib
         listener_names = ["PLAINTEXT", *self._extra_listeners]
-        ports = iter(_free_ports(1 + brokers * len(listener_names) + (combined_broker is not None)))
+        ports = iter(_free_ports(controllers + brokers * len(listener_names) + (combined_broker is not None)))
         self._controller = _Node(CONTROLLER_ID, "controller", self._base_dir / f"controller-{CONTROLLER_ID}")
         self._controller.ports["CONTROLLER"] = next(ports)
+        # Further controller-only quorum voters beyond the first (opt-in).
+        self._extra_controllers: list[_Node] = []
+        for cid in range(CONTROLLER_ID + 1, CONTROLLER_ID + controllers):
+            node = _Node(cid, "controller", self._base_dir / f"controller-{cid}")
+            self._extra_controllers.append(node)
         self._brokers: dict[int, _Node] = {}
         for bid in range(1, brokers + 1):
             node = _Node(bid, "broker", self._base_dir / f"broker-{bid}")
@@ -485,6 +503,8 @@ class LocalKafkaCluster:
             if bid == combined_broker:
                 node.ports["CONTROLLER"] = next(ports)
             self._brokers[bid] = node
+        for node in self._extra_controllers:
+            node.ports["CONTROLLER"] = next(ports)
 
         self._atexit_cb = self._atexit_stop
         atexit.register(self._atexit_cb)
@@ -510,6 +530,21 @@ class LocalKafkaCluster:
     @property
     def controller_port(self) -> int:
         return self._controller.ports["CONTROLLER"]
+
+    @property
+    def controller_ids(self) -> list[int]:
+        """The controller-only nodes (the first is ``controller_id``)."""
+        return [n.node_id for n in self._controllers()]
+
+    @property
+    def bootstrap_controllers(self) -> str:
+        """``bootstrap.controllers`` for clients that talk to the quorum directly."""
+        return ",".join(f"127.0.0.1:{n.ports['CONTROLLER']}" for n in self._controllers())
+
+    def metadata_log_dir(self, node_id: int) -> Path:
+        """Where the node keeps its KRaft metadata log (its own tmpfs with
+        ``metadata_tmpfs_mib``)."""
+        return self._node(node_id).metadata_dir
 
     @property
     def bootstrap_servers(self) -> str:
@@ -579,10 +614,9 @@ class LocalKafkaCluster:
                 deadline = t1 + self._start_timeout
                 # The brokers retry until the controller listens, so there is
                 # no need to wait for it before spawning them.
-                self._spawn(self._controller)
-                for node in self._brokers.values():
+                for node in self._all_nodes():
                     self._spawn(node)
-                self._wait_started([self._controller, *self._brokers.values()], deadline)
+                self._wait_started(self._all_nodes(), deadline)
                 timings["nodes"] = time.monotonic() - t1
                 timings["total"] = time.monotonic() - t0
                 self._started = True
@@ -660,8 +694,11 @@ class LocalKafkaCluster:
     def _keep(self) -> bool:
         return os.environ.get(ENV_KEEP, "") not in ("", "0", "false", "no")
 
+    def _controllers(self) -> list[_Node]:
+        return [self._controller, *self._extra_controllers]
+
     def _all_nodes(self) -> list[_Node]:
-        return [self._controller, *self._brokers.values()]
+        return [*self._controllers(), *self._brokers.values()]
 
     def _broker(self, broker_id: int) -> _Node:
         try:
@@ -670,8 +707,9 @@ class LocalKafkaCluster:
             raise KeyError(f"no broker {broker_id!r}; brokers are {self.broker_ids}") from None
 
     def _node(self, node_id: int) -> _Node:
-        if int(node_id) == CONTROLLER_ID:
-            return self._controller
+        for node in self._controllers():
+            if int(node_id) == node.node_id:
+                return node
         return self._broker(node_id)
 
     def _write_owner(self, keep: bool = False) -> None:
@@ -729,34 +767,37 @@ class LocalKafkaCluster:
             for mp, data_dir in zip(node.mount_points, node.data_dirs):
                 mp.mkdir(parents=True, exist_ok=True)
                 if self._tmpfs:
-                    res = subprocess.run(
-                        ["mount", "-t", "tmpfs", "-o", f"size={self._size_mib}m,mode=0755", "tmpfs", str(mp)],
-                        capture_output=True, text=True,
-                    )
-                    if res.returncode != 0:
-                        raise RuntimeError(
-                            f"devcluster: mounting a {self._size_mib} MiB tmpfs on {mp} failed "
-                            f"(exit {res.returncode}): {(res.stderr or res.stdout).strip()}\n"
-                            "(pass tmpfs=False to use plain directories)"
-                        )
-                    self._mounted.append(mp)
+                    self._mount_tmpfs(mp, self._size_mib)
                 data_dir.mkdir()
+        if self._tmpfs and self._metadata_tmpfs_mib is not None:
+            for node in self._all_nodes():
+                self._mount_tmpfs(node.metadata_dir, self._metadata_tmpfs_mib)
+
+    def _mount_tmpfs(self, mp: Path, size_mib: int) -> None:
+        res = run_command(["mount", "-t", "tmpfs", "-o", f"size={size_mib}m,mode=0755", "tmpfs", mp], 60)
+        if res.returncode != 0:
+            raise RuntimeError(
+                f"devcluster: mounting a {size_mib} MiB tmpfs on {mp} failed "
+                f"(exit {res.returncode}): {(res.stderr or res.stdout).strip()}\n"
+                "(pass tmpfs=False to use plain directories)"
+            )
+        self._mounted.append(mp)
 
     def _quorum_voters(self) -> str:
-        voters = [f"{CONTROLLER_ID}@127.0.0.1:{self.controller_port}"]
+        voters = [f"{n.node_id}@127.0.0.1:{n.ports['CONTROLLER']}" for n in self._controllers()]
         if self._combined_broker is not None:
             voters.append(f"{self._combined_broker}@127.0.0.1:{self._brokers[self._combined_broker].ports['CONTROLLER']}")
         return ",".join(voters)
 
-    def _controller_props(self) -> dict[str, str]:
+    def _controller_props(self, node: _Node) -> dict[str, str]:
         props = {
             "process.roles": "controller",
-            "node.id": str(CONTROLLER_ID),
+            "node.id": str(node.node_id),
             "controller.quorum.voters": self._quorum_voters(),
             "controller.listener.names": "CONTROLLER",
-            "listeners": f"CONTROLLER://127.0.0.1:{self.controller_port}",
+            "listeners": f"CONTROLLER://127.0.0.1:{node.ports['CONTROLLER']}",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
-            "log.dirs": str(self._controller.metadata_dir),
+            "log.dirs": str(node.metadata_dir),
             "num.network.threads": "1",
             "num.io.threads": "2",
             "background.threads": "2",
@@ -828,7 +869,7 @@ class LocalKafkaCluster:
 
     def _write_configs(self) -> None:
         for node in self._all_nodes():
-            props = self._controller_props() if node is self._controller else self._broker_props(node)
+            props = self._controller_props(node) if node.role == "controller" else self._broker_props(node)
             _write_properties(node.config_path, props)
             ports = re.findall(r":(\d+)(?:,|$)", props.get("listeners", ""))
             node.check_port = int(ports[0]) if ports else None
@@ -1022,13 +1063,13 @@ class LocalKafkaCluster:
             # don't wait the full stop_timeout for it.
             broker_timeout = self._stop_timeout if self._controller.running() else min(self._stop_timeout, 5.0)
             self._terminate(list(self._brokers.values()), broker_timeout)
-            self._terminate([self._controller], self._stop_timeout)
+            self._terminate(self._controllers(), self._stop_timeout)
         finally:
             self._started = False
             for mp in list(self._mounted):
                 _umount(mp)
                 self._mounted.remove(mp)
-            for node in self._brokers.values():  # belt and braces
+            for node in self._all_nodes():  # belt and braces
                 for mp in mounts_under(node.dir):
                     _umount(mp)
             if remove_base_dir and not mounts_under(self._base_dir):

@@ -22,10 +22,10 @@ import fcntl
 import hashlib
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
+from ..commands import CommandFailed, run_command
 from ._proc import die_with_parent_preexec
 
 KAFKA_VERSION = "4.1.1"
@@ -152,20 +152,14 @@ def _download(cache: Path, version: str) -> None:
     ]
     started = time.monotonic()
     try:
-        res = subprocess.run(
-            cmd, cwd=build, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, timeout=_MVN_TIMEOUT_S, stdin=subprocess.DEVNULL,
+        res = run_command(
+            cmd, _MVN_TIMEOUT_S, cwd=build, merge_stderr=True,
             # mvn must not outlive us: an orphan would keep writing into the
             # cache while the next caller (lock released) starts over.
             preexec_fn=die_with_parent_preexec(),
         )
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout or ""
-        if isinstance(out, bytes):
-            out = out.decode(errors="replace")
-        raise RuntimeError(
-            f"ensure_kafka_jars: mvn timed out after {_MVN_TIMEOUT_S}s\n{_tail(out)}"
-        ) from None
+    except CommandFailed as exc:
+        raise RuntimeError(f"ensure_kafka_jars: mvn {exc}") from None
     (build / "mvn.log").write_text(res.stdout)
     if res.returncode != 0:
         raise RuntimeError(

@@ -9,9 +9,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from ..commands import run_command
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHIM_DIR = REPO_ROOT / "shim"
 SHIM_JAR = SHIM_DIR / "target" / "kafka-throttle-shim.jar"
+# Maven resolves its plugins on a first build: minutes on a cold cache, never an hour.
+BUILD_TIMEOUT_SECONDS = 20 * 60
 CALLBACK_CLASS = "io.kafkathrottle.shim.ServiceQuotaCallback"
 
 # How often the brokers of the local stacks ask the service for its table: a long-poll that
@@ -30,9 +34,13 @@ def build_shim(quiet: bool = True) -> Path:
     if shutil.which("mvn") is None:
         raise RuntimeError("building the broker shim needs Maven (mvn) and a JDK 17 on the PATH")
     command = ["mvn", "-B", "-f", str(SHIM_DIR / "pom.xml"), "-DskipTests", "package"]
-    result = subprocess.run([command[0], "-q", *command[1:]] if quiet else command, capture_output=quiet, text=True)
+    if quiet:  # the output drained while Maven runs, shown if it fails
+        result = run_command([command[0], "-q", *command[1:]], BUILD_TIMEOUT_SECONDS, merge_stderr=True)
+        tail = "\n".join(result.stdout.splitlines()[-30:])
+    else:  # Maven writes to this process's own output
+        result = subprocess.run(command, stdin=subprocess.DEVNULL, timeout=BUILD_TIMEOUT_SECONDS)
+        tail = ""
     if result.returncode != 0:
-        tail = "\n".join((result.stdout or "").splitlines()[-30:]) if quiet else ""
         raise RuntimeError(f"building the broker shim failed ({' '.join(command)}):\n{tail}")
     return SHIM_JAR
 

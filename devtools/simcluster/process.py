@@ -5,11 +5,15 @@ without the simulation's, and each has a core's worth of interpreter to itself."
 from __future__ import annotations
 
 import json
+import select
 import subprocess
 import sys
 from typing import Any
 
 from .state import MiB
+
+# How long a start or a control may take (a thousand brokers start in seconds).
+ANSWER_SECONDS = 120
 
 # The controls a driver may call, by name (SimulatedCluster's methods).
 CONTROLS = (
@@ -37,8 +41,10 @@ class SimulatedClusterProcess:
                    "--total-bytes", str(total_bytes)]
         if usable_bytes is not None:
             command += ["--usable-bytes", str(usable_bytes)]
+        # Its standard output carries only the answers, each read as soon as asked for; its
+        # standard error is this process's.
         self._process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
-        line = self._process.stdout.readline() if self._process.stdout else ""
+        line = self._answer("start")
         if not line:
             self._process.wait(10)
             raise RuntimeError(f"the simulated cluster did not start (exit {self._process.returncode})")
@@ -52,10 +58,21 @@ class SimulatedClusterProcess:
     def call(self, control: str, *args: Any, **kwargs: Any) -> Any:
         assert self._process.stdin is not None and self._process.stdout is not None
         self._process.stdin.write(json.dumps({"call": control, "args": args, "kwargs": kwargs}) + "\n")
-        answer = json.loads(self._process.stdout.readline() or '{"error": "the simulated cluster exited"}')
+        answer = json.loads(self._answer(control) or '{"error": "the simulated cluster exited"}')
         if "error" in answer:
             raise RuntimeError(f"{control}: {answer['error']}")
         return answer["result"]
+
+    def _answer(self, what: str) -> str:
+        """The next line of the simulation, or "" once it has exited; a simulation that says
+        nothing within ANSWER_SECONDS is killed."""
+        assert self._process.stdout is not None
+        ready, _, _ = select.select([self._process.stdout], [], [], ANSWER_SECONDS)
+        if not ready:
+            self._process.kill()
+            self._process.wait(5)
+            raise RuntimeError(f"{what}: the simulated cluster did not answer within {ANSWER_SECONDS} s (killed)")
+        return self._process.stdout.readline()
 
     def stop(self) -> None:
         if self._process.stdin is not None:

@@ -65,6 +65,15 @@ def _episode_totals(episodes: DataFrame) -> DataFrame:
     )
 
 
+def fenced_time(rows: DataFrame, held: DataFrame) -> DataFrame:
+    """Per broker that was fenced: ``fenced_seconds``, the time the decisions held a fenced
+    broker's kept observation (a round counts until the next, as in the time in states).
+    ``held``: ``states.held_rounds(...)``."""
+    fenced_rounds = rows.filter(F.col("kept") == F.lit("fenced")).select("broker_id", "time").distinct()
+    seconds = held.select("time", (F.col("held_until") - F.col("t")).alias("seconds"))
+    return fenced_rounds.join(F.broadcast(seconds), "time").groupBy("broker_id").agg(F.sum("seconds").alias("fenced_seconds"))
+
+
 def _nearest_forecast(forecast: DataFrame) -> DataFrame:
     return forecast.groupBy("broker_id").agg(
         F.min("projected_at").alias("soonest_hard_limit_at"),
@@ -72,12 +81,17 @@ def _nearest_forecast(forecast: DataFrame) -> DataFrame:
     )
 
 
-def broker_summary(volumes: DataFrame, episodes: DataFrame, forecast: DataFrame, end: HistoryEnd) -> DataFrame:
-    """``volumes``: ``volume_summary(rows, max_gap_seconds)``."""
+def broker_summary(volumes: DataFrame, episodes: DataFrame, forecast: DataFrame, end: HistoryEnd, fenced: DataFrame | None = None) -> DataFrame:
+    """``volumes``: ``volume_summary(rows, max_gap_seconds)``; ``fenced``: ``fenced_time(...)``."""
     zero_counts = {name: 0 for name in ("hard_episodes", "soft_episodes", "ongoing_episodes")}
-    zero_seconds = {name: 0.0 for name in ("hard_breach_seconds", "soft_breach_seconds")}
+    zero_seconds = {name: 0.0 for name in ("hard_breach_seconds", "soft_breach_seconds", "fenced_seconds")}
+    observed = _observed(volumes, end)
+    if fenced is not None:
+        observed = observed.join(fenced, "broker_id", "left")
+    else:
+        observed = observed.withColumn("fenced_seconds", F.lit(None).cast("double"))
     return (
-        _observed(volumes, end)
+        observed
         .join(_episode_totals(episodes), "broker_id", "left")
         .join(_nearest_forecast(forecast), "broker_id", "left")
         .fillna({**zero_counts, **zero_seconds})

@@ -31,11 +31,32 @@ def _bucket(first: float, last: float) -> F.Column:
     return F.least(F.floor((epoch_seconds("time") - F.lit(first)) / F.lit(width)), F.lit(CHART_BUCKETS - 1))
 
 
-def closest_volume_series(rows: DataFrame, volumes: DataFrame, first: float, last: float, count: int = CLOSEST_VOLUMES) -> list[VolumeSeries]:
-    """The volumes whose available ratio came closest to (or furthest below) the hard limit
-    (``volumes``: ``volume_summary(rows)``, whose headroom says how close)."""
+def _steps(buckets: list, level: str) -> list[tuple[float, float | None]]:
+    """The level in force over time, from each bucket's first and last values: a step at
+    every change (a change inside a bucket shows at that bucket's last observation)."""
+    steps: list[tuple[float, float | None]] = []
+    for b in buckets:
+        for t, value in ((b["t"], b[f"{level}_first"]), (b["t_last"], b[f"{level}_last"])):
+            if not steps or steps[-1][1] != value:
+                steps.append((t, value))
+    return steps
+
+
+def closest_volume_series(
+    rows: DataFrame, volumes: DataFrame, forecast: DataFrame, first: float, last: float, count: int = CLOSEST_VOLUMES
+) -> list[VolumeSeries]:
+    """The volumes forecast to reach the hard limit soonest (``forecast``: ``fill_forecast``),
+    then those whose available ratio came closest to (or furthest below) it (``volumes``:
+    ``volume_summary(rows)``, whose headroom says how close)."""
     judged_rows = rows.transform(volume_rows).filter(judged())
-    closest = volumes.filter(F.col("headroom").isNotNull()).orderBy("headroom", *VOLUME).limit(count).collect()
+    soonest = forecast.select(*VOLUME, "seconds_to_hard_limit", epoch_seconds("projected_at").alias("projected_t"), "hard_limit_bytes")
+    closest = (
+        volumes.filter(F.col("headroom").isNotNull())
+        .join(soonest, list(VOLUME), "left")
+        .orderBy(F.col("seconds_to_hard_limit").asc_nulls_last(), "headroom", *VOLUME)
+        .limit(count)
+        .collect()
+    )
     chosen = [(row["broker_id"], row["log_dir"]) for row in closest]
     if not chosen:
         return []
@@ -45,25 +66,32 @@ def closest_volume_series(rows: DataFrame, volumes: DataFrame, first: float, las
         selected.groupBy(*VOLUME, _bucket(first, last).alias("bucket"))
         .agg(
             F.min(epoch_seconds("time")).alias("t"),
+            F.max(epoch_seconds("time")).alias("t_last"),
             F.min("usable_bytes").alias("usable"),
             F.max("total_bytes").alias("total"),
-            F.max(_bytes_level("hard_limit")).alias("hard"),
-            F.max(_bytes_level("soft_limit")).alias("soft"),
+            *[
+                F.min_by(_bytes_level(level), "time").alias(f"{level}_first")
+                for level in ("hard_limit", "soft_limit")
+            ],
+            *[F.max_by(_bytes_level(level), "time").alias(f"{level}_last") for level in ("hard_limit", "soft_limit")],
         )
         .orderBy(*VOLUME, "bucket")
         .collect()
     )
     series = []
-    for broker_id, log_dir in chosen:
-        mine = [b for b in buckets if (b["broker_id"], b["log_dir"]) == (broker_id, log_dir)]
+    for row in closest:
+        mine = [b for b in buckets if (b["broker_id"], b["log_dir"]) == (row["broker_id"], row["log_dir"])]
+        seconds = row["seconds_to_hard_limit"]
+        projected = (row["projected_t"], row["hard_limit_bytes"]) if seconds is not None and seconds > 0 else None
         series.append(
             VolumeSeries(
-                broker_id,
-                log_dir,
+                row["broker_id"],
+                row["log_dir"],
                 max(b["total"] for b in mine),
-                mine[-1]["hard"],
-                mine[-1]["soft"],
+                _steps(mine, "hard_limit"),
+                _steps(mine, "soft_limit"),
                 [(b["t"], b["usable"]) for b in mine],
+                projected,
             )
         )
     return series

@@ -13,6 +13,13 @@ level). It ends:
   more than the gap limit later (a new episode starts after the gap if still in breach);
 - ``volume-gone``: at its last observation in breach, when the volume is never observed
   again but rounds go on observing others (a broker that disappeared);
+- ``back-with-room``: at the first observation back within the limit, when the last one in
+  breach was kept (a fenced or silent broker's last observation, ``kept`` in the history): the
+  broker answered again, with room;
+- ``unregistered`` / ``expired``: at its last observation in breach, a kept one, when the
+  volume then left the view: its broker was no longer registered (``unregistered``), or the
+  observation outlived the validity duration (``expired``: a fenced broker's under the
+  ``expire`` policy, a silent broker's);
 - ``ongoing``: still in breach at the end of the history (``end`` is the last observation);
 - ``unobserved``: ongoing too, in a history that ends in rounds that observed nothing: in
   breach at the last round that observed volumes, and not seen since.
@@ -28,7 +35,9 @@ from spark.reading.history import epoch_seconds
 
 VOLUME = ("broker_id", "log_dir")
 LIMIT_KINDS = ("hard", "soft")
-END_REASONS = ("recovered", "limit-changed", "unjudged", "gap", "volume-gone", "unobserved", "ongoing")
+END_REASONS = (
+    "recovered", "limit-changed", "unjudged", "gap", "volume-gone", "unobserved", "ongoing", "back-with-room", "unregistered", "expired",
+)  # fmt: skip
 STILL_IN_BREACH = ("unobserved", "ongoing")
 # Verdicts that judged the volume against its limits (unjudged: no usable bytes reported).
 JUDGED = ("ok", "ramping", "breaching")
@@ -36,6 +45,9 @@ JUDGED = ("ok", "ramping", "breaching")
 # aggregation as its index here, so that Spark aggregates in a hash table instead of
 # sorting every row in breach; a kind not listed would come out as null.
 KNOWN_LIMIT_KINDS = ("min-available-bytes", "min-available-ratio")
+# Why the service kept an observation from an earlier round (app.observation.model.KeptReason);
+# a fresh observation has none (code 0), as has every row of a history written before them.
+KEPT_REASONS = ("fenced", "missing", "unregistered", "last-valid")
 
 
 def _code(column: str, values: tuple[str, ...]) -> Column:
@@ -61,12 +73,13 @@ def volume_rows(rows: DataFrame) -> DataFrame:
 # goes through that sort, each field as narrow as it can be: the verdict as a small number
 # (0 when unjudged), from which the breach of each limit is derived after the sort.
 _VOLUME_ID = "volume_id"
-_CARRIED = ("time", "usable_bytes", "available_ratio", "total_bytes", "hard_limit", "soft_limit")
+_CARRIED = ("time", "usable_bytes", "available_ratio", "total_bytes", "hard_limit", "soft_limit", "log_dir_error")
 _STATUS = "status"
 _JUDGED_CODES = {verdict: code for code, verdict in enumerate(JUDGED, start=1)}  # ok 1, ramping 2, breaching 3
 _LEVEL = {"hard": "hard_limit", "soft": "soft_limit"}
 # Of the observations before and after each one, what the episodes compare with it.
 _NEIGHBOURS = ("status", "limit_kind", "hard_limit", "soft_limit")
+_KEPT = "kept"
 
 
 def _with_status(max_gap_seconds: float | None):
@@ -78,6 +91,7 @@ def _with_status(max_gap_seconds: float | None):
             epoch_seconds("time").alias("t"),
             gap_limit(max_gap_seconds).alias("gap_limit"),
             F.coalesce(_code("volume_status", JUDGED), F.lit(0)).alias(_STATUS),
+            F.coalesce(_code("kept", KEPT_REASONS), F.lit(0)).alias(_KEPT),
         )
 
     return step
@@ -136,15 +150,24 @@ def _with_episode_numbers(rows: DataFrame) -> DataFrame:
     return rows.withColumns(in_either).withColumns(flags).filter(F.col("in_hard") | F.col("in_soft")).withColumns(numbers)
 
 
+def _kept_left_view() -> Column:
+    """Why a kept observation, the last of its volume before the volume left the view, left it."""
+    unregistered = F.col(_KEPT) == F.lit(KEPT_REASONS.index("unregistered") + 1)
+    return F.when(unregistered, F.lit("unregistered")).otherwise(F.lit("expired"))
+
+
 def _end_reason(kind: str, end: HistoryEnd) -> Column:
     """Why an episode of ``kind`` whose last observation is this row ends (its code)."""
     at_the_end = still_present(F.col("t"), end, F.col("gap_limit"))
+    kept = F.col(_KEPT) > F.lit(0)
     reason = (
         F.when(F.col("next_t").isNull() & at_the_end, F.lit("unobserved" if end.unobserved else "ongoing"))
+        .when(kept & (F.col("next_t").isNull() | ((F.col("next_t") - F.col("t")) > F.col("gap_limit"))), _kept_left_view())
         .when(F.col("next_t").isNull(), F.lit("volume-gone"))
         .when((F.col("next_t") - F.col("t")) > F.col("gap_limit"), F.lit("gap"))
         .when(~_same_settings(kind, "next_"), F.lit("limit-changed"))
         .when(F.col(f"next_{_STATUS}") == F.lit(0), F.lit("unjudged"))
+        .when(kept, F.lit("back-with-room"))
         .otherwise(F.lit("recovered"))
     )
     return _code_of(reason, END_REASONS)
@@ -152,7 +175,7 @@ def _end_reason(kind: str, end: HistoryEnd) -> Column:
 
 # Episodes that end at the next observation (the first outside them); the others end at their
 # last observation in breach.
-_ENDS_AT_NEXT = [END_REASONS.index(reason) + 1 for reason in ("recovered", "limit-changed")]
+_ENDS_AT_NEXT = [END_REASONS.index(reason) + 1 for reason in ("recovered", "limit-changed", "back-with-room")]
 
 
 def _one_row_per_kind(end: HistoryEnd):
@@ -187,6 +210,7 @@ _EPISODE_COLUMNS = (
     "worst_available_ratio",
     "total_bytes",
     "observations",
+    "log_dir_error",
 )
 
 
@@ -203,6 +227,7 @@ def _episodes(rows: DataFrame) -> DataFrame:
         F.min("available_ratio").alias("worst_available_ratio"),
         F.max("total_bytes").alias("total_bytes"),
         F.count(F.lit(1)).alias("observations"),
+        F.max_by("log_dir_error", F.when(F.col("log_dir_error").isNotNull(), F.col("t"))).alias("log_dir_error"),  # the last one
     )
     return grouped.select(
         _VOLUME_ID,
@@ -218,6 +243,7 @@ def _episodes(rows: DataFrame) -> DataFrame:
         "worst_available_ratio",
         "total_bytes",
         "observations",
+        "log_dir_error",
     )
 
 

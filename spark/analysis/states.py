@@ -6,7 +6,7 @@ after the round is counted. Intervals that cross midnight are split at midnight.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from spark.analysis.gaps import gap_limit
@@ -28,6 +28,8 @@ def decisions(lines: DataFrame) -> DataFrame:
         F.count(F.lit(1)).alias("lines"),
         F.max("check_interval_seconds").alias("check_interval_seconds"),
         F.max("round_complete").alias("round_complete"),
+        F.count(F.when(blames(), 1)).alias("blamed_volumes"),
+        F.count(F.when(F.col("volume_status") == F.lit("breaching"), 1)).alias("breaching_volumes"),
     )
 
 
@@ -42,8 +44,48 @@ def rounds(decisions: DataFrame) -> DataFrame:
             F.max("source").alias("source"),
             F.max("check_interval_seconds").alias("check_interval_seconds"),
             F.max("round_complete").alias("round_complete"),
+            F.sum("blamed_volumes").alias("blamed_volumes"),
+            F.sum("breaching_volumes").alias("breaching_volumes"),
         )
     )
+
+
+def blames(of: str = "volume_status") -> Column:
+    """A row whose volume the round's decision blamed, and so whose episode is open in that
+    round: breaching (a hard episode), or ramping with a soft limit set (a soft one)."""
+    status = F.col(of)
+    return (status == F.lit("breaching")) | ((status == F.lit("ramping")) & F.col("soft_limit").isNotNull())
+
+
+# A round in THROTTLE or PAUSE is limited by its volumes when its factor is their own or the
+# last valid one; the fallback's factor (and the start-up grace) stands for no volume.
+VOLUME_SOURCES = ("observed", "last-valid")
+
+
+def unexplained_rounds(round_rows: DataFrame) -> DataFrame:
+    """The rounds (``rounds(...)``) in THROTTLE or PAUSE on a factor of the volumes that no
+    open episode explains: a PAUSE without a volume in hard breach, a THROTTLE without one in
+    breach of either limit. Every history the service writes has none; a history written
+    before rows carried kept observations may."""
+
+    def none(column: str) -> Column:
+        return F.coalesce(F.col(column), F.lit(0)) == 0
+
+    on_volumes = F.col("source").isin(*VOLUME_SOURCES)
+    paused, throttled = F.col("state") == F.lit("PAUSE"), F.col("state") == F.lit("THROTTLE")
+    unexplained = on_volumes & ((paused & none("breaching_volumes")) | (throttled & none("blamed_volumes")))
+    return round_rows.filter(unexplained).select("time", "state", "source")
+
+
+def round_blame(rows: DataFrame) -> DataFrame:
+    """Per round: its state and the volumes it blamed, as /throttle-factor listed them live
+    (``breaching`` and ``ramping``, each a sorted array of (broker_id, log_dir))."""
+
+    def listed(status: str) -> Column:
+        volume = F.when(F.col("volume_status") == F.lit(status), F.struct("broker_id", "log_dir"))
+        return F.array_sort(F.collect_list(volume)).alias(status)
+
+    return rows.groupBy("time").agg(F.max("state").alias("state"), listed("breaching"), listed("ramping"))
 
 
 def _with_held_until(max_gap_seconds: float | None):
@@ -82,6 +124,12 @@ def _per_day(pieces: DataFrame) -> DataFrame:
         *[seconds_where(F.col("source") == source).alias(source_column(source)) for source in SOURCES],
     ]
     return pieces.groupBy("day").agg(*aggregates).orderBy("day")
+
+
+def held_rounds(round_rows: DataFrame, max_gap_seconds: float | None = None) -> DataFrame:
+    """The rounds with ``t`` and ``held_until`` (epoch seconds): how long each round's decision
+    held, by the rule of the time in states."""
+    return round_rows.transform(_with_held_until(max_gap_seconds))
 
 
 def time_in_states(round_rows: DataFrame, max_gap_seconds: float | None = None) -> DataFrame:

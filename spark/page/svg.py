@@ -27,6 +27,11 @@ LINE_HEIGHT = 15
 # the plot: tick labels clear of the lowest value label, then the dates.
 TICK_SPACING = 90
 AXIS_BELOW = 18 + LINE_HEIGHT + 7
+# The width of the charts that take a whole row. The page never draws a chart wider than its
+# own width (it scales down, never up), and the narrowest screen it is made for (1024 px)
+# leaves a row about 950 px: at 900 the text stays at FONT_SIZE px on every screen.
+WIDE_CHART = 900
+VOLUME_CHART_WIDTH = 600
 
 
 def _font(size: int = FONT_SIZE, bold: bool = False) -> str:
@@ -121,7 +126,7 @@ def _svg(width: int, height: int, kind: str, label: str, body: list[str]) -> str
 
 
 def _legend(items: Sequence[tuple[str, str, str]], x: float, y: float, right: float) -> tuple[list[str], float]:
-    """Legend entries (name, colour, swatch: "box", "line" or "dash") from (x, y), wrapping
+    """Legend entries (name, colour, swatch: "box", "line", "dash" or "dot") from (x, y), wrapping
     before ``right``; returns the parts and the baseline of the last line."""
     parts = []
     start = x
@@ -132,7 +137,7 @@ def _legend(items: Sequence[tuple[str, str, str]], x: float, y: float, right: fl
         if swatch == "box":
             parts.append(f'<rect x="{x:.1f}" y="{y - 9:.1f}" width="10" height="10" fill="{colour}"/>')
         else:
-            dash = ' stroke-dasharray="4 3"' if swatch == "dash" else ""
+            dash = {"dash": ' stroke-dasharray="4 3"', "dot": ' stroke-dasharray="2 3"'}.get(swatch, "")
             parts.append(f'<line x1="{x:.1f}" y1="{y - 4:.1f}" x2="{x + 11:.1f}" y2="{y - 4:.1f}" stroke="{colour}" stroke-width="2"{dash}/>')
         parts.append(_text(x + 15, y, name, css="legend"))
         x += needed + 12
@@ -157,13 +162,53 @@ def _value_scale(series: VolumeSeries) -> float:
     """The top of the value axis: room above the highest of the data and the limits, up to the
     capacity. (On a scale of the whole capacity, a 1 TiB volume near a 50 GiB limit would be a
     flat line at the bottom.)"""
-    highest = max(max(v for _, v in series.points), series.hard_bytes, series.soft_bytes or 0.0)
+    levels = [level for _, level in series.hard + series.soft if level is not None]
+    highest = max(max(v for _, v in series.points), *levels, 0.0)
     return min(highest * 1.15, float(series.total_bytes)) if series.total_bytes > 0 else highest * 1.15
 
 
-def volume_chart(series: VolumeSeries, first: float, last: float, width: int = 600, height: int = 270) -> str:
-    """Usable bytes of one volume over time, against its hard and soft limits (named in the
-    legend above the plot, not on it)."""
+# How far past the end of the history a chart reaches to show where the forecast meets the
+# hard limit (a share of the history's span; a later meeting is drawn to the chart's edge).
+PROJECTION_REACH = 0.25
+
+
+def _step_lines(steps: Sequence[tuple[float, float | None]], end: float, frame: "_Frame") -> list[list[tuple[float, float]]]:
+    """A limit's levels in force over time as the corners of step lines (x, y), one line per
+    stretch where the limit was set."""
+    lines: list[list[tuple[float, float]]] = []
+    for (t, level), following in zip(steps, [*steps[1:], None]):
+        until = following[0] if following is not None else end
+        if level is None:
+            continue
+        y = frame.y(level)
+        if lines and lines[-1][-1][0] == frame.x(t):
+            lines[-1].append((frame.x(t), y))
+        else:
+            lines.append([(frame.x(t), y)])
+        lines[-1].append((frame.x(until), y))
+    return lines
+
+
+def _projection(series: VolumeSeries, frame: "_Frame") -> str:
+    """The forecast's line from the last point to where it meets the hard limit, cut at the
+    chart's edge."""
+    if series.projected is None:
+        return ""
+    (t0, v0), (t1, v1) = series.points[-1], series.projected
+    if t1 > frame.last and t1 > t0:
+        v1 = v0 + (v1 - v0) * (frame.last - t0) / (t1 - t0)
+        t1 = frame.last
+    tip = f"forecast: the hard limit at {_time_label(series.projected[0])}"
+    return (
+        f'<line class="projection" x1="{frame.x(t0):.1f}" y1="{frame.y(v0):.1f}" x2="{frame.x(t1):.1f}" y2="{frame.y(v1):.1f}" '
+        f'stroke="{LINE_COLOUR}" stroke-width="1.5" stroke-dasharray="2 3"><title>{escape(tip)}</title></line>'
+    )
+
+
+def volume_chart(series: VolumeSeries, first: float, last: float, width: int = VOLUME_CHART_WIDTH, height: int = 270) -> str:
+    """Usable bytes of one volume over time, against its hard and soft limits as they were in
+    force (step lines, named in the legend above the plot, not on it), and the forecast's
+    line to the hard limit when the volume is filling towards it."""
     title = f"broker {series.broker_id} · {series.log_dir}"
     lowest = min(v for _, v in series.points)
     summary = f"lowest {human_bytes(lowest)} available of {human_bytes(series.total_bytes)}"
@@ -171,24 +216,28 @@ def volume_chart(series: VolumeSeries, first: float, last: float, width: int = 6
         _text(8, 16, _clipped(title, width - 16, 13), size=13, bold=True, colour="#222", css="title"),
         _text(8, 16 + LINE_HEIGHT + 1, summary, colour="#555", css="summary"),
     ]
-    legend = [("available", LINE_COLOUR, "line"), (f"hard limit {human_bytes(series.hard_bytes)}", STATE_COLOURS["PAUSE"], "dash")]
-    if series.soft_bytes is not None:
-        legend.append((f"soft limit {human_bytes(series.soft_bytes)}", STATE_COLOURS["THROTTLE"], "dash"))
+    changed = " (changed)" if len({level for _, level in series.hard}) > 1 else ""
+    legend = [("available", LINE_COLOUR, "line"), (f"hard limit {human_bytes(series.hard_bytes)}{changed}", STATE_COLOURS["PAUSE"], "dash")]
+    if any(level is not None for _, level in series.soft):
+        now = f"{human_bytes(series.soft_bytes)}" if series.soft_bytes is not None else "removed"
+        soft_changed = " (changed)" if len({level for _, level in series.soft}) > 1 and series.soft_bytes is not None else ""
+        legend.append((f"soft limit {now}{soft_changed}", STATE_COLOURS["THROTTLE"], "dash"))
+    if series.projected is not None:
+        legend.append(("forecast", LINE_COLOUR, "dot"))
     legend_parts, legend_bottom = _legend(legend, 8, 16 + 2 * LINE_HEIGHT + 2, width - 8)
     top = int(legend_bottom) + 14
-    frame = _Frame(width, height + top - 62, first, last, _value_scale(series), top=top)
+    shown_until = last if series.projected is None else max(last, min(series.projected[0], last + PROJECTION_REACH * (last - first)))
+    frame = _Frame(width, height + top - 62, first, shown_until, _value_scale(series), top=top)
     body = [f'<rect x="0" y="0" width="{frame.width}" height="{frame.height}" fill="white"/>', *head, *legend_parts]
     body += frame.byte_axis()
-    hard_y = frame.y(series.hard_bytes)
-    body.append(
-        f'<rect x="{frame.left}" y="{hard_y:.1f}" width="{frame.plot_right - frame.left}" height="{max(frame.plot_bottom - hard_y, 0):.1f}" fill="#d64545" opacity="0.08"/>'
-    )
-    levels = [(series.hard_bytes, STATE_COLOURS["PAUSE"])]
-    if series.soft_bytes is not None:
-        levels.append((series.soft_bytes, STATE_COLOURS["THROTTLE"]))
-    for level, colour in levels:
-        y = frame.y(level)
-        body.append(f'<line class="limit" x1="{frame.left}" y1="{y:.1f}" x2="{frame.plot_right}" y2="{y:.1f}" stroke="{colour}" stroke-dasharray="6 4" stroke-width="1.5"/>')
+    for corners in _step_lines(series.hard, frame.last, frame):
+        outline = " ".join(f"{x:.1f},{y:.1f}" for x, y in [(corners[0][0], frame.plot_bottom), *corners, (corners[-1][0], frame.plot_bottom)])
+        body.append(f'<polygon points="{outline}" fill="#d64545" opacity="0.08"/>')
+    for kind, steps, colour in (("hard", series.hard, STATE_COLOURS["PAUSE"]), ("soft", series.soft, STATE_COLOURS["THROTTLE"])):
+        for corners in _step_lines(steps, frame.last, frame):
+            points = " ".join(f"{x:.1f},{y:.1f}" for x, y in corners)
+            body.append(f'<polyline class="limit {kind}" points="{points}" fill="none" stroke="{colour}" stroke-dasharray="6 4" stroke-width="1.5"/>')
+    body.append(_projection(series, frame))
     for segment in _segments(series.points):
         if len(segment) == 1:
             ((t, v),) = segment
@@ -200,7 +249,7 @@ def volume_chart(series: VolumeSeries, first: float, last: float, width: int = 6
     return _svg(frame.width, frame.height, "volume", f"Available bytes of {title} against its limits", body)
 
 
-def state_timeline_chart(buckets: Sequence[StateBucket], first: float, last: float, width: int = 1200) -> str:
+def state_timeline_chart(buckets: Sequence[StateBucket], first: float, last: float, width: int = WIDE_CHART) -> str:
     """Two lanes over time: the state in force, and when the factor came from last-valid or fallback;
     as high as its legend and lanes need."""
     lane_names = ("state", "factor source")
@@ -229,7 +278,7 @@ def state_timeline_chart(buckets: Sequence[StateBucket], first: float, last: flo
     return _svg(width, frame.height, "timeline", "State timeline", body)
 
 
-def day_bars_chart(days: Sequence[dict], width: int = 1200, height: int = 230) -> str:
+def day_bars_chart(days: Sequence[dict], width: int = WIDE_CHART, height: int = 230) -> str:
     """Time per UTC day in OPEN / THROTTLE / PAUSE (stacked) and on the fallback (a mark)."""
     legend = [*[(name, colour, "box") for name, colour in STATE_COLOURS.items()], ("on the fallback", FALLBACK_COLOUR, "line")]
     left, right = 64, 20

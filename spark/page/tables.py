@@ -99,6 +99,33 @@ def _trend(row: Row) -> Cell:
     return Cell(f"{points:,} points over {human_duration(seconds)}", title=f"observations since {row['trend_start']}, {exact_seconds(seconds)}")
 
 
+# What each end reason of an episode means, for the page's legend and the cells' tooltips.
+END_REASONS = {
+    "ongoing": "still in breach at the last observation, which is within the gap limit of the end of the history",
+    "unobserved": "in breach at the last round that observed volumes; the history ends in rounds that observed none (the cluster unreachable)",
+    "recovered": "back within the limit at the end",
+    "limit-changed": "the limit's kind or level changed, or the soft limit was removed (a restart with new settings); a new episode starts there if still in breach",
+    "unjudged": "the next observation had no usable bytes (not reported), so it ends at the last observation in breach",
+    "gap": "the next observation came later than the gap limit; it ends at the last observation in breach",
+    "volume-gone": "the volume was never observed again while other volumes were (its broker or log dir left)",
+    "back-with-room": "a kept observation in breach (its broker fenced or not answering) until the broker answered again within the limit",
+    "unregistered": "a kept observation in breach until its broker was no longer registered, and the volume left the view",
+    "expired": "a kept observation in breach until it outlived the validity duration (fenced brokers under expire), and the volume left the view",
+}
+
+
+def _end_reason(row: Row) -> Cell:
+    reason = row["end_reason"]
+    return EMPTY if reason is None else Cell(reason, "text", title=END_REASONS.get(reason))
+
+
+def _lowest(row: Row) -> Cell:
+    """The lowest available bytes; an offline log dir has none, and says so."""
+    if row["worst_usable_bytes"] is None and row.get("log_dir_error"):
+        return Cell(f"log dir error: {row['log_dir_error']}", "text", title="the broker reported the log dir offline; it counts as a hard breach")
+    return size_and_ratio(row["worst_usable_bytes"], row["worst_available_ratio"])
+
+
 EPISODES: list[Column] = [
     ("broker", lambda r: number(r["broker_id"])),
     ("log dir", lambda r: text(r["log_dir"])),
@@ -106,8 +133,8 @@ EPISODES: list[Column] = [
     ("start (UTC)", lambda r: instant(r["start"])),
     ("end (UTC)", lambda r: instant(r["end"])),
     ("duration", lambda r: duration(r["duration_seconds"])),
-    ("end reason", lambda r: text(r["end_reason"])),
-    ("lowest available", lambda r: size_and_ratio(r["worst_usable_bytes"], r["worst_available_ratio"])),
+    ("end reason", _end_reason),
+    ("lowest available", _lowest),
     ("observations", lambda r: number(r["observations"])),
 ]
 
@@ -148,6 +175,7 @@ BROKERS: list[Column] = [
     ("ongoing", lambda r: number(r["ongoing_episodes"])),
     ("time in hard breach", lambda r: duration(r["hard_breach_seconds"])),
     ("time in soft breach", lambda r: duration(r["soft_breach_seconds"])),
+    ("time fenced", lambda r: duration(r.get("fenced_seconds"))),
     ("soonest hard limit (UTC)", lambda r: instant(r["soonest_hard_limit_at"])),
     ("fastest fill rate", lambda r: rate(r["fastest_fill_rate_bytes_per_second"])),
 ]
@@ -163,11 +191,11 @@ def row_class(name: str, row: Row) -> str:
     return ""
 
 
-def table_html(name: str, rows: list[Row], total: int) -> str:
+def table_html(name: str, rows: list[Row], total: int, what: str = "rows") -> str:
     if not rows:
         return '<p class="note">none</p>'
     columns = PAGE_COLUMNS[name]
     head = "".join(f"<th>{escape(header)}</th>" for header, _ in columns)
     body = "".join(f'<tr class="{row_class(name, row)}">' + "".join(cell(row).html() for _, cell in columns) + "</tr>" for row in rows)
-    note = f'<p class="note">showing {len(rows):,} of {total:,} rows; all are in {name}.csv and parquet/{name}/</p>' if total > len(rows) else ""
+    note = f'<p class="note">showing {len(rows):,} of {total:,} {what}; all are in {name}.csv and parquet/{name}/</p>' if total > len(rows) else ""
     return f'<div class="table"><table data-table="{name}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>{note}'

@@ -1,10 +1,60 @@
-"""The Spark schema of the history, declared from the one field list the writer uses."""
+"""What a history line must hold to be read: every field's JSON type and allowed values,
+declared once, from the field list the writer uses (``app.history.schema.HISTORY_FIELDS``).
+
+A field the writer declares is checked by its kind without more ado (a "timestamp" must be a
+full ISO-8601 instant with a zone, a number finite, a text a JSON string); ``RULES`` adds what
+else a field must hold (required, allowed values, a range). A field added to the writer's list
+is thus checked by its kind as soon as it is declared; give it a rule here when it has allowed
+values. Fields a line holds that the list does not declare are stepped over, unread."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from pyspark.sql import types as T
 
 from app.history.schema import HISTORY_FIELDS
+
+
+@dataclass(frozen=True)
+class Rule:
+    required: bool = False
+    allowed: tuple[str, ...] = ()  # the values a text may take; empty: any text
+    minimum: float | None = None  # numbers: the least value allowed
+    maximum: float | None = None
+    above_minimum: bool = False  # numbers: the minimum itself is not allowed
+
+
+RULES: dict[str, Rule] = {
+    "time": Rule(required=True),
+    "broker_id": Rule(minimum=0),
+    "total_bytes": Rule(minimum=-1),  # -1: not reported
+    "usable_bytes": Rule(minimum=-1),
+    "available_ratio": Rule(minimum=0),
+    "limit_kind": Rule(allowed=("min-available-bytes", "min-available-ratio")),
+    "hard_limit": Rule(minimum=0),
+    "soft_limit": Rule(minimum=0),
+    "volume_status": Rule(allowed=("ok", "ramping", "breaching", "unjudged")),
+    "volume_factor": Rule(minimum=0, maximum=1),
+    "cluster_factor": Rule(minimum=0, maximum=1),
+    "state": Rule(required=True, allowed=("OPEN", "THROTTLE", "PAUSE")),
+    "source": Rule(required=True, allowed=("observed", "last-valid", "fallback", "initial")),
+    "check_interval_seconds": Rule(required=True, minimum=0, above_minimum=True),
+}
+# A volume is named by both; a row of a round that observed no volume has neither.
+VOLUME_FIELDS = ("broker_id", "log_dir")
+
+# A full instant: date, time to the second (fractions to the microsecond) and a zone, which
+# Spark's cast to timestamp and Python's datetime.fromisoformat read alike; the cast then
+# rejects what is not on the calendar (2026-02-30, 25:00).
+INSTANT_PATTERN = r"^(19[7-9]\d|2\d{3})-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-](0\d|1[0-7]):[0-5]\d)$"
+
+# Why a line was skipped: UNREADABLE when it is not a JSON object or a number or boolean
+# field holds a value of another JSON type (Spark's reader refuses the line whole), else the
+# first field, in the declared order, that fails its check ("<field>: <problem>").
+UNREADABLE = "unreadable"
+MISSING, NOT_TEXT, NOT_INSTANT, NOT_ALLOWED, OUT_OF_RANGE = "missing", "not text", "not an instant", "not allowed", "out of range"
+VOLUME_INCOMPLETE = "volume: broker_id and log_dir not both given"
 
 _SPARK_TYPES = {
     "timestamp": T.TimestampType(),
@@ -14,28 +64,41 @@ _SPARK_TYPES = {
     "string": T.StringType(),
     "boolean": T.BooleanType(),
 }
+KINDS = {field.name: field.kind for field in HISTORY_FIELDS}
 
 HISTORY_SCHEMA = T.StructType([T.StructField(field.name, _SPARK_TYPES[field.kind], nullable=True) for field in HISTORY_FIELDS])
 
-# The fields the report uses; the JSON reader converts only these (the others in a line are
-# stepped over, not converted, and a bad value there does not cost the row).
+# The fields the report uses and keeps after the checks (the others are checked, then dropped).
 UNUSED_FIELDS = frozenset({"volume_factor", "cluster_factor"})
 REPORT_SCHEMA = T.StructType([f for f in HISTORY_SCHEMA.fields if f.name not in UNUSED_FIELDS])
 
+
+def rule(name: str) -> Rule:
+    return RULES.get(name, Rule())
+
+
+def free_text(name: str) -> bool:
+    """A text field with no list of allowed values: read as a variant, so that a number or an
+    array there is told apart from a text (Spark's reader turns any JSON value into text)."""
+    return KINDS[name] == "string" and not rule(name).allowed
+
+
 # Where the JSON reader puts a line it could not convert whole: one that does not parse, or
-# whose values do not fit the declared types ("broker_id":"x"). Spark fills the other fields
-# of such a line as best it can; the report keeps none of it.
+# whose numbers and booleans do not fit the declared types ("broker_id":"x").
 UNPARSED_LINE = "unparsed_line"
-# What the JSON reader asks for: the report's fields, timestamps as text (a cast to timestamp
-# parses ISO-8601 several times faster than the reader's timestamp pattern), and the line
-# when it did not convert.
+# What the JSON reader asks for: timestamps as text (checked against INSTANT_PATTERN, then
+# cast), free texts as variants (their JSON type checked), the rest as declared.
 READ_SCHEMA = T.StructType(
     [
         *[
-            T.StructField(f.name, T.StringType() if isinstance(f.dataType, T.TimestampType) else f.dataType, nullable=True)
-            for f in REPORT_SCHEMA.fields
+            T.StructField(
+                f.name,
+                T.StringType() if isinstance(f.dataType, T.TimestampType) else T.VariantType() if free_text(f.name) else f.dataType,
+                nullable=True,
+            )
+            for f in HISTORY_SCHEMA.fields
         ],
         T.StructField(UNPARSED_LINE, T.StringType(), nullable=True),
     ]
 )
-TIMESTAMP_FIELDS = tuple(f.name for f in REPORT_SCHEMA.fields if isinstance(f.dataType, T.TimestampType))
+TIMESTAMP_FIELDS = tuple(f.name for f in HISTORY_SCHEMA.fields if isinstance(f.dataType, T.TimestampType))

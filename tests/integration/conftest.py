@@ -17,6 +17,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from devtools.devcluster import LocalKafkaCluster
+from devtools.commands import read_log, start_logged
 from devtools.processes import healthz_answers, service_environment, stop_process
 from devtools.devcluster.shim import build_shim
 
@@ -94,7 +95,7 @@ class RunningService:
             time.sleep(0.1)
 
     def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        return read_log(self.log_path)
 
     def stop(self) -> None:
         self.client.close()
@@ -128,7 +129,7 @@ def launch_service(
     env = service_environment(port, work_dir / f"data-{port}", settings)
     env.update(extra_env or {})
     log_path = work_dir / f"service-{port}.log"
-    process = subprocess.Popen([sys.executable, "-m", "app"], cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT, preexec_fn=preexec_fn)
+    process = start_logged([sys.executable, "-m", "app"], log_path, cwd=ROOT, env=env, preexec_fn=preexec_fn)
     service = RunningService(process, ready_url or f"http://127.0.0.1:{port}", log_path, verify=ready_verify, env=env)
     return wait_until_healthy(service)
 

@@ -7,17 +7,18 @@ brokers must refuse. Every certificate names 127.0.0.1, so host names are verifi
 from __future__ import annotations
 
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from devtools.commands import run_command
+
 STORE_PASSWORD = "store-pass-8d1c"  # the brokers' and the shim's stores (not under test)
 
 
 def _run(*args: str, cwd: Path) -> None:
-    subprocess.run(list(args), cwd=cwd, check=True, capture_output=True)
+    run_command(args, 120, cwd=cwd, check=True)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from devtools.commands import run_command
+
 from .conftest import free_port, launch_service
 
 NO_KAFKA = {"storage_check_interval": "PT0S", "storage_per_volume_limit_min_available_bytes": "100"}
@@ -36,7 +38,7 @@ def chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
         "--virtual-time-budget=15000",  # until the scripts have fetched /openapi.json and rendered
         *args,
     ]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+    return run_command(command, 120)
 
 
 @pytest.fixture(scope="module")

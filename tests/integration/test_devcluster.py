@@ -16,6 +16,7 @@ from confluent_kafka import Producer
 from kafka import KafkaAdminClient
 
 from devtools.devcluster import KAFKA_VERSION, LocalKafkaCluster, ensure_kafka_jars
+from devtools.commands import run_command
 
 MiB = 1024 * 1024
 SIZE_MIB = 64
@@ -188,7 +189,7 @@ def test_cleanup_of_a_crashed_run():
     stale = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
     mnt = stale / "broker-1" / "data"
     mnt.mkdir(parents=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], check=True)
+    run_command(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt], 30, check=True)
     dead = subprocess.Popen(["true"])
     dead.wait()
     (stale / OWNER_FILE).write_text(json.dumps({"pid": dead.pid, "start_time": "0"}))
@@ -198,4 +199,4 @@ def test_cleanup_of_a_crashed_run():
         assert not stale.exists()
     finally:
         if f" {mnt} " in Path("/proc/mounts").read_text():
-            subprocess.run(["umount", "-l", str(mnt)])
+            run_command(["umount", "-l", mnt], 30)

@@ -9,10 +9,12 @@ one, and Kafka halts a broker whose only log dir fails."""
 
 from __future__ import annotations
 
+import csv
+import json
 import os
 import re
 import signal
-import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -24,6 +26,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from devtools.devcluster import LocalKafkaCluster, ensure_kafka_jars
+from devtools.commands import run_command
 
 from .conftest import MiB, VOLUME_MIB, create_topic_on, delete_topic, fill, free_port
 from .shim_harness import (
@@ -350,10 +353,11 @@ def halt_broker_with_a_full_disk(cluster: LocalKafkaCluster, service, broker_id:
     return time.monotonic()
 
 
-def test_a_broker_halted_by_a_full_disk_keeps_the_cluster_paused_until_it_is_back(whole_cluster, observed_service, recorder):
+def test_a_broker_halted_by_a_full_disk_keeps_the_cluster_paused_until_it_is_back(whole_cluster, observed_service, recorder, tmp_path):
     cluster = whole_cluster
     validity = 4.0
-    service = observed_service(throttle_factor_validity_duration="PT4S")
+    history = tmp_path / "history"
+    service = observed_service(throttle_factor_validity_duration="PT4S", history_dir=str(history))
     decisions = recorder(service)
     fenced = halt_broker_with_a_full_disk(cluster, service, 2, "fault-halt")
     time.sleep(3 * validity)  # far past the validity duration: the fenced broker's observation is kept
@@ -375,6 +379,38 @@ def test_a_broker_halted_by_a_full_disk_keeps_the_cluster_paused_until_it_is_bac
     assert log.count("broker 2 fenced") == 1 and log.count("broker 2 unfenced") == 1, log
     assert "broker 2 answering again" not in log, log
     print(f"\nhalted broker: {halt_line[-1:] or 'no halt line'}; decisions {decisions.sequence('state', 'source')}")
+    service.stop()  # the writer finishes its queue on shutdown
+    assert_the_report_explains_the_pause(history, tmp_path / "report", broker_id=2, validity=validity)
+
+
+def assert_the_report_explains_the_pause(history: Path, output: Path, broker_id: int, validity: float) -> None:
+    """The history kept the halted broker's observation in every round that rested on it; the
+    report's episode of it lasts until the round that opened again, and no round is in PAUSE
+    without an open episode."""
+    rows = history_lines(history)
+    kept = [r for r in rows if r["broker_id"] == broker_id and r["kept"] == "fenced"]
+    assert kept and max(r["observation_age_seconds"] for r in kept) > 3 * validity, "the fenced broker's observation, kept past the validity"
+    assert all(r["volume_status"] == "breaching" and r["observed_at"] < r["time"] for r in kept)
+    paused = [r["time"] for r in rows if r["state"] == "PAUSE" and r["source"] in ("observed", "last-valid")]
+    reopened = min(r["time"] for r in rows if r["state"] == "OPEN" and r["time"] > max(paused))
+    # Rounds of a loaded machine may be late, so gaps count from 30 s here.
+    command = [str(Path(sys.executable).parent / "throttle-report"), "--input", str(history), "--output", str(output), "--master", "local[2]", "--max-gap", "30"]
+    finished = run_command(command, 600)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert "rounds in THROTTLE or PAUSE that no open episode explains: 0" in finished.stdout, finished.stdout
+    with (output / "episodes.csv").open() as handle:
+        hard = [e for e in csv.DictReader(handle) if e["limit"] == "hard" and e["broker_id"] == str(broker_id)]
+    (episode,) = hard
+    assert (episode["end_reason"], episode["end"]) == ("back-with-room", reopened), (episode, reopened)
+    assert episode["start"] <= min(paused)
+    with (output / "brokers.csv").open() as handle:
+        brokers = {b["broker_id"]: b for b in csv.DictReader(handle)}
+    assert float(brokers[str(broker_id)]["fenced_seconds"]) > 3 * validity
+    print(f"report: episode {episode['start']} - {episode['end']} ({episode['end_reason']}), OPEN again at {reopened}")
+
+
+def history_lines(directory: Path) -> list[dict]:
+    return [json.loads(line) for path in sorted(directory.glob("date=*/history-*.jsonl")) for line in path.read_text().splitlines()]
 
 
 def test_a_halted_broker_unregistered_with_the_admin_api_is_forgotten_after_the_validity(whole_cluster, observed_service, recorder):
@@ -402,9 +438,7 @@ def unregister_broker(cluster: LocalKafkaCluster, broker_id: int) -> None:
     """The Java Admin API's unregisterBroker, as kafka-cluster.sh does it."""
     source = Path(__file__).parent / "java" / "UnregisterBroker.java"
     classpath = f"{ensure_kafka_jars()}/*"
-    result = subprocess.run(
-        ["java", "-cp", classpath, str(source), cluster.bootstrap_servers, str(broker_id)], capture_output=True, text=True, timeout=120
-    )
+    result = run_command(["java", "-cp", classpath, source, cluster.bootstrap_servers, str(broker_id)], 120)
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import importlib
 import os
-import subprocess
 import sys
 from pathlib import Path
+
+from devtools.commands import run_command
 
 from .conftest import ROOT
 
@@ -15,10 +16,10 @@ TOKEN = "generated-client-admin-token"
 
 def generate_client(tmp_path: Path):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
-    subprocess.run(
-        [Path(sys.executable).parent / "openapi-python-client", "generate", "--path", str(ROOT / "openapi" / "openapi.json"),
-         "--meta", "none", "--output-path", str(tmp_path / "throttle_client")],
-        check=True, capture_output=True, text=True, env=env, timeout=120,
+    run_command(
+        [Path(sys.executable).parent / "openapi-python-client", "generate", "--path", ROOT / "openapi" / "openapi.json",
+         "--meta", "none", "--output-path", tmp_path / "throttle_client"],
+        120, check=True, env=env,
     )
     sys.path.insert(0, str(tmp_path))
     importlib.invalidate_caches()

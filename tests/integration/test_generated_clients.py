@@ -14,12 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from app.settings.model import QUOTA_MAX
+from devtools.commands import run_command
 
 from .conftest import ROOT
 
@@ -62,7 +62,7 @@ def _fingerprint() -> str:
 
 
 def _run(command: list[str], cwd: Path, timeout: float) -> None:
-    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
+    result = run_command(command, timeout, cwd=cwd)
     assert result.returncode == 0, f"{' '.join(command)} failed:\n{result.stdout[-6000:]}\n{result.stderr[-3000:]}"
 
 
@@ -107,8 +107,6 @@ def test_a_generated_client_drives_every_operation(language, generated_clients, 
         admin_token=TOKEN,
         produce="1000000",
     )
-    result = subprocess.run(
-        [*generated_clients[language], service.base_url, TOKEN], capture_output=True, text=True, timeout=120, check=False
-    )
+    result = run_command([*generated_clients[language], service.base_url, TOKEN], 120)
     assert result.returncode == 0, f"{result.stderr[-4000:]}\nservice log:\n{service.log()[-3000:]}"
     assert json.loads(result.stdout.strip().splitlines()[-1]) == EXPECTED

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
 import sys
 import time
 import uuid
@@ -12,6 +11,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from devtools.commands import run_command
 
 from .conftest import ROOT, MiB, create_topic_on, delete_topic, fill
 from .test_service_on_kafka import FAST
@@ -46,7 +47,7 @@ def test_a_violation_on_the_real_cluster_is_an_episode_of_that_broker_and_log_di
     # The installed console script, as an operator runs it; rounds of a loaded machine may be
     # late, so gaps count from 30 s here.
     command = [str(Path(sys.executable).parent / "throttle-report"), "--input", str(history), "--output", str(output), "--master", "local[2]", "--max-gap", "30"]
-    finished = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    finished = run_command(command, 300, cwd=ROOT)
     assert finished.returncode == 0, finished.stderr[-3000:]
     assert "read " in finished.stdout and "hard episodes" in finished.stdout and "report.html" in finished.stdout
 

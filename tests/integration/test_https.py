@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import shutil
 import ssl
-import subprocess
 
 import httpx
 import pytest
+
+from devtools.commands import run_command
 
 from .conftest import free_port
 
@@ -16,10 +17,10 @@ def test_service_answers_over_https_with_the_configured_certificate(tmp_path, st
     if shutil.which("openssl") is None:
         pytest.fail("openssl is needed to make a test certificate")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
+    run_command(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
          "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
+        60, check=True,
     )
     port = free_port()
     service = start_service(

@@ -6,10 +6,11 @@ PUT with a body included; the service must answer in HTTP/1.1 with the body read
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
+
+from devtools.commands import run_command
 
 TOKEN = "java-http-client-admin-token"
 SOURCE = Path(__file__).parent / "java" / "JavaHttpRequests.java"
@@ -18,16 +19,14 @@ SOURCE = Path(__file__).parent / "java" / "JavaHttpRequests.java"
 @pytest.fixture(scope="module")
 def java_requests(tmp_path_factory) -> Path:
     classes = tmp_path_factory.mktemp("java-http-requests")
-    subprocess.run(["javac", "-d", str(classes), str(SOURCE)], check=True, capture_output=True, text=True, timeout=120)
+    run_command(["javac", "-d", classes, SOURCE], 120, check=True)
     return classes
 
 
 def send_with_java(classes: Path, base_url: str, *requests: tuple[str, ...]) -> list[tuple[int, str, str, str]]:
     """Each request as (method, path[, body]); each answer as (status, etag, content length, body)."""
     lines = "".join("\t".join(request) + "\n" for request in requests)
-    result = subprocess.run(
-        ["java", "-cp", str(classes), "JavaHttpRequests", base_url, TOKEN], input=lines, capture_output=True, text=True, timeout=120
-    )
+    result = run_command(["java", "-cp", classes, "JavaHttpRequests", base_url, TOKEN], 120, input=lines)
     assert result.returncode == 0, result.stderr[-3000:]
     answers = []
     for line in result.stdout.splitlines():

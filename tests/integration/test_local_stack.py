@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from devtools.devcluster.cluster import mounts_under
+from devtools.commands import read_log, run_command, start_logged
 from app.settings.loading import environ_without_settings
 
 from .conftest import ROOT, free_port
@@ -66,13 +67,13 @@ def _alive(pid: int) -> bool:
 def _wait_for_output(log: Path, process: subprocess.Popen, marker: str, timeout: float) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        text = log.read_text()
+        text = read_log(log)
         if marker in text:
             return text
         if process.poll() is not None:
             raise AssertionError(f"the local stack exited with {process.returncode}:\n{text[-4000:]}")
         time.sleep(0.5)
-    raise AssertionError(f"no {marker!r} within {timeout:.0f} s:\n{log.read_text()[-4000:]}")
+    raise AssertionError(f"no {marker!r} within {timeout:.0f} s:\n{read_log(log)[-4000:]}")
 
 
 def _decision(base: str, predicate, timeout: float) -> dict:
@@ -119,12 +120,11 @@ FRESH_EPOCH_ALLOWANCE = 10.5 * 64 * 1024
 def test_local_stack_protects_the_cluster_and_ctrl_c_leaves_nothing_behind(tmp_path):
     port = free_port()
     log = tmp_path / "localstack.out"
-    process = subprocess.Popen(
+    process = start_logged(
         [sys.executable, "-m", "devtools.localstack"],
+        log,
         cwd=ROOT,
         env=_clean_env(THROTTLE_SERVICE_HTTP_PORT=str(port), THROTTLE_SERVICE_DATA_DIR=str(tmp_path / "data")),
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     seen: dict[int, str] = {}
@@ -156,10 +156,10 @@ def test_local_stack_protects_the_cluster_and_ctrl_c_leaves_nothing_behind(tmp_p
             time.sleep(0.5)
         assert all(polled), f"every broker's shim should have fetched the service's table: {polled}"
 
-        demo = subprocess.run(
+        demo = run_command(
             [sys.executable, "-m", "devtools.demo", "--bootstrap-servers", bootstrap, "--service", base,
              "--hold", "3", "--recover", "3", "--timeout", "150"],
-            cwd=ROOT, capture_output=True, text=True, timeout=400,
+            400, cwd=ROOT,
         )
         assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
         out = demo.stdout
@@ -195,7 +195,7 @@ def test_local_stack_protects_the_cluster_and_ctrl_c_leaves_nothing_behind(tmp_p
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             raise
-    output = log.read_text()
+    output = read_log(log)
     assert process.returncode == 0, output[-3000:]
     assert "Traceback" not in output, output[-3000:]
     assert "stopped." in output
@@ -210,8 +210,9 @@ def test_local_stack_protects_the_cluster_and_ctrl_c_leaves_nothing_behind(tmp_p
 def test_with_bootstrap_servers_configured_only_the_service_starts(tmp_path, kafka_cluster):
     port = free_port()
     log = tmp_path / "localstack.out"
-    process = subprocess.Popen(
+    process = start_logged(
         [sys.executable, "-m", "devtools.localstack"],
+        log,
         cwd=ROOT,
         env=_clean_env(
             THROTTLE_SERVICE_HTTP_PORT=str(port),
@@ -221,8 +222,6 @@ def test_with_bootstrap_servers_configured_only_the_service_starts(tmp_path, kaf
             CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_LIMIT_MIN_AVAILABLE_RATIO="0.05",
             CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_CHECK_INTERVAL="PT1S",
         ),
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     try:
@@ -231,8 +230,8 @@ def test_with_bootstrap_servers_configured_only_the_service_starts(tmp_path, kaf
         assert decision["limits"] == {"kind": "min-available-ratio", "hard": 0.05, "soft": None, "hysteresis": 0.0}
         children = _descendants(process.pid)
         assert "java" not in children.values(), f"no Kafka should be started: {children}"
-        assert "starting Kafka" not in log.read_text()
+        assert "starting Kafka" not in read_log(log)
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(timeout=60)
-    assert process.returncode == 0, log.read_text()[-3000:]
+    assert process.returncode == 0, read_log(log)[-3000:]

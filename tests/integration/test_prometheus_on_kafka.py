@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,6 +21,9 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+
+from devtools.commands import read_log, start_logged
+from devtools.processes import stop_process
 
 from ..promtools import binary, promtool
 from .conftest import ROOT, MiB, RunningService, create_topic_on, delete_topic, fill, free_port, launch_service
@@ -132,7 +134,7 @@ def stack(kafka_cluster, tmp_path_factory) -> Iterator[Stack]:
         config_file.write_text(yaml.safe_dump(config))
         port = free_port()
         log = directory / "prometheus.log"
-        prometheus = subprocess.Popen(
+        prometheus = start_logged(
             [
                 binary("prometheus"),
                 f"--config.file={config_file}",
@@ -140,13 +142,12 @@ def stack(kafka_cluster, tmp_path_factory) -> Iterator[Stack]:
                 f"--web.listen-address=127.0.0.1:{port}",
                 "--log.level=warn",
             ],
-            stdout=log.open("w"),
-            stderr=subprocess.STDOUT,
+            log,
         )
         client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10)
 
         def ready() -> bool:
-            assert prometheus.poll() is None, log.read_text()
+            assert prometheus.poll() is None, read_log(log)
             try:
                 return client.get("/-/ready").status_code == 200
             except httpx.HTTPError:
@@ -165,8 +166,7 @@ def stack(kafka_cluster, tmp_path_factory) -> Iterator[Stack]:
         yield result
     finally:
         if prometheus is not None:
-            prometheus.terminate()
-            prometheus.wait(30)
+            stop_process(prometheus, 30)
         for service in services:
             service.stop()
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import random
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -17,6 +16,8 @@ import uuid
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
+from devtools.commands import run_command
 
 from .conftest import ROOT, RunningService
 
@@ -221,7 +222,7 @@ def test_migrate_store_copies_the_sqlite_overrides_groups_and_enforcement_into_t
 
     topic = f"quotas-{uuid.uuid4().hex[:8]}"
     env = {**single.env, "THROTTLE_SERVICE_QUOTA_STORE": "kafka", "THROTTLE_SERVICE_QUOTA_STORE_TOPIC": topic}
-    result = subprocess.run([sys.executable, "-m", "app", "migrate-store"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    result = run_command([sys.executable, "-m", "app", "migrate-store"], 120, cwd=ROOT, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "copied 5 overrides and 1 groups and the enforcement (shadow (no broker enforces))" in result.stdout
     (migrated,) = replicas(count=1, topic=topic)

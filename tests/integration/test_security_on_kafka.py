@@ -37,6 +37,7 @@ from confluent_kafka.admin import (
 from devtools.devcluster import LocalKafkaCluster
 from app.settings.loading import environ_without_settings
 from app.settings.model import env_name, property_name
+from devtools.commands import run_command
 
 from .conftest import MiB, ROOT, free_port
 from .pki import STORE_PASSWORD, Pki
@@ -379,7 +380,7 @@ def assert_no_secret(where: str, text: str) -> None:
 def check_config(env: dict[str, str], config: Path | None = None) -> subprocess.CompletedProcess:
     clean = environ_without_settings()
     args = [sys.executable, "-m", "app", "--check-config"] + (["--config", str(config)] if config else [])
-    return subprocess.run(args, cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=60)
+    return run_command(args, 60, cwd=ROOT, env={**clean, **env})
 
 
 def test_no_secret_appears_in_logs_metrics_answers_errors_or_check_config(secure_cluster, pki, start_service, tmp_path):

@@ -9,7 +9,6 @@ soft-limit ramp has its own module (test_shim_ramp_on_kafka.py)."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from devtools.devcluster import LocalKafkaCluster
 from devtools.devcluster.jars import KAFKA_VERSION, ensure_kafka_jars
+from devtools.commands import run_command
 
 from .conftest import MiB, VOLUME_MIB, fill, free_port
 from .shim_harness import (
@@ -131,7 +131,7 @@ def kafka_configs(cluster: LocalKafkaCluster, *args: str) -> None:
     """Kafka's own kafka-configs tool (kafka.admin.ConfigCommand) from the cluster's jars."""
     jars = ensure_kafka_jars(KAFKA_VERSION)
     command = [shutil.which("java") or "java", "-cp", f"{jars}/*", "kafka.admin.ConfigCommand"]
-    result = subprocess.run([*command, "--bootstrap-server", cluster.bootstrap_servers, *args], capture_output=True, text=True, timeout=60)
+    result = run_command([*command, "--bootstrap-server", cluster.bootstrap_servers, *args], 60)
     assert result.returncode == 0, result.stderr[-2000:]
 
 

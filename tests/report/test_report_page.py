@@ -41,7 +41,11 @@ def month_report() -> Report:
     steps = 360
     for n in range(4):
         points = [(first + (last - first) * i / steps, int((0.052 + 0.004 * math.sin(i / 7 + n)) * TiB)) for i in range(steps)]
-        report.series.append(VolumeSeries(n + 1, long_log_dir(n), TiB, 0.05 * TiB, 0.051 * TiB, points))
+        middle = (first + last) / 2
+        hard = [(first, 0.05 * TiB)] if n else [(first, 0.05 * TiB), (middle, 0.045 * TiB), (middle + 3 * DAY, 0.05 * TiB)]
+        soft = [(first, 0.051 * TiB)] if n != 1 else [(first, 0.051 * TiB), (middle, None)]
+        projected = (last + 4 * DAY, 0.05 * TiB) if n == 2 else None
+        report.series.append(VolumeSeries(n + 1, long_log_dir(n), TiB, hard, soft, points, projected))
     width = (last - first) / steps
     states = ("OPEN", "THROTTLE", "PAUSE")
     report.timeline = [StateBucket(first + i * width, first + (i + 1) * width, states[i % 3], i % 11 == 0, 100) for i in range(steps)]
@@ -79,7 +83,9 @@ def month_report() -> Report:
             "worst_available_ratio": 0.0517,
             "total_bytes": TiB,
             "observations": 10_000 + i,
+            "log_dir_error": "KAFKA_STORAGE_ERROR" if i == 3 else None,
         }
+        | ({"worst_usable_bytes": None, "worst_available_ratio": None} if i == 3 else {})
         for i in range(200)
     ]
     forecast = [
@@ -128,7 +134,7 @@ def ten_minute_report() -> Report:
     first, last = START, START + 600
     report = Report("/srv/history", "/srv/report", 40, 0, first, last, 180.0, 3600.0, volumes=1)
     points = [(first + 15 * i, int(40 * GiB - i * 0.5 * GiB)) for i in range(41)]
-    report.series = [VolumeSeries(1, "/data", 100 * GiB, 10 * GiB, 20 * GiB, points)]
+    report.series = [VolumeSeries(1, "/data", 100 * GiB, [(first, 10 * GiB)], [(first, 20 * GiB)], points, (last + 300, 10 * GiB))]
     report.timeline = [StateBucket(first, last, "OPEN", False, 40)]
     day = {"day": datetime.fromtimestamp(first, tz=UTC).date(), "rounds": 40, "incomplete_rounds": 0, "covered_seconds": 600.0}
     day |= {"open_seconds": 600.0, "throttle_seconds": 0.0, "pause_seconds": 0.0, "source_observed_seconds": 600.0}
@@ -193,3 +199,59 @@ def test_durations_read_in_human_units_with_the_exact_seconds_in_a_tooltip():
     page = render_page(month_report())
     assert '<td class="num" title="329216.9617 s">3 d 19 h</td>' in page
     assert "329216.9617<" not in page and "329216.96<" not in page
+
+
+# The smallest text of every chart as drawn: its font size times the chart's scale on screen.
+SMALLEST_CHART_TEXT = """
+Math.min(...[...document.querySelectorAll('svg.chart')].flatMap((svg) => {
+  const scale = svg.getScreenCTM().a;
+  return [...svg.querySelectorAll('text')].map((t) => parseFloat(getComputedStyle(t).fontSize) * scale);
+}))
+"""
+
+
+def test_chart_text_is_at_least_11_px_at_every_window_width_from_1024_to_1920(browser, tmp_path):
+    # Three 600-unit charts to a row at 1400 px drew their text at 8 px, smaller than at 1280.
+    page = tmp_path / "report.html"
+    page.write_text(render_page(month_report()))
+    sizes = {}
+    for width in (1024, 1152, 1280, 1366, 1400, 1536, 1600, 1680, 1920):
+        browser.load(page.as_uri(), width)
+        sizes[width] = browser.evaluate(SMALLEST_CHART_TEXT)
+    assert min(sizes.values()) >= 11 - 1e-6, sizes
+
+
+def test_limits_are_drawn_as_the_steps_of_the_values_in_force():
+    # The first volume's hard limit went from 5% to 4.5% and back; the second's soft limit was
+    # removed half-way: each line follows its values, and a removed limit stops where it went.
+    first_volume, second_volume = inline_svgs(render_page(month_report()))[:2]
+    hard = [line.get("points") for line in first_volume.iter("{http://www.w3.org/2000/svg}polyline") if line.get("class") == "limit hard"]
+    (steps,) = hard
+    heights = [float(point.split(",")[1]) for point in steps.split()]
+    assert len(set(heights)) == 2 and len(heights) == 6  # down, then back up: three levels, two values
+    soft = [line.get("points") for line in second_volume.iter("{http://www.w3.org/2000/svg}polyline") if line.get("class") == "limit soft"]
+    (until_removed,) = soft
+    xs = [float(point.split(",")[0]) for point in until_removed.split()]
+    assert max(xs) < 600 - 20 - 100  # ends half-way, well before the plot's right edge
+
+
+def test_the_forecast_line_reaches_the_hard_limit_on_the_chart_of_a_volume_filling_towards_it():
+    svgs = inline_svgs(render_page(month_report()))
+    drawn = [sum(1 for line in svg.iter("{http://www.w3.org/2000/svg}line") if line.get("class") == "projection") for svg in svgs[:4]]
+    assert drawn == [0, 0, 1, 0]
+
+
+def test_ongoing_episodes_come_first_and_the_ended_ones_are_collapsed_with_their_count():
+    page = render_page(month_report())
+    ongoing_header = page.index("Still in breach at the end: 2")
+    ended = page.index("<details><summary>Ended: 1,198 episodes (the first 198 shown)</summary>")
+    assert ongoing_header < ended
+    assert page.count('<tr class="ongoing">') == 2 and page.index('<tr class="ongoing">') < ended
+
+
+def test_end_reasons_and_an_offline_log_dir_are_explained_in_words():
+    page = render_page(month_report())
+    for reason in ("ongoing", "unobserved", "recovered", "limit-changed", "unjudged", "gap", "volume-gone"):
+        assert f"<dt>{reason}</dt><dd>" in page
+    assert "log dir error: KAFKA_STORAGE_ERROR" in page
+    assert 'title="the volume was never observed again while other volumes were (its broker or log dir left)">volume-gone</td>' in page

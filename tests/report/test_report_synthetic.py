@@ -195,10 +195,12 @@ def test_the_csv_files_hold_plain_decimals_and_the_output_no_checksum_files(repo
     assert sorted(path.name for path in output.rglob("*.crc")) == []
 
 
-def test_the_html_page_charts_the_closest_volumes_and_the_state_timeline(report):
+def test_the_html_page_charts_the_volumes_nearest_the_hard_limit_and_the_state_timeline(report):
     result, output = report
     page = (output / "report.html").read_text()
-    assert [s.log_dir for s in result.series] == ["/data/e", "/data/a", "/data/b", "/data/c"]
+    # /data/e at the hard limit at the end (0 s to it), /data/g filling towards it, then the
+    # least headroom (each of a, b, c, d dipped to 5 MiB; by broker and log dir).
+    assert [s.log_dir for s in result.series] == ["/data/e", "/data/g", "/data/a", "/data/b"]
     assert page.count('data-chart="volume"') == 4 and page.count('data-chart="timeline"') == 1
     assert "broker 3 · /data/e" in page and 'class="state PAUSE"' in page and 'class="fallback"' in page
     assert "http://" not in page.replace("http://www.w3.org/2000/svg", "") and "https://" not in page and "<script" not in page

@@ -7,13 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from devtools.commands import run_command
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def lint_imports(tree: Path = ROOT) -> subprocess.CompletedProcess:
     """import-linter's check of the contracts in ``tree``/pyproject.toml, on ``tree``/app."""
     command = [str(Path(sys.executable).parent / "lint-imports"), "--no-cache"]
-    return subprocess.run(command, cwd=tree, capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(tree), "PATH": ""})
+    return run_command(command, 120, cwd=tree, env={"PYTHONPATH": str(tree), "PATH": ""})
 
 
 def test_the_import_contracts_are_kept():
@@ -25,7 +27,7 @@ def test_the_import_contracts_are_kept():
 def test_a_domain_module_importing_the_web_framework_breaks_the_contracts(tmp_path):
     # The contracts would catch it: the same tree, with one domain module importing FastAPI.
     tree = tmp_path / "tree"
-    subprocess.run(["cp", "-r", str(ROOT / "app"), str(ROOT / "spark"), str(ROOT / "pyproject.toml"), str(tree.mkdir() or tree)], check=True)
+    run_command(["cp", "-r", ROOT / "app", ROOT / "spark", ROOT / "pyproject.toml", tree.mkdir() or tree], 60, check=True)
     policy = tree / "app" / "decision" / "policy.py"
     policy.write_text("from fastapi import Request  # noqa\nfrom app.server.state import service_state  # noqa\n" + policy.read_text())
     result = lint_imports(tree)

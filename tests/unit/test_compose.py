@@ -13,7 +13,6 @@ import hashlib
 import io
 import json
 import re
-import subprocess
 import sys
 import urllib.request
 import zipfile
@@ -28,6 +27,7 @@ from devtools.devcluster.shim import CALLBACK_CLASS, LOCAL_SHIM_PROPERTIES
 from devtools.localstack import LOCAL_DEFAULTS
 from app.settings import load_settings
 from app.settings.model import Settings, env_name, property_name
+from devtools.commands import run_command
 
 from ..gotools import tool
 
@@ -304,12 +304,9 @@ def test_the_files_the_image_copies_make_a_complete_service_package(tmp_path):
     copied = re.findall(r"^COPY (?!--from)(.+) \S+$", dockerfile_stages()["build"], re.M)
     for line in copied:
         for name in line.split():
-            subprocess.run(["cp", "-r", str(ROOT / name), str(source / name)], check=True)
-    subprocess.run(["find", str(source), "-name", "__pycache__", "-prune", "-exec", "rm", "-rf", "{}", "+"], check=True)
-    result = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(source)],
-        capture_output=True, text=True,
-    )
+            run_command(["cp", "-r", ROOT / name, source / name], 60, check=True)
+    run_command(["find", source, "-name", "__pycache__", "-prune", "-exec", "rm", "-rf", "{}", "+"], 60, check=True)
+    result = run_command([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp_path / "dist", source], 600)
     assert result.returncode == 0, result.stderr
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -337,7 +334,7 @@ def test_composes_own_loader_reads_the_file_as_docker_will():
     """`docker compose config` without an engine: compose-go, the loader Docker Compose is built
     on (devtools/composeconfig, built by `make test-tools`), validates, interpolates and
     normalises the file; the services and volumes it reads are the ones this file declares."""
-    loaded = subprocess.run([tool("compose-config"), "-f", str(COMPOSE)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    loaded = run_command([tool("compose-config"), "-f", COMPOSE], 60, cwd=ROOT)
     assert loaded.returncode == 0, loaded.stderr
     project = yaml.safe_load(loaded.stdout)
     declared = yaml.safe_load(COMPOSE.read_text())
@@ -352,6 +349,6 @@ def test_composes_own_loader_reads_the_file_as_docker_will():
 def test_composes_own_loader_rejects_what_docker_would_reject(tmp_path):
     broken = tmp_path / "docker-compose.yml"
     broken.write_text(COMPOSE.read_text().replace("read_only: true", "read_onyl: true"))
-    loaded = subprocess.run([tool("compose-config"), "-f", str(broken)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    loaded = run_command([tool("compose-config"), "-f", broken], 60, cwd=ROOT)
     assert loaded.returncode != 0
     assert "read_onyl" in loaded.stderr

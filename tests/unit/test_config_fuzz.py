@@ -21,11 +21,13 @@ import httpx
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from app.redaction import bounded
 from app.server.cli import EXIT_INVALID_CONFIG, main
-from devtools.processes import free_port
 from app.settings.loading import environ_without_settings
 from app.settings.properties import PropertiesSyntaxError, escape_key, parse_properties
 from app.settings.model import ADMIN_PREFIX, HISTORY_PRODUCER_PREFIX, PROPERTY_FIELDS, SERVICE_PREFIX, STATIC_PREFIX
+from devtools.commands import read_log, run_command, start_logged
+from devtools.processes import free_port, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 KNOWN_KEYS = sorted(PROPERTY_FIELDS)
@@ -102,10 +104,13 @@ def keys_in(data: bytes) -> set[str]:
         return set()
     except PropertiesSyntaxError as exc:
         keys = set(exc.entries) | {m.key for m in exc.malformed if m.key is not None}
-    return {escape_key(key) for key in keys}  # as problem lines name them
+    return {escape_key(bounded(key)) for key in keys}  # as problem lines name them (a long key by its start)
 
 
 # the key as a file would write it: escapes for whitespace, separators and control characters
+# A value or key is quoted by its first 200 characters, escapes included; a key's escapes
+# (\uXXXX for a control character) can make it longer.
+MAX_PROBLEM_LINE = 2048
 PROBLEM_LINE = re.compile(r"^  ((?:\\.|[^\s\\=])+)=(<missing>|'|\")")
 
 
@@ -127,6 +132,21 @@ def check_outcome(code: int | None, stdout: str, stderr: str, data: bytes, path:
         # ... and a key the file gives a value is never reported as missing
         assert not (match.group(2) == "<missing>" and key in present), line
         assert "allowed:" in line, line
+        # one line a person reads: a long value or key is quoted by its start
+        assert len(line) < MAX_PROBLEM_LINE, f"{len(line)} characters: {line[:300]!r}"
+
+
+# Files the fuzzer found that once failed a real start: the error message echoed a huge value
+# whole, more than the 64 KiB a pipe holds, so the service blocked writing to a test that read
+# its output only after the deadline, and was killed (-15, not exit 2). A message now quotes a
+# value by its first 200 characters, and the test reads a file. The first is the value of about
+# 300 KB first reported (a line continued 15 times), the second what seed
+# 134324170729352529646157033945981052610 drew.
+HUGE_VALUE_SAMPLES = [
+    (STATIC_PREFIX + "produce=" + ("a" * 20000 + "\\\n") * 15).encode(),
+    (SERVICE_PREFIX + "quota.floor.request: " + "\u00e9" * 19513 + "\u2029g 3790\\\r\n"
+     + SERVICE_PREFIX + "quota.floor.request: " + "\u00e9" * 19513 + "\n").encode(),
+]
 
 
 def run_check_in_process(path: Path) -> tuple[int | None, str, str]:
@@ -150,6 +170,9 @@ def run_check_in_process(path: Path) -> tuple[int | None, str, str]:
 @example(data=(SERVICE_PREFIX + "history.dir=/etc/passwd/x\n" + SERVICE_PREFIX + "data.dir=\\u0000").encode())
 @example(data=(SERVICE_PREFIX + "http.ssl.certfile=" + "a" * 5000).encode())
 @example(data=(ADMIN_PREFIX + "security.protocol=SSL\n" + ADMIN_PREFIX + "ssl.truststore.location=" + "a" * 5000).encode())
+@example(data=HUGE_VALUE_SAMPLES[0])
+@example(data=HUGE_VALUE_SAMPLES[1])
+@example(data=(STATIC_PREFIX + "x" * 100_000 + "=1").encode())
 def test_any_properties_file_is_valid_or_refused_by_key_never_a_traceback(data: bytes, tmp_path_factory) -> None:
     path = tmp_path_factory.getbasetemp() / "fuzz.properties"
     path.write_bytes(data)
@@ -159,7 +182,7 @@ def test_any_properties_file_is_valid_or_refused_by_key_never_a_traceback(data: 
 
 def run_cli(args: list[str], env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
     clean = environ_without_settings()
-    return subprocess.run([sys.executable, "-m", "app", *args], cwd=ROOT, env={**clean, **(env or {})}, capture_output=True, text=True, timeout=timeout)
+    return run_command([sys.executable, "-m", "app", *args], timeout, cwd=ROOT, env={**clean, **(env or {})})
 
 
 FIXED_SAMPLES = [
@@ -206,9 +229,12 @@ def test_an_unwritable_data_or_history_dir_stops_start_up_with_exit_2(tmp_path) 
         assert "Traceback" not in started.stderr and key in started.stderr, started.stderr
 
 
+
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=property_files())
 @example(data=b"")
+@example(data=HUGE_VALUE_SAMPLES[0])
+@example(data=HUGE_VALUE_SAMPLES[1])
 def test_fuzzed_files_really_start_the_service_or_exit_2(data: bytes, tmp_path_factory) -> None:
     """A real start (observation off, so no cluster is needed) of a fuzzed file: it answers
     /healthz, or exits 2 without a traceback, as --check-config said it would."""
@@ -221,8 +247,8 @@ def test_fuzzed_files_really_start_the_service_or_exit_2(data: bytes, tmp_path_f
     if expected_code == 0:
         env["THROTTLE_SERVICE_DATA_DIR"] = str(base / "state")  # a valid file's data dir may be anywhere on the machine
     clean = environ_without_settings()
-    process = subprocess.Popen([sys.executable, "-m", "app", "--config", str(path)], cwd=base, env={**clean, **env},
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = base / "service.log"  # a file, not a pipe: nothing the service writes can block it
+    process = start_logged([sys.executable, "-m", "app", "--config", str(path)], log, cwd=base, env={**clean, **env})
     healthy = False
     try:
         deadline = time.monotonic() + 30
@@ -232,10 +258,10 @@ def test_fuzzed_files_really_start_the_service_or_exit_2(data: bytes, tmp_path_f
             except httpx.HTTPError:
                 time.sleep(0.2)
     finally:
-        process.terminate()
-        output = process.communicate(timeout=15)[0]
-    assert "Traceback" not in output, output
+        stop_process(process)
+    output = read_log(log)
+    assert "Traceback" not in output, output[-6000:]
     if expected_code == 0:
-        assert healthy, f"{data!r} was valid but the service did not start:\n{output}"
+        assert healthy, f"{data[:300]!r} ({len(data)} bytes) was valid but the service did not start:\n{output[-6000:]}"
     else:
-        assert process.returncode == EXIT_INVALID_CONFIG and "invalid configuration" in output, output
+        assert process.returncode == EXIT_INVALID_CONFIG and "invalid configuration" in output, (process.returncode, output[-6000:])

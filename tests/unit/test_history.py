@@ -236,3 +236,60 @@ def test_bad_history_settings_stop_start_up_naming_key_value_and_what_is_allowed
     (problem,) = error.value.problems
     assert (problem.key, problem.value) == (key, value)
     assert problem.allowed.startswith(allowed), problem.allowed
+
+
+def _rows_by_volume(decider: ThrottleDecider, round_: ObservationRound) -> dict[tuple[int, str], dict]:
+    decider.apply_round(round_)
+    decision = decider.decision(round_.finished_at)
+    rows = round_rows(round_, decision, 60.0)
+    assert round_lines(round_, decision, 60.0) == "".join(ROW_ENCODER.encode(row) + "\n" for row in rows)
+    return {(row["broker_id"], row["log_dir"]): row for row in rows}
+
+
+def _round(at: float, usable: dict[tuple[int, str], int], active: tuple[int, ...], fenced: tuple[int, ...] = (), **kwargs) -> ObservationRound:
+    observations = tuple(VolumeObservation(b, d, 64 * MiB, u, at) for (b, d), u in usable.items())
+    return ObservationRound(at - 0.1, at, active, observations, fenced_brokers=fenced, **kwargs)
+
+
+@pytest.mark.parametrize("keep_fenced", [True, False])
+def test_a_fenced_brokers_kept_observation_is_written_every_round_with_its_own_time_age_and_mark(keep_fenced):
+    decider = ThrottleDecider(POLICY, 300.0, 1.0, started_at=T0 - 1, keep_fenced=keep_fenced)
+    first = _rows_by_volume(decider, _round(T0, {(1, "/a"): 40 * MiB, (2, "/b"): 4 * MiB}, (1, 2)))
+    assert first[(2, "/b")]["kept"] is None and first[(2, "/b")]["observed_at"] == "2026-11-21T23:59:30.000Z"
+    assert first[(2, "/b")]["observation_age_seconds"] == 0.0
+    # broker 2 halted by its full disk: registered but fenced, its last observation kept
+    halted = _rows_by_volume(decider, _round(T0 + 60, {(1, "/a"): 40 * MiB}, (1,), fenced=(2,)))
+    kept = halted[(2, "/b")]
+    assert (kept["kept"], kept["observed_at"], kept["observation_age_seconds"]) == ("fenced", "2026-11-21T23:59:30.000Z", 60.0)
+    assert (kept["volume_status"], kept["usable_bytes"], kept["state"], kept["source"]) == ("breaching", 4 * MiB, "PAUSE", "observed")
+    assert halted[(1, "/a")]["kept"] is None and halted[(1, "/a")]["observed_at"] == "2026-11-22T00:00:30.000Z"
+    # past the validity: kept for as long as it stays fenced under keep, gone under expire
+    later = _rows_by_volume(decider, _round(T0 + 360, {(1, "/a"): 40 * MiB}, (1,), fenced=(2,)))
+    if keep_fenced:
+        assert later[(2, "/b")]["kept"] == "fenced" and later[(2, "/b")]["observation_age_seconds"] == 360.0
+        assert later[(1, "/a")]["state"] == "PAUSE"
+    else:
+        assert set(later) == {(1, "/a")} and later[(1, "/a")]["state"] == "OPEN"
+
+
+def test_an_observation_kept_for_a_broker_that_did_not_answer_left_or_was_not_reached_says_so():
+    decider = ThrottleDecider(POLICY, 300.0, 1.0, started_at=T0 - 1)
+    _rows_by_volume(decider, _round(T0, {(1, "/a"): 40 * MiB, (2, "/b"): 4 * MiB}, (1, 2)))
+    missing = _rows_by_volume(decider, _round(T0 + 60, {(1, "/a"): 40 * MiB}, (1, 2), missing_brokers={2: "timed out"}))
+    assert (missing[(2, "/b")]["kept"], missing[(2, "/b")]["observation_age_seconds"]) == ("missing", 60.0)
+    unreached = _rows_by_volume(decider, ObservationRound(T0 + 119, T0 + 120, error="DescribeCluster failed"))
+    assert {key: row["kept"] for key, row in unreached.items()} == {(1, "/a"): "last-valid", (2, "/b"): "last-valid"}
+    assert unreached[(1, "/a")]["observation_age_seconds"] == 60.0 and unreached[(2, "/b")]["observation_age_seconds"] == 120.0
+    assert {row["state"] for row in unreached.values()} == {"PAUSE"}
+    unregistered = _rows_by_volume(decider, _round(T0 + 180, {(1, "/a"): 40 * MiB}, (1,)))
+    assert unregistered[(2, "/b")]["kept"] == "unregistered" and unregistered[(1, "/a")]["kept"] is None
+    # forgotten a validity after it was made
+    assert set(_rows_by_volume(decider, _round(T0 + 301, {(1, "/a"): 40 * MiB}, (1,)))) == {(1, "/a")}
+
+
+def test_the_topic_record_of_a_kept_observation_is_stamped_with_when_it_was_made():
+    decider = ThrottleDecider(POLICY, 300.0, 1.0, started_at=T0 - 1)
+    _rows_by_volume(decider, _round(T0, {(2, "/b"): 4 * MiB}, (2,)))
+    kept = _rows_by_volume(decider, _round(T0 + 60, {}, (), fenced=(2,), error="DescribeCluster listed no active broker"))[(2, "/b")]
+    value = record_value(kept)
+    assert value["snapshotAt"] == "2026-11-21T23:59:30.000Z" != value["time"] and value["kept"] == "fenced"

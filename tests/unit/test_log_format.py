@@ -5,7 +5,6 @@ state-change lines carry their facts as fields."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+from devtools.commands import read_log, run_command, start_logged
 from devtools.processes import free_port, healthz_answers, service_environment, stop_process
 
 TOKEN = "a-token-of-sixteen-characters"
@@ -28,9 +28,8 @@ SETTINGS = {
 def running_service(tmp_path: Path, **settings: str) -> Iterator[tuple[httpx.Client, list[str]]]:
     port = free_port()
     environment = service_environment(port, tmp_path, {**SETTINGS, **settings})
-    process = subprocess.Popen(
-        [sys.executable, "-m", "app.server.cli"], env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    log = tmp_path / f"service-{port}.log"  # a file, not a pipe read only after the stop
+    process = start_logged([sys.executable, "-m", "app.server.cli"], log, env=environment)
     lines: list[str] = []
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
@@ -38,7 +37,7 @@ def running_service(tmp_path: Path, **settings: str) -> Iterator[tuple[httpx.Cli
             yield client, lines
     finally:
         stop_process(process)
-        lines.extend(process.stdout.read().splitlines())
+        lines.extend(read_log(log).splitlines())
 
 
 def write_quota(client: httpx.Client) -> None:
@@ -91,6 +90,6 @@ def test_text_lines_stay_the_default(tmp_path):
 
 def test_an_unknown_log_format_stops_start_up_naming_the_key(tmp_path):
     environment = service_environment(free_port(), tmp_path, {**SETTINGS, "log_format": "xml"})
-    result = subprocess.run([sys.executable, "-m", "app.server.cli"], env=environment, capture_output=True, text=True, timeout=60)
+    result = run_command([sys.executable, "-m", "app.server.cli"], 60, env=environment)
     assert result.returncode == 2
     assert "throttle.service.log.format" in result.stderr and "text or json" in result.stderr

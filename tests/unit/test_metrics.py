@@ -6,11 +6,11 @@ round can be written into rules. The rules themselves: test_alert_rules.py."""
 from __future__ import annotations
 
 import sqlite3
-import subprocess
 from pathlib import Path
 
 from app.observation.model import ObservationRound, VolumeObservation
 from app.server.metrics import REVISION_VARIABLE
+from devtools.commands import run_command
 
 from ..promtools import promtool
 from .exposition import RATIO_LIMITS, busy_service, every_kind_of_volume, parse, scrape_after, value
@@ -139,7 +139,7 @@ def test_the_build_info_names_the_revision_from_the_image_or_the_checkout(monkey
     monkeypatch.setenv(REVISION_VARIABLE, "0123456789ab")
     assert revisions() == ["0123456789ab"]
     monkeypatch.delenv(REVISION_VARIABLE)
-    checkout = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    checkout = run_command(["git", "rev-parse", "--short=12", "HEAD"], 60, cwd=ROOT)
     assert revisions() == [checkout.stdout.strip() if checkout.returncode == 0 else "unknown"]
 
 

@@ -13,12 +13,12 @@ import hashlib
 import random
 import shutil
 import struct
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from app.settings.properties import PropertiesSyntaxError, parse_properties
+from devtools.commands import run_command
 
 ORACLE_SOURCE = Path(__file__).parent / "java" / "PropertiesOracle.java"
 CACHE = Path(__file__).resolve().parents[2] / ".cache" / "properties-oracle"
@@ -81,7 +81,7 @@ def oracle() -> list[str]:
     classes = CACHE / hashlib.sha256(source).hexdigest()[:16]
     if not (classes / "PropertiesOracle.class").exists():
         classes.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["javac", "-d", str(classes), str(ORACLE_SOURCE)], check=True, capture_output=True, timeout=120)
+        run_command(["javac", "-d", classes, ORACLE_SOURCE], 120, check=True)
     return ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", str(classes), "PropertiesOracle"]
 
 
@@ -91,7 +91,7 @@ def java_parse(command: list[str], texts: list[str]) -> list[dict[str, str] | st
     for text in texts:
         data = text.encode("utf-8")
         framed += [struct.pack(">i", len(data)), data]
-    out = subprocess.run(command, input=b"".join(framed), capture_output=True, check=True, timeout=120).stdout
+    out = run_command(command, 120, input=b"".join(framed), binary=True, check=True).stdout
     position = 0
 
     def take(size: int) -> bytes:

@@ -8,13 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from devtools.commands import run_command
+
 SCRIPT = Path(sys.executable).with_name("throttle-report")
 
 
 def run(*args: str, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
     assert SCRIPT.exists(), f"{SCRIPT}: make install installs the console scripts"
     env = {**os.environ, **({"PYTHONPATH": str(pythonpath)} if pythonpath else {})}
-    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=60, env=env)
+    return run_command([SCRIPT, *args], 60, env=env)
 
 
 def without_pyspark(directory: Path) -> Path:

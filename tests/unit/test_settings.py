@@ -9,6 +9,7 @@ import pytest
 from app.settings import ConfigurationError, load_settings
 from app.settings.durations import format_duration, parse_duration
 from app.settings.properties import parse_properties
+from devtools.commands import run_command
 
 P = "client.quota.callback.static."
 MINIMAL = {
@@ -174,7 +175,7 @@ def test_properties_syntax_follows_java_util_properties():
 
 
 def run_cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True, env=env, timeout=60)
+    return run_command([sys.executable, "-m", "app", *args], 60, env=env)
 
 
 def test_check_config_exits_0_when_valid_and_2_with_one_line_per_problem(tmp_path):
@@ -314,3 +315,86 @@ def test_the_edge_defaults_are_a_few_seconds_and_4096_connections():
     settings = load_settings(environ=MINIMAL)
     assert settings.http_head_timeout.total_seconds() == 5 and settings.http_idle_timeout.total_seconds() == 5
     assert settings.http_max_connections == 4096
+
+
+MEGABYTE_VALUE = "9" * 1_000_000
+
+
+def test_a_megabyte_value_is_quoted_by_its_first_200_characters_and_its_length():
+    env = {**MINIMAL, "CLIENT_QUOTA_CALLBACK_STATIC_THROTTLE_FACTOR_FALLBACK": MEGABYTE_VALUE}
+    (line,) = problems(environ=env)
+    assert len(line.encode()) < 1024, len(line)
+    assert line.startswith(f"{P}throttle.factor.fallback='{'9' * 200}'... (1,000,000 characters)"), line[:400]
+    assert "allowed: a number in [0.0, 1.0]" in line
+
+
+def test_a_quoted_prefix_stays_bounded_whatever_characters_it_holds():
+    from app.redaction import SHOWN_VALUE_CHARS, quoted
+
+    assert quoted("short") == "'short'"
+    for value in ("\x00" * 10_000, "\U0001f600\x85" * 10_000, "'\"\\" * 10_000):
+        shown = quoted(value)
+        assert len(shown) < SHOWN_VALUE_CHARS + 40 and shown.endswith(f"... ({len(value):,} characters)"), shown
+
+
+def test_the_command_exits_at_once_on_a_huge_value_with_its_output_unread(tmp_path):
+    """A message larger than a pipe holds would block the service in its write to a reader that
+    reads only once it has exited; a bounded message cannot."""
+    config = write(tmp_path, f"{P}throttle.factor.fallback={MEGABYTE_VALUE}\n")  # an environment variable holds at most 128 KiB
+    env = {"PATH": "/usr/bin", **MINIMAL}
+    for args in (["--check-config"], []):
+        command = [sys.executable, "-m", "app", "--config", str(config), *args]
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        try:
+            assert process.wait(20) == 2
+        finally:
+            process.kill()
+            stdout, stderr = process.communicate(timeout=10)
+        assert len(stderr) < 2048 and stdout == b"", stderr[-2000:]
+
+
+def test_a_misspelt_environment_variable_is_refused_with_the_name_it_meant():
+    typo = "CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_SOFT_LIMIT_MIN_AVIALABLE_RATIO"
+    env = {
+        "CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_BOOTSTRAP_SERVERS": "localhost:9092",
+        "CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_LIMIT_MIN_AVAILABLE_RATIO": "0.1",
+        typo: "0.2",
+    }
+    (line,) = problems(environ=env)
+    assert line.startswith(f"{typo}='0.2' (from environment variable {typo})"), line
+    assert line.endswith("did you mean CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_SOFT_LIMIT_MIN_AVAILABLE_RATIO?"), line
+    (line,) = problems(environ={**MINIMAL, "THROTTLE_SERVICE_HTTP_PROT": "8081"})
+    assert "THROTTLE_SERVICE_HTTP_PROT='8081'" in line and line.endswith("did you mean THROTTLE_SERVICE_HTTP_PORT?"), line
+    (line,) = problems(environ={**MINIMAL, "THROTTLE_SERVICE_NO_SUCH_THING": "1"})
+    assert line.endswith("allowed: a known setting (see docs/configuration.md)"), line
+
+
+def test_a_misspelt_secret_variable_does_not_show_its_value():
+    (line,) = problems(environ={**MINIMAL, "THROTTLE_SERVICE_ADMIN_TOKN": "a-secret-of-some-length"})
+    assert "a-secret" not in line and "<hidden>" in line and line.endswith("did you mean THROTTLE_SERVICE_ADMIN_TOKEN?"), line
+
+
+def test_variables_of_other_programs_client_properties_and_kubernetes_service_links_are_accepted():
+    env = {
+        **MINIMAL,
+        "KAFKA_HEAP_OPTS": "-Xmx1g",
+        "KAFKA_CLIENT_QUOTA_CALLBACK_SERVICE_URL": "http://throttle-service:8080",
+        "CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_SECURITY_PROTOCOL": "PLAINTEXT",
+        "CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_CLIENT_ID": "throttle",
+        "THROTTLE_SERVICE_HISTORY_KAFKA_PRODUCER_LINGER_MS": "5",
+        # Kubernetes' variables for a Service named throttle-service in the pod's namespace
+        "THROTTLE_SERVICE_SERVICE_HOST": "10.0.0.11",
+        "THROTTLE_SERVICE_SERVICE_PORT": "8080",
+        "THROTTLE_SERVICE_SERVICE_PORT_HTTP": "8080",
+        "THROTTLE_SERVICE_PORT": "tcp://10.0.0.11:8080",
+        "THROTTLE_SERVICE_PORT_8080_TCP": "tcp://10.0.0.11:8080",
+        "THROTTLE_SERVICE_PORT_8080_TCP_PROTO": "tcp",
+        "THROTTLE_SERVICE_PORT_8080_TCP_PORT": "8080",
+        "THROTTLE_SERVICE_PORT_8080_TCP_ADDR": "10.0.0.11",
+        "THROTTLE_SERVICE_HEADLESS_SERVICE_HOST": "10.0.0.12",
+    }
+    settings = load_settings(environ=env)
+    assert settings.kafka_admin == {"security.protocol": "PLAINTEXT", "client.id": "throttle"}
+    assert settings.history_kafka_producer == {"linger.ms": "5"}
+    (line,) = problems(environ={**MINIMAL, "THROTTLE_SERVICE_HTTP_PORT_": "8081"})
+    assert "THROTTLE_SERVICE_HTTP_PORT_" in line, line

@@ -13,6 +13,7 @@ import java.security.KeyStore;
 import java.time.Instant;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 
 import javax.net.ssl.KeyManagerFactory;
 import javax.net.ssl.SSLContext;
@@ -29,9 +30,20 @@ class HttpsServiceTest {
         String[] command = new String[args.length + 1];
         command[0] = Path.of(System.getProperty("java.home"), "bin", "keytool").toString();
         System.arraycopy(args, 0, command, 1, args.length);
-        Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
-        String output = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertEquals(0, process.waitFor(), output);
+        // Its output goes to a file, read once it exited; one that hangs fails within a minute.
+        Path log = Files.createTempFile("keytool", ".log");
+        try {
+            Process process = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile()).start();
+            boolean exited = process.waitFor(60, TimeUnit.SECONDS);
+            if (!exited) {
+                process.destroyForcibly().waitFor();
+            }
+            String output = new String(Files.readAllBytes(log), StandardCharsets.UTF_8);  // malformed bytes replaced
+            assertTrue(exited, "keytool still running after 60 s:\n" + output);
+            assertEquals(0, process.exitValue(), output);
+        } finally {
+            Files.deleteIfExists(log);
+        }
     }
 
     @Test

@@ -1,0 +1,66 @@
+"""The parsed-history cache (``--cache``): a day is parsed once and read again only when its
+files change, and a report from the cache is the report from the files, to the byte."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spark.job import run_report
+
+from .synthetic import MiB, at, write_rounds
+
+DAYS = [at(2026, 8, 1, 10, 0), at(2026, 8, 2, 10, 0), at(2026, 8, 3, 10, 0)]
+TABLES = ("episodes", "time_in_states", "brokers", "forecast")
+
+
+def volumes() -> dict:
+    return {
+        (1, "/data/a"): lambda i: 90 * MiB - i * MiB,  # filling, into the soft then the hard limit
+        (2, "/data/b"): lambda i: 5 * MiB if i % 7 < 2 else 40 * MiB,
+    }
+
+
+def csvs(output: Path) -> dict[str, bytes]:
+    return {name: (output / f"{name}.csv").read_bytes() for name in TABLES}
+
+
+@pytest.fixture(scope="module")
+def runs(spark, tmp_path_factory):
+    """Four reports: from an empty cache, again with nothing changed, again after rounds were
+    appended to the last day, and that last history without a cache."""
+    history, cache = tmp_path_factory.mktemp("history"), tmp_path_factory.mktemp("cache")
+    for day in DAYS:
+        write_rounds(history, day, 40, volumes(), outage=set())
+
+    def report(name: str, use_cache: bool = True):
+        output = tmp_path_factory.mktemp(name)
+        result = run_report(spark, str(history), str(output), cache=str(cache) if use_cache else None)
+        return result, csvs(output)
+
+    cold = report("cold")
+    unchanged = report("unchanged")
+    write_rounds(history, DAYS[-1].replace(hour=11), 30, volumes(), outage=set())  # today goes on
+    one_day = report("one-day")
+    uncached = report("uncached", use_cache=False)
+    return {"cold": cold, "unchanged": unchanged, "one_day": one_day, "uncached": uncached}
+
+
+def test_a_cold_run_parses_every_day(runs):
+    result, _ = runs["cold"]
+    assert result.parsed_days == ("2026-08-01", "2026-08-02", "2026-08-03") and result.reused_days == ()
+
+
+def test_a_second_run_parses_nothing_when_nothing_changed_and_writes_the_same_tables(runs):
+    result, tables = runs["unchanged"]
+    assert result.parsed_days == () and result.reused_days == ("2026-08-01", "2026-08-02", "2026-08-03")
+    assert tables == runs["cold"][1]
+
+
+def test_a_run_after_one_day_changed_parses_that_day_only_and_equals_a_run_without_the_cache(runs):
+    result, tables = runs["one_day"]
+    assert result.parsed_days == ("2026-08-03",) and result.reused_days == ("2026-08-01", "2026-08-02")
+    assert result.rows == runs["uncached"][0].rows == (3 * 40 + 30) * 2
+    assert tables == runs["uncached"][1]
+    assert tables != runs["cold"][1]  # the appended rounds are in it
