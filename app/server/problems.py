@@ -49,13 +49,15 @@ class Problem(BaseModel):
 
 
 class ProblemError(Exception):
-    def __init__(self, status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, status: int, title: str, detail: str, headers: dict[str, str] | None = None, errors: list[dict[str, Any]] | None = None
+    ) -> None:
         super().__init__(detail)
         self.status = status
         self.title = title
         self.detail = detail
         self.headers = headers
-        self.errors: list[dict[str, Any]] | None = None
+        self.errors = errors
 
 
 def field_error(field: str, location: str, message: str) -> dict[str, str]:
@@ -70,8 +72,7 @@ class InvalidRequest(ProblemError):
     """A 422 naming each refused field, like the answer to a request the schema refuses."""
 
     def __init__(self, errors: list[dict[str, Any]]) -> None:
-        super().__init__(422, "Invalid request", errors_detail(errors))
-        self.errors = errors
+        super().__init__(422, "Invalid request", errors_detail(errors), errors=errors)
 
 
 def problem_json(

@@ -5,7 +5,12 @@ positive_data_acceptance runs as schemathesis has it but for one request: PUT or
 optional, and an OpenAPI document cannot state a rule across two parameters (only an object
 parameter could, and openapi-generator's Go and TypeScript clients send one as entity[user]=,
 which no other client would); the document says it in both parameters' descriptions. That
-request must then be answered 422 with the rule named."""
+request must then be answered 422 with the rule named.
+
+And for POST /what-if: a soft limit must be of the hard limit's kind and strictly looser, and
+hysteresis in the hard limit's unit. The document states each limit's own range and that it
+names one kind (the hard limit exactly one), but not these rules across fields (the
+descriptions say them); a candidate set that breaks one must be answered 422 naming the rule."""
 
 from __future__ import annotations
 
@@ -16,17 +21,33 @@ ENTITY_PATH = "/quotas/overrides"
 NEITHER = "name a user, a client-id, or both"
 
 
+WHAT_IF_PATH = "/what-if"
+
+
+def _positive(case) -> bool:
+    return case.meta is not None and case.meta.generation.mode.is_positive
+
+
+def _relates_limits(case) -> bool:
+    """A valid what-if body that sets a soft limit or hysteresis beside the hard limit."""
+    body = case.body if isinstance(case.body, dict) else {}
+    return _positive(case) and case.path == WHAT_IF_PATH and any(body.get(part) for part in ("soft", "hysteresis"))
+
+
 def _names_neither(case) -> bool:
-    positive = case.meta is not None and case.meta.generation.mode.is_positive
-    return positive and case.path == ENTITY_PATH and not {"user", "client-id"} & set(case.query or {})
+    return _positive(case) and case.path == ENTITY_PATH and not {"user", "client-id"} & set(case.query or {})
 
 
 @schemathesis.check
 def positive_data_acceptance_but_an_entity_of_no_name(ctx, response, case):
-    """positive_data_acceptance, except that an override request naming no entity gets 422."""
+    """positive_data_acceptance, except that an override request naming no entity gets 422, and
+    so may a what-if whose soft limit or hysteresis breaks a rule across fields."""
     if _names_neither(case):
         if response.status_code in (401, 403):  # the token is checked first
             return None
         assert response.status_code == 422 and NEITHER in response.text, f"{response.status_code} {response.text[:300]}"
+        return None
+    if _relates_limits(case) and response.status_code == 422:
+        assert "allowed: " in response.text, f"{response.status_code} {response.text[:300]}"  # the rule is named
         return None
     return positive_data_acceptance(ctx, response, case)

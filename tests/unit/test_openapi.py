@@ -67,4 +67,4 @@ def test_request_bodies_are_plain_objects_that_client_generators_understand():
         assert schema["type"] == "object" and schema["properties"], where
         assert not {"anyOf", "oneOf", "allOf", "not"} & set(schema), f"{where}: {schema['title']} composes schemas at its top"
         bodies += [(f"{where} {name}", s) for name, s in schema["properties"].items() if "$ref" in s]
-    assert seen == {"QuotaLimitsBody", "GroupBody", "EnforcementBody", "CandidateLimits", "LimitLevel", "HysteresisLevel"}
+    assert seen == {"QuotaLimitsBody", "GroupBody", "EnforcementBody", "CandidateLimits", "HardLimit", "LimitLevel", "HysteresisLevel"}

@@ -17,6 +17,7 @@ from app.observation.model import ObservationRound, VolumeObservation
 from app.server.app import create_app
 from app.server.schemas.decision import decision_response
 from app.server.schemas.volumes import volumes_view
+from app.server.schemas.what_if import CandidateLimits
 from app.settings import load_settings
 
 from .asgi import run_scenario
@@ -270,3 +271,18 @@ def test_what_if_changes_nothing_the_service_publishes_records_or_counts():
     run_scenario(app, clock, run)
     assert len(submitted) == 1  # the round's; the what-if submitted nothing
     assert _history_lines(Path(data_dir) / "history") == 1  # written when the app stopped
+
+
+def test_limit_values_are_json_numbers_never_booleans_strings_or_null_as_the_document_says():
+    for body in (
+        {"hard": {"min_available_ratio": 0.1}, "hysteresis": {"ratio": False}},
+        {"hard": {"min_available_bytes": "5"}},
+        {"hard": {"min_available_bytes": None}},
+        {"hard": {"min_available_bytes": 5.5}},
+        {"hard": {"min_available_ratio": 0.1, "min_available_bytes": 5}},
+    ):
+        problem = problem_of(body)
+        assert problem["status"] == 422, body
+    document = CandidateLimits.model_json_schema()["$defs"]
+    assert (document["HardLimit"]["minProperties"], document["HardLimit"]["maxProperties"]) == (1, 1)
+    assert document["LimitLevel"]["maxProperties"] == 1 and document["HysteresisLevel"]["maxProperties"] == 1

@@ -50,9 +50,7 @@ async def put_enforcement(request: Request, body: EnforcementBody) -> Enforcemen
     if unknown:
         listed = ", ".join(map(str, sorted(known))) or "none yet"
         errors = [field_error("canary_brokers", "body", f"broker {b} is not registered in the cluster view (registered: {listed})") for b in unknown]
-        conflict = ProblemError(409, "Conflict", errors_detail(errors))
-        conflict.errors = errors
-        raise conflict
+        raise ProblemError(409, "Conflict", errors_detail(errors), errors=errors)
     await service.set_enforcement(Enforcement.of(body.mode, body.canary_brokers))
     return _current(request)
 

@@ -7,28 +7,57 @@ own rules (app/settings/limits.py)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from app.server.schemas.decision import ThrottleDecision
 from app.server.schemas.volumes import VolumesView
 
 
+def _json_number(value: Any) -> Any:
+    """A JSON number, integral for bytes (5 and 5.0 alike, as JSON Schema reads them), never a
+    boolean or a numeric string."""
+    if isinstance(value, bool | str):
+        raise ValueError("a JSON number")
+    return value
+
+
+# Kafka-sized byte counts, and ratios of usable/total; JSON numbers only, never null: a field
+# left out sets nothing.
+Bytes = Annotated[int, BeforeValidator(_json_number), Field(ge=0, le=2**63 - 1)]
+Ratio = Annotated[float, Field(strict=True, ge=0.0, le=1.0, allow_inf_nan=False)]
+
+
+def _one_kind(schema: dict[str, Any]) -> None:
+    """A limit names one kind, bytes or ratio: the document says it as the service checks it."""
+    schema["maxProperties"] = 1
+
+
+def _exactly_one_kind(schema: dict[str, Any]) -> None:
+    schema.update({"minProperties": 1, "maxProperties": 1})
+
+
 class LimitLevel(BaseModel):
     """One level, of one kind: usable bytes or usable/total ratio."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_one_kind)
 
-    min_available_bytes: int | None = Field(None, description="Breached at or below this many usable bytes")
-    min_available_ratio: float | None = Field(None, description="Breached at or below this usable/total ratio, in [0, 1]")
+    min_available_bytes: Bytes = Field(None, description="Breached at or below this many usable bytes")  # type: ignore[assignment]
+    min_available_ratio: Ratio = Field(None, description="Breached at or below this usable/total ratio, in [0, 1]")  # type: ignore[assignment]
+
+
+class HardLimit(LimitLevel):
+    """The hard limit: exactly one of its two kinds."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_exactly_one_kind)
 
 
 class HysteresisLevel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_one_kind)
 
-    bytes: int | None = Field(None, description="With a bytes hard limit: a breaching volume stays so until above limit + this")
-    ratio: float | None = Field(None, description="With a ratio hard limit: a breaching volume stays so until above limit + this")
+    bytes: Bytes = Field(None, description="With a bytes hard limit: a breaching volume stays so until above limit + this")  # type: ignore[assignment]
+    ratio: Ratio = Field(None, description="With a ratio hard limit: a breaching volume stays so until above limit + this")  # type: ignore[assignment]
 
 
 class CandidateLimits(BaseModel):
@@ -42,10 +71,16 @@ class CandidateLimits(BaseModel):
         },
     )
 
-    hard: LimitLevel = Field(description="The hard limit: exactly one of its two kinds")
+    hard: HardLimit = Field(description="The hard limit: exactly one of its two kinds")
     # Objects, not nullable: an empty (or absent) one sets nothing, and generated clients get plain types.
-    soft: LimitLevel = Field(default_factory=LimitLevel, description="The soft limit (optional): the hard limit's kind, strictly looser")
-    hysteresis: HysteresisLevel = Field(default_factory=HysteresisLevel, description="Hysteresis (optional), in the hard limit's unit")
+    soft: LimitLevel = Field(
+        default_factory=LimitLevel,
+        description="The soft limit (optional): the hard limit's kind, strictly looser (a rule across fields, answered 422 when broken)",
+    )
+    hysteresis: HysteresisLevel = Field(
+        default_factory=HysteresisLevel,
+        description="Hysteresis (optional), in the hard limit's unit (a rule across fields, answered 422 when broken)",
+    )
 
 
 # body field -> the setting it stands for
