@@ -1,6 +1,6 @@
 """The per-round cost of the horizon rule (time to full) at 1,000 brokers x 12 log dirs.
 
-Run: .venv/bin/python bench/bench_horizon.py [--brokers 1000] [--dirs 12] [--rounds 20]
+Run: .venv/bin/python bench/bench_horizon.py [--brokers 1000] [--dirs 12] [--rounds 20] [--service-rounds 4]
 Two services in this process, the same settings but for throttle.service.ramp.horizon (PT30M,
 check interval PT1M), apply the same rounds of a filling cluster: every volume fills at its own
 rate (most would take days, one in a hundred hours, a handful less than the horizon) and one in
@@ -10,7 +10,14 @@ as they would not: the costliest case, where the factor in force, 0, bounds no d
 every filling volume is fitted). After 8 warm rounds (every trend full), the CPU
 time (time.process_time) of each whole round as the service applies it (cache, policy, the
 horizon rule, factor, metrics, re-encoding the decision) is measured, rounds interleaved;
-medians. The rule alone (HorizonRule.record) is timed on the same observations as well."""
+medians. The rule alone (HorizonRule.record: every volume's fill rate, and the time factor of
+those that could ask for one) is timed on the same observations as well.
+
+Today's round CPU, the target's baseline, measured in the same run (``--service-rounds``, 0 to
+skip): the service process, without a horizon and then with one, observing a simulated cluster
+of the same size (devtools.simcluster, as bench/bench_rounds.py does, check interval 10 s): its
+CPU per round from /proc, decoding the DescribeLogDirs answers and writing the history included.
+The rule's cost is given as a share of it."""
 
 from __future__ import annotations
 
@@ -20,6 +27,7 @@ import logging
 import statistics
 import tempfile
 import time
+from pathlib import Path
 
 from app.decision.horizon import HorizonRule
 from app.decision.policy import LimitKind, StoragePolicy
@@ -126,21 +134,53 @@ def measure(brokers: int, dirs: int, count: int, paused: bool) -> tuple[float, f
     return statistics.median(plain), statistics.median(timed), statistics.median(rule_only), shown
 
 
+def service_round_cpu(brokers: int, dirs: int, rounds: int) -> dict[str, float]:
+    """CPU seconds per round of the service process observing a simulated cluster: today's
+    (no horizon) and with the horizon, one after the other on the same cluster."""
+    from bench_rounds import measure as measure_rounds
+    from devtools.simcluster import SimulatedClusterProcess
+    from service_process import ROOT, ServiceProcess
+
+    settings = {"storage_check_interval": "PT10S", "storage_per_volume_limit_min_available_ratio": "0.05"}
+    cpu = {}
+    with tempfile.TemporaryDirectory(prefix="bench-horizon-") as scratch_name, SimulatedClusterProcess(
+        brokers, dirs, total_bytes=1024 * 1024 * MiB
+    ) as cluster:
+        for name, extra in (("today", {}), ("horizon", {"ramp_horizon": HORIZON})):
+            service = ServiceProcess(name, ROOT, Path(scratch_name), kafka_admin_bootstrap_servers=cluster.bootstrap_servers, **settings, **extra)
+            try:
+                cpu[name] = measure_rounds(service, cluster, rounds, 10.0).cpu_seconds
+            finally:
+                service.stop()
+    return cpu
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--brokers", type=int, default=1000)
     parser.add_argument("--dirs", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--service-rounds", type=int, default=4, help="rounds of the service process measured (0: skip)")
     args = parser.parse_args()
     logging.disable(logging.WARNING)  # the state-change lines of the paused case
     print(f"{args.brokers * args.dirs} volumes ({args.brokers} brokers x {args.dirs} log dirs), median of {args.rounds} rounds, CPU time")
     print(f"{'case':<9}{'step':<48}{'ms':>9}{'x today':>9}")
+    rule_costs = {}
     for case, paused in (("steady", False), ("paused", True)):
         base, withh, rule_ms, shown = measure(args.brokers, args.dirs, args.rounds, paused)
-        print(f"{case:<9}{'whole round, today (no horizon)':<48}{base:>9.2f}{1.0:>9.2f}")
-        print(f"{case:<9}{'whole round with the horizon rule':<48}{withh:>9.2f}{withh / base:>9.2f}")
+        rule_costs[case] = rule_ms
+        print(f"{case:<9}{'whole round in process, today (no horizon)':<48}{base:>9.2f}{1.0:>9.2f}")
+        print(f"{case:<9}{'whole round in process with the horizon rule':<48}{withh:>9.2f}{withh / base:>9.2f}")
         print(f"{case:<9}{'the horizon rule alone (HorizonRule.record)':<48}{rule_ms:>9.2f}{rule_ms / base:>9.2f}")
-        print(f"{case:<9}decision with the horizon: {shown}")
+        print(f"{case:<9}decision with the horizon: {shown}", flush=True)
+    if args.service_rounds:
+        cpu = service_round_cpu(args.brokers, args.dirs, args.service_rounds)
+        today = cpu["today"] * 1000
+        print(f"\nthe service process against a simulated cluster of the same size, CPU per round over {args.service_rounds} rounds:")
+        print(f"{'today (no horizon)':<57}{today:>9.1f}{1.0:>9.2f}")
+        print(f"{'with the horizon (PT30M; the volumes do not fill)':<57}{cpu['horizon'] * 1000:>9.1f}{cpu['horizon'] * 1000 / today:>9.2f}")
+        for case, rule_ms in rule_costs.items():
+            print(f"{'the horizon rule alone, ' + case + ' (above) / today':<57}{rule_ms:>9.2f}{rule_ms / today:>9.3f}")
 
 
 if __name__ == "__main__":

@@ -116,6 +116,7 @@ class ThrottleDecider:
             log_dirs=len(step.volumes) if step is not None else 0,
             fenced=tuple(self.cache.fenced_volumes(step.volumes)) if shown else (),
             volumes=step.volumes if shown else (),
+            fill_rates=self.horizon.rates if self.horizon is not None else None,
         )
 
     def time_to_full(self, volume: VolumeObservation) -> TimeToFull | None:

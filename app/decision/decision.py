@@ -3,14 +3,14 @@ the history turns into rows and the metrics read."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from app.decision.enforcement import ENFORCE_EVERYWHERE, Enforcement
 from app.decision.factor import FactorReading, FactorSource
 from app.decision.fill_rate import TimeToFull
 from app.decision.policy import Evaluation, State, StoragePolicy, VolumeVerdict
-from app.observation.model import ObservationRound, VolumeObservation
+from app.observation.model import ObservationRound, VolumeKey, VolumeObservation
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,9 @@ class Decision:
     # Whether the factor bites, and on which brokers; the decider leaves it to whoever holds the
     # enforcement in force (the quota service) to set.
     enforcement: Enforcement = ENFORCE_EVERYWHERE
+    # With a horizon: the fill rate (bytes/s) the horizon rule estimated for each volume in the
+    # latest round (None while a trend is too short); None without a horizon.
+    fill_rates: Mapping[VolumeKey, float | None] | None = None
 
     @property
     def factor(self) -> float:
@@ -62,7 +65,6 @@ class Decision:
         if self.evaluation is None:
             return ()
         return self.evaluation.breaching or self.evaluation.ramping
-
 
     @property
     def rule(self) -> str | None:

@@ -1,11 +1,17 @@
 """Time left, not only space left: the factor that keeps every volume at least a horizon away
 from its hard limit at its current net fill rate. Pure: rounds carry their time, no I/O.
 
-Per volume the rule keeps the last MAX_TREND_OBSERVATIONS observations of its trend (no older
+Per volume the rule keeps the trend of its last MAX_TREND_OBSERVATIONS observations (no older
 than a quarter of the horizon; a gain of space above the noise starts the trend again), each
-with the factor that was in force when it was made. Then:
+with the factor that was in force when it was made (app/decision/fill_rate.py, the estimator
+the report's forecast uses too). Every round, for every volume:
 
-    fill rate r   = Theil-Sen slope of the trend (app/decision/fill_rate.py), bytes/s
+    fill rate r   = the median of the slopes across half the trend, bytes/s
+    time left     = (usable - hard level in bytes) / r      while r > 0
+
+and, unless the cluster was paused as the round began (nothing to tell the demand from, and
+nothing slower than a pause), for a volume that could ask for less than 1:
+
     in force  f   = the time-weighted mean of the factors in force over the trend
     demand    d   = r / f          what the producers would write unthrottled
     target    t   = (usable - hard level in bytes) / (horizon + Kafka's quota window, 11 s)
@@ -18,25 +24,17 @@ hold the throttle after it.
 At a steady factor the volume fills at f x d = t, so exactly the horizon is left: the loop
 converges on the rate the horizon allows instead of swinging between throttled and open.
 
-Bounded work a round: a volume is fitted only when it could ask for a factor below 1. Every
-pair slope is a time-weighted mean of the slopes between consecutive observations, so the
-Theil-Sen slope is at most the largest of those, and the demand at most that over the least
-factor in force; a volume whose headroom lasts the horizon even at that bound is skipped."""
+Bounded work a round: the rate of every volume (a few microseconds each: a sort of at most
+8 slopes); the demand only for a volume whose headroom would not last the horizon plus the
+quota window even at the least factor in force over its trend (the only ones that can ask
+for a factor below 1)."""
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterable
-from app.decision.fill_rate import (
-    GAIN_NOISE_MAX_BYTES,
-    GAIN_NOISE_RATIO,
-    MAX_TREND_OBSERVATIONS,
-    MIN_TREND_OBSERVATIONS,
-    NOT_ESTIMATED,
-    TimeToFull,
-    fill_rate,
-    seconds_to_limit,
-)
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+
+from app.decision.fill_rate import NOT_ESTIMATED, FillTrend, TimeToFull, seconds_to_limit
 from app.decision.policy import LimitKind, StoragePolicy
 from app.observation.model import VolumeKey, VolumeObservation
 
@@ -49,37 +47,19 @@ KAFKA_QUOTA_WINDOW_SECONDS = 11.0
 MIN_HORIZON_SECONDS = 60.0
 # The trend is fitted on the last quarter of the horizon, which must hold 3 observations at least.
 HORIZON_CHECK_INTERVALS = 12
+# The most observations a trend keeps: the estimator's cost a volume is bounded by it.
+MAX_TREND_OBSERVATIONS = 16
 # Below this mean factor in force the demand cannot be told from what was written.
 MIN_FACTOR_FOR_DEMAND = 0.001
 
-
-class _Trend:
-    __slots__ = ("times", "usable", "factors", "slopes")
-
-    def __init__(self) -> None:
-        self.times: deque[float] = deque(maxlen=MAX_TREND_OBSERVATIONS)
-        self.usable: deque[float] = deque(maxlen=MAX_TREND_OBSERVATIONS)
-        self.factors: deque[float] = deque(maxlen=MAX_TREND_OBSERVATIONS)
-        # Bytes/s used between consecutive observations: the bound that spares most fits.
-        self.slopes: deque[float] = deque(maxlen=MAX_TREND_OBSERVATIONS - 1)
-
-    def restart(self) -> None:
-        """Keep only the latest observation: the trend starts again there."""
-        for kept in (self.times, self.usable, self.factors):
-            while len(kept) > 1:
-                kept.popleft()
-        self.slopes.clear()
-
-    def drop_oldest(self) -> None:
-        self.times.popleft(), self.usable.popleft(), self.factors.popleft()
-        if self.slopes:
-            self.slopes.popleft()
+NO_RATES: Mapping[VolumeKey, float | None] = MappingProxyType({})
 
 
-def _stopped(times: deque[float], usable: deque[float]) -> bool:
+def _stopped(times: list[float], usable: list[float]) -> bool:
     """No net fill over the last quota window (less the latest interval): the producers
-    stopped (a throttled one still writes every second or few). The Theil-Sen slope lags a stop by half the trend; this lets the
-    throttle go within a check interval and the quota window of the stop."""
+    stopped (a throttled one still writes every second or few). The slope lags a stop by
+    half the trend; this lets the throttle go within a check interval and the quota window
+    of the stop."""
     last = times[-1]
     # The first observation after a stop stands for the interval before it as well.
     span = KAFKA_QUOTA_WINDOW_SECONDS - (last - times[-2])
@@ -102,64 +82,65 @@ class HorizonRule:
         self.policy = policy
         self.horizon_seconds = horizon_seconds
         self.window_seconds = horizon_seconds / 4
-        self._trends: dict[VolumeKey, _Trend] = {}
+        self._trends: dict[VolumeKey, FillTrend] = {}
+        # The latest round's: every estimated volume's fill rate, and the volumes at risk.
+        self.rates: Mapping[VolumeKey, float | None] = NO_RATES
+        self._at_risk: Mapping[VolumeKey, TimeToFull] = MappingProxyType({})
 
     def record(self, observations: Iterable[VolumeObservation], factor_in_force: float) -> dict[VolumeKey, TimeToFull]:
-        """Add a round's observations; return the volumes whose time factor is below 1."""
+        """Add a round's observations; return the volumes whose time factor is below 1. The
+        rates of every volume the rule estimates are in ``rates`` afterwards (a new mapping
+        each round: a reader may keep the one it took)."""
         at_risk: dict[VolumeKey, TimeToFull] = {}
-        horizon, window = self.horizon_seconds, self.window_seconds
+        rates = dict(self.rates)  # a kept observation's volume keeps its rate until a newer one comes
+        reach = self.horizon_seconds + KAFKA_QUOTA_WINDOW_SECONDS
         by_ratio = self.policy.kind is LimitKind.MIN_AVAILABLE_RATIO
         hard = self.policy.hard_level
-        trends = self._trends
+        trends, window = self._trends, self.window_seconds
+        # Paused as the round began: nothing is written to tell the demand from, and no factor
+        # is below 0; the rates are still estimated (the history and /volumes carry them).
+        paused = factor_in_force < MIN_FACTOR_FOR_DEMAND
         # This loop runs for every volume every round: what it does is kept inline and small.
         for volume in observations:
-            total, usable_now, at = volume.total_bytes, volume.usable_bytes, volume.observed_at
-            if volume.error is not None or total < 0 or usable_now < 0:
+            total, usable, at = volume.total_bytes, volume.usable_bytes, volume.observed_at
+            if volume.error is not None or total < 0 or usable < 0:
                 continue
             key = (volume.broker_id, volume.log_dir)
             trend = trends.get(key)
             if trend is None:
-                trend = trends[key] = _Trend()
-            times, usable = trend.times, trend.usable
-            if times:
-                if at <= times[-1]:
-                    continue  # the same observation again (a broker that did not answer)
-                trend.slopes.append((usable[-1] - usable_now) / (at - times[-1]))
-            times.append(at)
-            usable.append(usable_now)
-            trend.factors.append(factor_in_force)
-            count = len(usable)
-            if count > 1:
-                noise = min(total * GAIN_NOISE_RATIO, GAIN_NOISE_MAX_BYTES)  # fill_rate.gained, inline
-                if usable_now - usable[-2] > noise and (count < 3 or usable_now - usable[-3] > noise):
-                    trend.restart()
-                    continue
-            while times[0] < at - window:
-                trend.drop_oldest()
-            if len(times) < MIN_TREND_OBSERVATIONS:
+                trend = trends[key] = FillTrend(window, MAX_TREND_OBSERVATIONS)
+            if not trend.add(at, usable, total, factor_in_force):
+                continue  # the same observation again (a broker that did not answer)
+            rate = rates[key] = trend.rate()
+            if rate is None or rate <= 0 or paused:
                 continue
-            steepest = max(trend.slopes)
-            headroom = usable_now - (hard * total if by_ratio else hard)
-            if steepest <= 0 or headroom * max(min(trend.factors), MIN_FACTOR_FOR_DEMAND) >= horizon * steepest:
-                continue
-            estimate = self._estimate(trend, volume)
+            headroom = usable - (hard * total if by_ratio else hard)
+            if headroom * max(min(trend.weights), MIN_FACTOR_FOR_DEMAND) >= reach * rate:
+                continue  # even at the least factor in force, the demand leaves the horizon
+            estimate = self._estimate(trend, volume, rate)
             if estimate.factor < 1.0:
                 at_risk[key] = estimate
+        self.rates = rates
+        self._at_risk = at_risk
         return at_risk
 
     def estimate(self, volume: VolumeObservation) -> TimeToFull:
-        """The fill rate, time to the hard limit and time factor of ``volume`` (for reads)."""
-        trend = self._trends.get(volume.key)
-        if trend is None or volume.error is not None or not volume.capacity_known:
+        """The fill rate, time to the hard limit and time factor of ``volume`` as the latest
+        round left them (for reads)."""
+        key = volume.key
+        at_risk = self._at_risk.get(key)
+        if at_risk is not None:
+            return at_risk
+        if key not in self.rates or volume.error is not None or not volume.capacity_known:
             return NOT_ESTIMATED
-        return self._estimate(trend, volume)
+        rate = self.rates[key]
+        return TimeToFull(rate, seconds_to_limit(volume.usable_bytes, hard_limit_bytes(self.policy, volume), rate), 1.0)
 
-    def _estimate(self, trend: _Trend, volume: VolumeObservation) -> TimeToFull:
-        times, factors = trend.times, trend.factors
-        rate = fill_rate(list(times), list(trend.usable), volume.total_bytes, self.window_seconds)
+    def _estimate(self, trend: FillTrend, volume: VolumeObservation, rate: float) -> TimeToFull:
+        times, factors = trend.times, trend.weights
         hard = hard_limit_bytes(self.policy, volume)
         seconds = seconds_to_limit(volume.usable_bytes, hard, rate)
-        if rate is None or rate <= 0 or _stopped(times, trend.usable):
+        if _stopped(times, trend.usable):
             return TimeToFull(rate, seconds, 1.0)
         span = times[-1] - times[0]
         in_force = sum(factors[i] * (times[i + 1] - times[i]) for i in range(len(times) - 1)) / span
@@ -170,6 +151,9 @@ class HorizonRule:
         return TimeToFull(rate, seconds, min(1.0, target / demand))
 
     def forget(self, keys: Iterable[VolumeKey]) -> None:
-        """Drop the trends of volumes that left the view (bounded memory)."""
+        """Drop the trends of volumes that left the view (bounded memory): called after ``record``,
+        before the round's rates are handed on."""
+        rates = self.rates if isinstance(self.rates, dict) else {}
         for key in keys:
             self._trends.pop(key, None)
+            rates.pop(key, None)

@@ -98,6 +98,18 @@ def _measure(policy: StoragePolicy, volume: VolumeObservation) -> float:
 
 
 TIME_TO_FULL = "time to full"
+# The rules that can set a factor, as the history names them; a verdict's reason starts with one.
+FACTOR_RULES = ("hard limit", "soft limit", TIME_TO_FULL, "log dir error")
+
+
+def rule_of(reason: str | None) -> str | None:
+    """The rule a verdict's reason names ("hard limit (hysteresis)" is the hard limit's; "log
+    dir error KAFKA_STORAGE_ERROR" a log dir error's); None for a volume no rule slows."""
+    if reason:
+        for rule in FACTOR_RULES:
+            if reason.startswith(rule):
+                return rule
+    return None
 
 
 def judge_volume(

@@ -8,7 +8,8 @@ from typing import Any
 
 from app.history.schema import FIELD_NAMES
 from app.decision.decision import Decision
-from app.decision.policy import VolumeStatus
+from app.decision.fill_rate import seconds_to_limit
+from app.decision.policy import LimitKind, VolumeStatus, VolumeVerdict, rule_of
 from app.timefmt import iso_instant
 from app.observation.model import ObservationRound, VolumeObservation
 
@@ -21,6 +22,9 @@ _VOLUME_FIELDS = (
     "observed_at", "observation_age_seconds", "kept", "volume_status", "volume_factor",
 )  # fmt: skip
 _OWN_FIELDS = 9  # the volume's own fields come before the limits, its verdict after them
+_UNRATED = object()  # a volume the horizon rule has no rate for (or no horizon)
+# A volume's time to full (with a horizon) and the rule that slows it: after the round's fields.
+_TIME_FIELDS = ("fill_rate_bytes_per_second", "seconds_to_hard_limit", "volume_rule")
 
 
 class _Provenance:
@@ -72,6 +76,22 @@ def _enforcement_fields(decision: Decision) -> dict[str, Any]:
     return {"enforced": decision.enforced, "canary_brokers": ",".join(map(str, canary)) if canary else None}
 
 
+def _time_to_full(decision: Decision, volume: VolumeObservation) -> tuple[float | None, float | None]:
+    """The fill rate the horizon rule estimated for ``volume`` and the seconds to its hard limit
+    at that rate (both None without a horizon or an estimate)."""
+    rates = decision.fill_rates
+    if rates is None or volume.key not in rates:
+        return None, None
+    rate = rates[volume.key]
+    policy = decision.policy
+    hard = policy.hard_level if policy.kind is LimitKind.MIN_AVAILABLE_BYTES else policy.hard_level * volume.total_bytes
+    return rate, seconds_to_limit(volume.usable_bytes, hard, rate)
+
+
+def _volume_rule(verdict: VolumeVerdict | None) -> str | None:
+    return rule_of(verdict.reason) if verdict is not None else None
+
+
 def round_rows(round_: ObservationRound, decision: Decision, check_interval_seconds: float) -> list[HistoryRow]:
     """One row per volume in the view the round's decision rested on (``_view``), or one row
     without a volume when that is empty; ``decision`` is the one the round led to."""
@@ -90,6 +110,7 @@ def round_rows(round_: ObservationRound, decision: Decision, check_interval_seco
         "round_complete": round_.complete,
         "check_interval_seconds": check_interval_seconds,
         **_enforcement_fields(decision),
+        "rule": rule_of(decision.rule),
     }
     rows: list[HistoryRow] = []
     provenance = _Provenance(round_)
@@ -110,10 +131,11 @@ def round_rows(round_: ObservationRound, decision: Decision, check_interval_seco
                 "kept": provenance.kept(volume),
                 "volume_status": verdict.status.value if verdict else VolumeStatus.OK.value,
                 "volume_factor": verdict.factor if verdict else 1.0,
+                **dict(zip(_TIME_FIELDS, (*_time_to_full(decision, volume), _volume_rule(verdict)))),
             }
         )
     if not rows:
-        rows.append({**common, **dict.fromkeys(_VOLUME_FIELDS)})
+        rows.append({**common, **dict.fromkeys(_VOLUME_FIELDS + _TIME_FIELDS)})
     # The declared field order, so every line reads the same.
     return [{name: row[name] for name in FIELD_NAMES} for row in rows]
 
@@ -122,7 +144,8 @@ def round_rows(round_: ObservationRound, decision: Decision, check_interval_seco
 ROW_ENCODER = json.JSONEncoder(separators=(",", ":"))
 # round_lines writes the fields in this order; the schema declares it.
 assert tuple(FIELD_NAMES) == ("time", *_VOLUME_FIELDS[:_OWN_FIELDS], "limit_kind", "hard_limit", "soft_limit", *_VOLUME_FIELDS[_OWN_FIELDS:],
-                              "cluster_factor", "state", "source", "round_complete", "check_interval_seconds", "enforced", "canary_brokers")
+                              "cluster_factor", "state", "source", "round_complete", "check_interval_seconds", "enforced", "canary_brokers",
+                              *_TIME_FIELDS, "rule")
 
 
 def round_lines(round_: ObservationRound, decision: Decision, check_interval_seconds: float) -> str:
@@ -144,27 +167,43 @@ def round_lines(round_: ObservationRound, decision: Decision, check_interval_sec
         ',"limit_kind":' + encode(policy.kind.value) + ',"hard_limit":' + encode(policy.hard_level)
         + ',"soft_limit":' + encode(policy.soft_level) + ',"volume_status":'
     )
-    tail = (
+    round_fields = (
         ',"cluster_factor":' + encode(decision.factor) + ',"state":' + encode(decision.state.value)
         + ',"source":' + encode(decision.source.value) + ',"round_complete":' + encode(round_.complete)
         + ',"check_interval_seconds":' + encode(check_interval_seconds)
-        + "".join(f',"{name}":' + encode(value) for name, value in _enforcement_fields(decision).items()) + "}\n"
+        + "".join(f',"{name}":' + encode(value) for name, value in _enforcement_fields(decision).items())
     )
+    tail = ',"rule":' + encode(rule_of(decision.rule)) + "}\n"
     ok = encode(VolumeStatus.OK.value) + ',"volume_factor":' + encode(1.0)
+    untimed = ',"fill_rate_bytes_per_second":null,"seconds_to_hard_limit":null,"volume_rule":'
+    rates = decision.fill_rates
+    hard, by_bytes = policy.hard_level, policy.kind is LimitKind.MIN_AVAILABLE_BYTES
     lines = []
     provenance = _Provenance(round_)
     # A broker's log dirs share their provenance (one answer, one time): encoded once per broker and time.
     provenances: dict[tuple[int, float], str] = {}
     for volume in view:
-        verdict = listed.get(volume.key)
+        key = (volume.broker_id, volume.log_dir)
+        verdict = listed.get(key)
         judged = ok if verdict is None else encode(verdict.status.value) + ',"volume_factor":' + encode(verdict.factor)
         ratio = volume.available_ratio  # finite: JSON writes it as repr does
         source = (volume.broker_id, volume.observed_at)
         if (came_from := provenances.get(source)) is None:
             came_from = provenances[source] = provenance.encoded(volume)
+        rate = _UNRATED if rates is None else rates.get(key, _UNRATED)
+        if rate is _UNRATED:
+            timed = untimed
+        else:
+            # Finite numbers: JSON writes them as repr does.
+            seconds = seconds_to_limit(volume.usable_bytes, hard if by_bytes else hard * volume.total_bytes, rate)
+            timed = (
+                f',"fill_rate_bytes_per_second":{"null" if rate is None else repr(rate)},'
+                f'"seconds_to_hard_limit":{"null" if seconds is None else repr(seconds)},"volume_rule":'
+            )
         lines.append(
             f'{head}{volume.broker_id},"log_dir":{text(volume.log_dir)},"total_bytes":{volume.total_bytes},'
             f'"usable_bytes":{volume.usable_bytes},"available_ratio":{"null" if ratio is None else repr(ratio)},'
-            f'"log_dir_error":{"null" if volume.error is None else text(volume.error)}{came_from}{limits}{judged}{tail}'
+            f'"log_dir_error":{"null" if volume.error is None else text(volume.error)}{came_from}{limits}{judged}'
+            f'{round_fields}{timed}{"null" if verdict is None else encode(_volume_rule(verdict))}{tail}'
         )
     return "".join(lines)

@@ -240,7 +240,7 @@ def _rule_and_time_to_full(decision: Decision) -> Iterator[GaugeMetricFamily | S
         return
     rate = GaugeMetricFamily(
         "kafka_throttle_volume_fill_rate_bytes_per_second",
-        "Net fill rate of a volume the horizon rule slows (Theil-Sen over its recent observations)",
+        "Net fill rate of a volume the horizon rule slows (the median of the slopes across half its recent trend)",
         labels=["broker_id", "log_dir"],
     )
     left = GaugeMetricFamily(
