@@ -34,7 +34,7 @@ from prometheus_fastapi_instrumentator.metrics import Info as RequestInfo
 
 from app.decision.decision import Decision
 from app.decision.factor import FactorSource
-from app.decision.policy import Evaluation, LimitKind, State
+from app.decision.policy import FACTOR_RULES, Evaluation, LimitKind, State, rule_of
 from app.observation.model import ObservationRound, VolumeObservation
 from app.quotas.service import QuotaService
 from app.server.conditional import WAIT_PARAMETER
@@ -221,19 +221,15 @@ class DecisionCollector(Collector):
         yield from _rule_and_time_to_full(decision)
 
 
-# The rules that can set the factor, as kafka_throttle_rule names them.
-FACTOR_RULES = ("hard limit", "soft limit", "time to full")
-
-
 def _rule_and_time_to_full(decision: Decision) -> Iterator[GaugeMetricFamily | StateSetMetricFamily]:
     """Which rule set the factor, and the fill rate and time to the hard limit of the volumes the
     horizon rule lists (a handful at most: reading every volume's trend at each scrape would cost
     what a round costs)."""
-    rule = decision.rule or ""
+    rule = rule_of(decision.rule)
     yield StateSetMetricFamily(
         "kafka_throttle_rule",
-        "The rule that set the factor: 1 for hard limit, soft limit or time to full, 0 for the others (all 0 when open)",
-        value={name: rule.startswith(name) for name in FACTOR_RULES},
+        "The rule that set the factor: 1 for hard limit, soft limit, time to full or log dir error, 0 for the others (all 0 when open)",
+        value={name: name == rule for name in FACTOR_RULES},
     )
     timed = [v for v in decision.listed if v.time_to_full is not None]
     if not timed:

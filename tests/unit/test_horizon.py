@@ -188,3 +188,21 @@ def test_volumes_and_the_decision_carry_the_fill_rate_and_the_time_to_the_hard_l
     (state,) = plain.volumes(0.0)
     assert volume_entry(state.verdict, (), state.time_to_full).fill_rate_bytes_per_second is None
     assert decision_response(plain.decision(0.0)).rule is None
+
+
+def test_the_rule_metric_names_every_rule_the_policy_names_and_a_log_dir_error_too():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from app.decision.policy import FACTOR_RULES
+    from app.server.metrics import DecisionCollector
+
+    decider = ThrottleDecider(POLICY, 60.0, 1.0, started_at=0.0, horizon_seconds=HORIZON)
+    failed = VolumeObservation(1, "/data", 20 * GiB, 10 * GiB, 2.0, error="KAFKA_STORAGE_ERROR")
+    decider.apply_round(ObservationRound(2.0, 2.0, (1,), (failed,)))
+    decision = decider.decision(2.0)
+    assert decision.factor < 1.0 and decision.rule.startswith("log dir error")
+    registry = CollectorRegistry()
+    registry.register(DecisionCollector(lambda: decision))
+    text = generate_latest(registry).decode()
+    for rule in FACTOR_RULES:
+        assert f'kafka_throttle_rule{{kafka_throttle_rule="{rule}"}} {1.0 if rule == "log dir error" else 0.0}' in text
