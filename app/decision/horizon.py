@@ -12,29 +12,42 @@ the report's forecast uses too). Every round, for every volume:
 and, unless the cluster was paused as the round began (nothing to tell the demand from, and
 nothing slower than a pause), for a volume that could ask for less than 1:
 
-    in force  f   = the time-weighted mean of the factors in force over the trend
-    demand    d   = r / f          what the producers would write unthrottled
-    target    t   = (usable - hard level in bytes) / (horizon + Kafka's quota window, 11 s)
+    demand    d   = the median, over the pairs of observations (i, j) at least half the
+                    trend apart, of (usable_i - usable_j) / the integral of the factors in
+                    force from t_i to t_j: what the producers would write unthrottled
+    target    t   = (usable - hard level in bytes) / (horizon + 11 s + half the trend)
     factor        = min(1, t / d)  when d > 0, else 1
+
+The rule takes hold of a volume only when that factor is below (horizon + 11 s) / (horizon +
+11 s + half the trend), and lets go of one it holds when the factor comes back to 1.
+
+The target adds to the horizon Kafka's quota window (11 s: a cut shows in what producers
+write only over it, and meanwhile the volume fills at the old rate) and half the trend (the
+slope is the rate of about half a trend ago: while the rule slows a fill, the time left at
+the estimated rate is about that much shorter than at the rate written now; aiming at the
+horizon plus the quota window alone held it about 6% under the horizon, and the bursts of a
+throttled producer's writes took it under 0.8 x).
 
 A volume that has not filled at all over the last quota window (11 s) asks for no time
 factor: the producers stopped, and the slope, which lags a stop by half the trend, does not
 hold the throttle after it.
 
-At a steady factor the volume fills at f x d = t, so exactly the horizon is left: the loop
+At a steady factor the volume fills at t, the rate that leaves the target's time: the loop
 converges on the rate the horizon allows instead of swinging between throttled and open.
 
 Bounded work a round: the rate of every volume (a few microseconds each: a sort of at most
-8 slopes); the demand only for a volume whose headroom would not last the horizon plus the
-quota window even at the least factor in force over its trend (the only ones that can ask
-for a factor below 1)."""
+8 slopes); the demand (at most 36 pairs) only for a volume whose headroom would not last the
+target's time even at its rate over the least factor in force over its trend (a screen on
+the fill rate r: the volumes that can ask for a factor below 1).
+
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
-from app.decision.fill_rate import NOT_ESTIMATED, FillTrend, TimeToFull, seconds_to_limit
+from app.decision.fill_rate import NOT_ESTIMATED, FillTrend, TimeToFull, median_of, seconds_to_limit
 from app.decision.policy import LimitKind, StoragePolicy
 from app.observation.model import VolumeKey, VolumeObservation
 
@@ -82,6 +95,18 @@ class HorizonRule:
         self.policy = policy
         self.horizon_seconds = horizon_seconds
         self.window_seconds = horizon_seconds / 4
+        # What the rule aims at: the horizon, plus Kafka's quota window (a cut shows in what
+        # producers write only over it, and meanwhile the volume fills at the old rate), plus
+        # half the trend (the estimated rate is the rate of about half a trend ago: while the
+        # rule slows a fill, the time left at it is about that much shorter than at the rate
+        # written now).
+        self.reach_seconds = horizon_seconds + KAFKA_QUOTA_WINDOW_SECONDS + self.window_seconds / 2
+        # A volume the rule does not hold yet is taken hold of only when its demand would reach
+        # the hard limit within the horizon and the quota window (a factor below this); one it
+        # holds is let go when the factor comes to 1. The band, half the trend, is about the
+        # noise of the demand a throttled producer's bursts leave: without it the factor
+        # flickered between 1 and 0.95 for half a minute before the rule held for good.
+        self.take_hold_below = (horizon_seconds + KAFKA_QUOTA_WINDOW_SECONDS) / self.reach_seconds
         self._trends: dict[VolumeKey, FillTrend] = {}
         # The latest round's: every estimated volume's fill rate, and the volumes at risk.
         self.rates: Mapping[VolumeKey, float | None] = NO_RATES
@@ -93,7 +118,8 @@ class HorizonRule:
         each round: a reader may keep the one it took)."""
         at_risk: dict[VolumeKey, TimeToFull] = {}
         rates = dict(self.rates)  # a kept observation's volume keeps its rate until a newer one comes
-        reach = self.horizon_seconds + KAFKA_QUOTA_WINDOW_SECONDS
+        reach = self.reach_seconds
+        held, take_hold_below = self._at_risk, self.take_hold_below
         by_ratio = self.policy.kind is LimitKind.MIN_AVAILABLE_RATIO
         hard = self.policy.hard_level
         trends, window = self._trends, self.window_seconds
@@ -118,7 +144,7 @@ class HorizonRule:
             if headroom * max(min(trend.weights), MIN_FACTOR_FOR_DEMAND) >= reach * rate:
                 continue  # even at the least factor in force, the demand leaves the horizon
             estimate = self._estimate(trend, volume, rate)
-            if estimate.factor < 1.0:
+            if estimate.factor < (1.0 if key in held else take_hold_below):
                 at_risk[key] = estimate
         self.rates = rates
         self._at_risk = at_risk
@@ -142,12 +168,26 @@ class HorizonRule:
         seconds = seconds_to_limit(volume.usable_bytes, hard, rate)
         if _stopped(times, trend.usable):
             return TimeToFull(rate, seconds, 1.0)
-        span = times[-1] - times[0]
-        in_force = sum(factors[i] * (times[i + 1] - times[i]) for i in range(len(times) - 1)) / span
-        demand = rate / max(in_force, MIN_FACTOR_FOR_DEMAND)
-        # Aim at the horizon plus the quota window: a cut shows in what producers write only
-        # over Kafka's window, and meanwhile the volume fills at the old rate.
-        target = max(volume.usable_bytes - hard, 0.0) / (self.horizon_seconds + KAFKA_QUOTA_WINDOW_SECONDS)
+        # The demand: the median, over every pair of observations at least half the trend
+        # apart, of the bytes written between them over the factor in force between them (the
+        # integral of the factors over the time: each pair weighs what was written against the
+        # factor that let it through). Pairs that span half the trend or more weigh the bursts of
+        # a throttled producer little; there are at most 36 of them, and only volumes that could
+        # ask for a factor below 1 count them.
+        usable, half = trend.usable, (len(times) + 1) // 2
+        in_force = [0.0]
+        for i in range(len(times) - 1):
+            in_force.append(in_force[-1] + factors[i] * (times[i + 1] - times[i]))
+        demand = median_of(
+            [
+                (usable[i] - usable[j]) / max(in_force[j] - in_force[i], MIN_FACTOR_FOR_DEMAND * (times[j] - times[i]))
+                for i in range(len(times) - half)
+                for j in range(i + half, len(times))
+            ]
+        )
+        if demand <= 0:
+            return TimeToFull(rate, seconds, 1.0)
+        target = max(volume.usable_bytes - hard, 0.0) / self.reach_seconds
         return TimeToFull(rate, seconds, min(1.0, target / demand))
 
     def forget(self, keys: Iterable[VolumeKey]) -> None:

@@ -53,6 +53,7 @@ class Sampler:
     def __init__(self, mount_point: Path, base_url: str) -> None:
         self.mount_point = mount_point
         self.samples: list[tuple[float, int, float, str | None]] = []  # (t, usable, factor, rule)
+        self.rates: list[tuple[float, float | None]] = []  # (t, the service's fill rate of the filled volume)
         self._client = httpx.Client(base_url=base_url, timeout=5)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -65,7 +66,10 @@ class Sampler:
                 decision = self._client.get("/throttle-factor").json()
             except httpx.HTTPError:
                 continue
-            self.samples.append((time.monotonic(), stats.f_bavail * stats.f_frsize, decision["factor"], decision.get("rule")))
+            now = time.monotonic()
+            self.samples.append((now, stats.f_bavail * stats.f_frsize, decision["factor"], decision.get("rule")))
+            ramping = [v.get("fill_rate_bytes_per_second") for v in decision.get("ramping", [])]
+            self.rates.append((now, ramping[0] if ramping else None))
 
     def usable(self) -> int:
         stats = os.statvfs(self.mount_point)
@@ -78,6 +82,21 @@ class Sampler:
         mean_u = sum(u for _, u in window) / len(window)
         slope = sum((t - mean_t) * (u - mean_u) for t, u in window) / sum((t - mean_t) ** 2 for t, _ in window)
         return (window[-1][1] - HARD_LIMIT) / -slope if slope < 0 else float("inf")
+
+    def rounds(self, origin: float, quota: float) -> str:
+        """Each factor the service set from 20 s before ``origin`` (one per round at most; time
+        from ``origin``), with the fill rate statvfs measured over the RATE_WINDOW before it,
+        the service's fill rate and quota x factor."""
+        samples, rates = list(self.samples), list(self.rates)
+        out: list[str] = []
+        last = None
+        for (t, _, factor, _), (_, rate) in zip(samples, rates):
+            if t >= origin - 20 and factor != last:
+                recent = [(s, u) for s, u, *_ in samples if t - RATE_WINDOW <= s <= t]
+                measured = (recent[0][1] - recent[-1][1]) / max(recent[-1][0] - recent[0][0], 1e-9)
+                out.append(f"{t - origin:.0f}:{measured / 1024:.0f}/{(rate or 0) / 1024:.0f}/{quota * factor / 1024:.0f}/{factor:.2f}")
+                last = factor
+        return " ".join(out)
 
     def first(self, predicate, since: float = 0.0) -> float | None:
         return next((t for t, _, factor, rule in list(self.samples) if t >= since and predicate(factor, rule)), None)
@@ -162,6 +181,7 @@ def test_a_fill_that_would_take_three_minutes_is_held_a_horizon_away_and_release
     lefts = [(t - from_, sampler.time_left(t)) for t, *_ in list(sampler.samples) if checked_from <= t <= checked_to]
     factors = sampler.factors(checked_from, checked_to)
     table = " ".join(f"{at:.0f}s:{left:.0f}" for at, left in lefts[::4])
+    print(f"\nper round (s after the rule set the factor: statvfs rate over the trend window / the service's rate / quota x factor, KiB/s / factor)\n{sampler.rounds(from_, quota)}")
     print(f"\nthrottled {throttled:.1f}; time left (s after the rule set the factor : s left) {table}\nfactors {factors}")
     assert len(lefts) >= 100
     assert min(left for _, left in lefts) >= 0.8 * HORIZON, table

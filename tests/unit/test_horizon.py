@@ -2,8 +2,14 @@
 
 The plant: producers that would write ``demand`` bytes/s, a quota of ``quota`` bytes/s that the
 factor scales, and Kafka's enforcement, which follows the factor over its quota window (11
-samples of 1 s: the rate let through is the quota times the mean factor of the last 11 s)."""
+samples of 1 s: the rate let through is the quota times the mean factor of the last 11 s).
+What is written lands on the volume at once, or, as a throttled producer on real brokers
+writes, in bursts a random 0.5 to ``gap`` seconds apart. The time left is measured as the
+real-broker test measures it (tests/integration/test_horizon_on_kafka.py): the room above the
+hard limit over the fill rate fitted by least squares to statvfs read twice a second over the
+last quarter of the horizon."""
 
+import random
 from collections import deque
 
 import pytest
@@ -19,6 +25,7 @@ HARD = 1 * GiB
 POLICY = StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, hard_level=HARD)
 HORIZON = 120.0
 CHECK = 2.0
+SETTLE = 2 * CHECK + KAFKA_QUOTA_WINDOW_SECONDS  # the issue's "two check intervals plus the quota window"
 
 
 def observe(at: float, usable: float, total: float = 20 * GiB, broker: int = 1) -> ObservationRound:
@@ -26,32 +33,52 @@ def observe(at: float, usable: float, total: float = 20 * GiB, broker: int = 1) 
     return ObservationRound(at, at, (broker,), (volume,))
 
 
+def measured_time_left(samples: list[tuple[float, float]], window: float) -> float:
+    """Seconds to the hard limit at the least-squares fill rate of the samples over the last ``window``."""
+    recent = [(t, u) for t, u in samples if t >= samples[-1][0] - window]
+    mean_t = sum(t for t, _ in recent) / len(recent)
+    mean_u = sum(u for _, u in recent) / len(recent)
+    slope = sum((t - mean_t) * (u - mean_u) for t, u in recent) / sum((t - mean_t) ** 2 for t, _ in recent)
+    return (recent[-1][1] - HARD) / -slope if slope < 0 else float("inf")
+
+
 def run_plant(
-    headroom: float, demand: float, quota: float, seconds: float, horizon: float | None = HORIZON, stop_at: float = float("inf")
+    headroom: float,
+    demand: float,
+    quota: float,
+    seconds: float,
+    horizon: float | None = HORIZON,
+    stop_at: float = float("inf"),
+    gap: float | None = None,
+    seed: int = 0,
 ):
     """Simulate ``seconds`` of a volume ``headroom`` above its hard limit; returns per round
-    (time, factor, seconds left at the rate written over the last check interval)."""
+    (time, factor, seconds left as the real-broker test measures them)."""
     decider = ThrottleDecider(POLICY, 60.0, 1.0, started_at=0.0, horizon_seconds=horizon)
+    bursts = random.Random(seed)
     usable = HARD + headroom
     window = deque([1.0] * int(KAFKA_QUOTA_WINDOW_SECONDS), maxlen=int(KAFKA_QUOTA_WINDOW_SECONDS))
     rounds = []
-    written_since_check = 0.0
+    samples: list[tuple[float, float]] = []
+    unwritten = 0.0
+    next_burst = 0.0
     step = 0.25
     t = 0.0
     while t < seconds:
         factor = decider.reading(t).factor
         if int(t / step) % int(1 / step) == 0:  # one quota sample a second
             window.append(factor)
-        rate = min(demand if t < stop_at else 0.0, quota * sum(window) / len(window))
-        usable -= rate * step
-        written_since_check += rate * step
+        unwritten += min(demand if t < stop_at else 0.0, quota * sum(window) / len(window)) * step
+        if t >= next_burst:
+            usable -= unwritten
+            unwritten = 0.0
+            next_burst = t + (bursts.uniform(0.5, gap) if gap else 0.0)
         t += step
+        if abs(t * 2 - round(t * 2)) < 1e-9:
+            samples.append((t, usable))
         if abs(t / CHECK - round(t / CHECK)) < 1e-9:
             decider.apply_round(observe(t, usable))
-            recent_rate = written_since_check / CHECK
-            left = (usable - HARD) / recent_rate if recent_rate > 0 else float("inf")
-            rounds.append((t, decider.reading(t).factor, left))
-            written_since_check = 0.0
+            rounds.append((t, decider.reading(t).factor, measured_time_left(samples, (horizon or HORIZON) / 4)))
     return rounds
 
 
@@ -74,12 +101,29 @@ def test_from_above_the_time_left_falls_to_the_horizon_and_holds():
     assert max(abs(b[1] - a[1]) for a, b in zip(late, late[1:])) <= 0.2
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_a_three_minute_fill_written_in_bursts_is_held_above_the_bound(seed):
+    # The real-broker case (tests/integration/test_horizon_on_kafka.py): producers offering 1.25 x
+    # the quota, which would fill the room above the hard limit in 3 minutes, their writes
+    # landing in bursts up to 8 s apart, the time left measured as that test measures it. Aiming
+    # at the horizon plus the quota window, with the demand as the rate over the mean factor of
+    # the trend and no band to take hold, the time left fell to 85-93 s on 4 of these 8 seeds
+    # and the factor went back to 1 mid-fill on one more.
+    quota = 20 * MiB
+    rounds = run_plant(headroom=180 * quota, demand=1.25 * quota, quota=quota, seconds=300, gap=8.0, seed=seed)
+    start = next(r[0] for r in rounds if r[1] < 1.0)
+    late = settled(rounds, start + SETTLE)
+    assert min(r[2] for r in late) >= 0.8 * HORIZON
+    assert max(abs(b[1] - a[1]) for a, b in zip(late, late[1:])) <= 0.2
+    assert max(r[1] for r in late) < 1.0
+
+
 @pytest.mark.parametrize("quota_over_demand", [1.0, 2.0])
 def test_from_below_the_time_left_rises_to_the_horizon_and_holds(quota_over_demand):
     # 40 MiB/s into 2 GiB: 51 s to full, less than half the horizon.
     demand = 40 * MiB
     rounds = run_plant(headroom=2 * GiB, demand=demand, quota=demand * quota_over_demand, seconds=300)
-    late = settled(rounds, 60)
+    late = settled(rounds, 90)  # the cut at the start has left the measure's quarter-horizon window
     assert min(r[2] for r in late) >= 0.8 * HORIZON
     assert max(r[2] for r in late) <= 1.25 * HORIZON
     assert max(abs(b[1] - a[1]) for a, b in zip(late, late[1:])) <= 0.2
@@ -93,7 +137,7 @@ def test_with_quotas_above_the_demand_the_first_cuts_bite_late_and_the_loop_stil
     start = next(r[0] for r in rounds if r[1] < 1.0)
     dip = min(r[2] for r in settled(rounds, start))
     assert 0.5 * HORIZON < dip < 0.8 * HORIZON
-    late = settled(rounds, start + 90)
+    late = settled(rounds, start + 120)
     assert min(r[2] for r in late) >= 0.9 * HORIZON
     assert max(r[2] for r in late) <= 1.1 * HORIZON
 
@@ -136,7 +180,41 @@ def test_the_time_rule_names_itself_and_carries_the_rate():
     assert verdict.time_to_full.fill_rate == pytest.approx(20 * MiB)
     headroom = 1 * GiB - 2 * CHECK * 20 * MiB
     assert verdict.time_to_full.seconds_to_hard_limit == pytest.approx(headroom / (20 * MiB))
-    assert decision.factor == pytest.approx(headroom / (HORIZON + KAFKA_QUOTA_WINDOW_SECONDS) / (20 * MiB))
+    # The target: the horizon, plus the quota window, plus half the trend (a quarter of the horizon).
+    assert decision.factor == pytest.approx(headroom / (HORIZON + KAFKA_QUOTA_WINDOW_SECONDS + HORIZON / 8) / (20 * MiB))
+
+
+def test_the_rule_takes_hold_below_the_band_and_lets_go_at_1():
+    rule = HorizonRule(POLICY, HORIZON)
+    assert rule.reach_seconds == HORIZON + KAFKA_QUOTA_WINDOW_SECONDS + HORIZON / 8
+    assert rule.take_hold_below == pytest.approx((HORIZON + KAFKA_QUOTA_WINDOW_SECONDS) / rule.reach_seconds)
+    rate = 20 * MiB
+    usable = HARD + 1.1 * rule.reach_seconds * rate
+    t = 0.0
+    in_band = []
+    while True:  # a steady fill at factor 1: the time factor falls 0.014 a round
+        (volume,) = observe(t, usable).observations
+        at_risk = rule.record([volume], 1.0)
+        factor = (usable - HARD) / rule.reach_seconds / rate
+        if volume.key in at_risk:
+            break
+        if factor < 1.0:
+            in_band.append(factor)
+        t, usable = t + CHECK, usable - rate * CHECK
+    assert at_risk[volume.key].factor == pytest.approx(factor)
+    assert factor < rule.take_hold_below and len(in_band) >= 6  # not taken hold of within the band
+    held = []
+    for _ in range(60):  # the producers halve what they write: the demand falls, the factor rises
+        t, usable = t + CHECK, usable - rate / 2 * CHECK
+        (volume,) = observe(t, usable).observations
+        at_risk = rule.record([volume], 1.0)
+        if volume.key not in at_risk:
+            break
+        held.append(at_risk[volume.key].factor)
+    assert held and max(held) < 1.0
+    assert [f for f in held if f >= rule.take_hold_below], "let go within the band"
+    assert volume.key not in at_risk, "never let go"
+    assert rule.estimate(volume).factor == 1.0
 
 
 def test_a_gain_of_space_restarts_the_trend():
