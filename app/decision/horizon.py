@@ -19,7 +19,9 @@ nothing slower than a pause), for a volume that could ask for less than 1:
     factor        = min(1, t / d)  when d > 0, else 1
 
 The rule takes hold of a volume only when that factor is below (horizon + 11 s) / (horizon +
-11 s + half the trend), and lets go of one it holds when the factor comes back to 1.
+11 s + half the trend), and lets go of one it holds when the factor comes back to 1; a
+volume held whose broker does not answer keeps its figures while its last observation is in
+the view, as its level verdict does.
 
 The target adds to the horizon Kafka's quota window (11 s: a cut shows in what producers
 write only over it, and meanwhile the volume fills at the old rate) and half the trend (the
@@ -111,6 +113,7 @@ class HorizonRule:
         # The latest round's: every estimated volume's fill rate, and the volumes at risk.
         self.rates: Mapping[VolumeKey, float | None] = NO_RATES
         self._at_risk: Mapping[VolumeKey, TimeToFull] = MappingProxyType({})
+        self._held_at: dict[VolumeKey, float] = {}  # the time of the observation each was held on
 
     def record(self, observations: Iterable[VolumeObservation], factor_in_force: float) -> dict[VolumeKey, TimeToFull]:
         """Add a round's observations; return the volumes whose time factor is below 1. The
@@ -136,7 +139,7 @@ class HorizonRule:
             if trend is None:
                 trend = trends[key] = FillTrend(window, MAX_TREND_OBSERVATIONS)
             if not trend.add(at, usable, total, factor_in_force):
-                continue  # the same observation again (a broker that did not answer)
+                continue  # the same observation again (a broker that did not answer): see below
             rate = rates[key] = trend.rate()
             if rate is None or rate <= 0 or paused:
                 continue
@@ -146,6 +149,15 @@ class HorizonRule:
             estimate = self._estimate(trend, volume, rate)
             if estimate.factor < (1.0 if key in held else take_hold_below):
                 at_risk[key] = estimate
+        # A volume held whose broker did not answer keeps its figures while its last
+        # observation is in the view (as its level verdict does), and stays held.
+        held_at, last_held_at = {}, self._held_at
+        for key in at_risk:
+            held_at[key] = trends[key].times[-1]
+        for key, estimate in held.items():
+            if key not in at_risk and (trend := trends.get(key)) is not None and trend.times[-1] == last_held_at[key]:
+                at_risk[key], held_at[key] = estimate, last_held_at[key]
+        self._held_at = held_at
         self.rates = rates
         self._at_risk = at_risk
         return at_risk
@@ -194,6 +206,9 @@ class HorizonRule:
         """Drop the trends of volumes that left the view (bounded memory): called after ``record``,
         before the round's rates are handed on."""
         rates = self.rates if isinstance(self.rates, dict) else {}
+        at_risk = self._at_risk if isinstance(self._at_risk, dict) else {}
         for key in keys:
             self._trends.pop(key, None)
             rates.pop(key, None)
+            at_risk.pop(key, None)
+            self._held_at.pop(key, None)

@@ -284,3 +284,18 @@ def test_the_rule_metric_names_every_rule_the_policy_names_and_a_log_dir_error_t
     text = generate_latest(registry).decode()
     for rule in FACTOR_RULES:
         assert f'kafka_throttle_rule{{kafka_throttle_rule="{rule}"}} {1.0 if rule == "log dir error" else 0.0}' in text
+
+
+def test_a_volume_held_keeps_its_time_factor_while_its_broker_does_not_answer():
+    rule = HorizonRule(POLICY, HORIZON)
+    for i in range(4):
+        (volume,) = observe(i * CHECK, HARD + 1 * GiB - i * CHECK * 20 * MiB).observations
+        held = rule.record([volume], 1.0)
+    assert held[volume.key].factor < 1.0
+    other = VolumeObservation(2, "/data", 20 * GiB, 10 * GiB, 4 * CHECK)
+    assert rule.record([other], held[volume.key].factor) == held  # broker 1 did not answer
+    assert rule.record([volume], held[volume.key].factor) == held  # its last observation again
+    assert rule.estimate(volume) == held[volume.key]
+    rule.forget([volume.key])  # it left the view
+    assert rule.record([other], held[volume.key].factor) == {}
+    assert rule.estimate(volume).factor == 1.0
