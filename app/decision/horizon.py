@@ -30,9 +30,9 @@ the estimated rate is about that much shorter than at the rate written now; aimi
 horizon plus the quota window alone held it about 6% under the horizon, and the bursts of a
 throttled producer's writes took it under 0.8 x).
 
-A volume that has not filled at all over the last quota window (11 s) asks for no time
-factor: the producers stopped, and the slope, which lags a stop by half the trend, does not
-hold the throttle after it.
+A volume that has not filled at all over the last quota window less two check intervals
+(7 s at 2 s; at least the last interval) asks for no time factor: the producers stopped,
+and the slope, which lags a stop by half the trend, does not hold the throttle after it.
 
 At a steady factor the volume fills at t, the rate that leaves the target's time: the loop
 converges on the rate the horizon allows instead of swinging between throttled and open.
@@ -71,13 +71,14 @@ NO_RATES: Mapping[VolumeKey, float | None] = MappingProxyType({})
 
 
 def _stopped(times: list[float], usable: list[float]) -> bool:
-    """No net fill over the last quota window (less the latest interval): the producers
-    stopped (a throttled one still writes every second or few). The slope lags a stop by
-    half the trend; this lets the throttle go within a check interval and the quota window
-    of the stop."""
+    """No net fill over the last quota window less two check intervals: the producers stopped
+    (a throttled one still writes every second or so). The slope lags a stop by half the trend;
+    this lets the throttle go within a check interval and the quota window of the stop: the
+    first observation after the stop comes up to an interval after it, the round that sees the
+    span up to an interval after that, and the interval left over is for that round itself,
+    the shim's poll and Kafka's re-reading of the quota."""
     last = times[-1]
-    # The first observation after a stop stands for the interval before it as well.
-    span = KAFKA_QUOTA_WINDOW_SECONDS - (last - times[-2])
+    span = KAFKA_QUOTA_WINDOW_SECONDS - 2 * (last - times[-2])
     for index in range(len(times) - 2, -1, -1):
         if last - times[index] >= span:
             return usable[-1] >= usable[index]
@@ -145,7 +146,7 @@ class HorizonRule:
                 continue
             headroom = usable - (hard * total if by_ratio else hard)
             if headroom * max(min(trend.weights), MIN_FACTOR_FOR_DEMAND) >= reach * rate:
-                continue  # even at the least factor in force, the demand leaves the horizon
+                continue  # even at the least factor in force, the demand leaves the reach (a screen on r)
             estimate = self._estimate(trend, volume, rate)
             if estimate.factor < (1.0 if key in held else take_hold_below):
                 at_risk[key] = estimate

@@ -9,7 +9,9 @@ from the start: the factor scales what is written. A sampler reads statvfs (what
 as UsableBytes) and the service's decision twice a second; the time left is the room above the
 hard limit over the fill rate measured by statvfs over the last quarter of the horizon (30 s, the window the
 service fits on; least squares over the samples: a throttled producer writes in bursts of
-seconds, and a 10-20 s window of them read 0.5-0.77 x the horizon about a mean of 1.0)."""
+seconds, and a 10-20 s window of them read 0.5-0.77 x the horizon about a mean of 1.0). The
+three-minute case prints, per round, the rate statvfs measured, the service's fill rate and
+the factor (shown with -s, or with the failure's captured output)."""
 
 from __future__ import annotations
 
@@ -98,6 +100,16 @@ class Sampler:
                 last = factor
         return " ".join(out)
 
+    def longest_flat(self, start: float, end: float) -> float:
+        """The longest time in [start, end) over which statvfs read no fill (a throttled producer's silence)."""
+        longest, since, last = 0.0, None, None
+        for t, usable, _, _ in list(self.samples):
+            if start <= t < end:
+                if last is None or usable < last:
+                    since = t
+                longest, last = max(longest, t - since), usable
+        return longest
+
     def first(self, predicate, since: float = 0.0) -> float | None:
         return next((t for t, _, factor, rule in list(self.samples) if t >= since and predicate(factor, rule)), None)
 
@@ -182,6 +194,7 @@ def test_a_fill_that_would_take_three_minutes_is_held_a_horizon_away_and_release
     factors = sampler.factors(checked_from, checked_to)
     table = " ".join(f"{at:.0f}s:{left:.0f}" for at, left in lefts[::4])
     print(f"\nper round (s after the rule set the factor: statvfs rate over the trend window / the service's rate / quota x factor, KiB/s / factor)\n{sampler.rounds(from_, quota)}")
+    print(f"\nthe longest silence of the throttled producer: {sampler.longest_flat(checked_from, checked_to):.1f} s")
     print(f"\nthrottled {throttled:.1f}; time left (s after the rule set the factor : s left) {table}\nfactors {factors}")
     assert len(lefts) >= 100
     assert min(left for _, left in lefts) >= 0.8 * HORIZON, table
