@@ -40,6 +40,8 @@ RULES: dict[str, Rule] = {
     "state": Rule(required=True, allowed=("OPEN", "THROTTLE", "PAUSE")),
     "source": Rule(required=True, allowed=("observed", "last-valid", "fallback", "initial")),
     "check_interval_seconds": Rule(required=True, minimum=0, above_minimum=True),
+    "holds": Rule(allowed=("data", "metadata", "data,metadata")),
+    "mutation_factor": Rule(minimum=0, maximum=1),
 }
 # A volume is named by both; a row of a round that observed no volume has neither.
 VOLUME_FIELDS = ("broker_id", "log_dir")
@@ -69,7 +71,7 @@ KINDS = {field.name: field.kind for field in HISTORY_FIELDS}
 HISTORY_SCHEMA = T.StructType([T.StructField(field.name, _SPARK_TYPES[field.kind], nullable=True) for field in HISTORY_FIELDS])
 
 # The fields the report uses and keeps after the checks (the others are checked, then dropped).
-UNUSED_FIELDS = frozenset({"volume_factor", "cluster_factor"})
+UNUSED_FIELDS = frozenset({"volume_factor", "cluster_factor", "mutation_factor"})
 REPORT_SCHEMA = T.StructType([f for f in HISTORY_SCHEMA.fields if f.name not in UNUSED_FIELDS])
 
 
