@@ -23,7 +23,8 @@ import org.slf4j.LoggerFactory;
  * <p>Shared: a combined KRaft node (process.roles=broker,controller) configures the callback
  * twice, once for the broker's quota managers and once for the controller's. Instances with the
  * same settings share one feed, so the node polls once, keeps one set of epochs and logs each
- * change once. Reference-counted: the last instance to close stops the threads.
+ * change once. Reference-counted: the last instance to close stops the threads. The feed also
+ * runs the node's {@link VolumeReporter}, so a node reports its volumes once whatever its roles.
  */
 final class QuotaFeed {
     /** Told of each new view, on the thread that published it; must only set flags. */
@@ -40,6 +41,7 @@ final class QuotaFeed {
     private final ShimConfig config;
     private final LongSupplier nanoTime;
     private final TableFetcher fetcher;
+    private final VolumeReporter reporter;
     private final Object lock = new Object();
     private final Map<EntityKey, Map<ClientQuotaType, Double>> kafkaQuotas = new HashMap<>(); // guarded by lock
     private final List<Listener> listeners = new CopyOnWriteArrayList<>();
@@ -56,6 +58,7 @@ final class QuotaFeed {
         this.config = config;
         this.nanoTime = nanoTime;
         this.fetcher = new TableFetcher(config);
+        this.reporter = new VolumeReporter(config, fetcher.client());
         this.view = QuotaView.starting(config.fallbackFactor, config.window, nanoTime.getAsLong());
         this.metrics = new EnforcementMetrics(this::view, config.brokerId);
     }
@@ -169,11 +172,13 @@ final class QuotaFeed {
         }
         poller = daemon(this::pollLoop, "throttle-service-shim-poller");
         ticker = daemon(this::tickLoop, "throttle-service-shim-ticker");
+        reporter.start();
     }
 
     private void stop() {
         running = false;
         metrics.unregister();
+        reporter.stop();
         for (Thread thread : new Thread[] {poller, ticker}) {
             if (thread != null) {
                 thread.interrupt();
