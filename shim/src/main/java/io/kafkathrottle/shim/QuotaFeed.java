@@ -123,6 +123,11 @@ final class QuotaFeed {
         return current;
     }
 
+    /** The feed's JMX metrics (for tests). */
+    EnforcementMetrics metrics() {
+        return metrics;
+    }
+
     /** A quota Kafka holds (kafka-configs) was set. */
     void updateKafkaQuota(ClientQuotaType type, EntityKey entity, double value) {
         synchronized (lock) {
@@ -286,6 +291,22 @@ final class QuotaFeed {
                         previous.factor, previous.state(), previous.service.source());
             }
             logEnforcement(previous, next);
+            logMutationFactor(previous, next);
+        }
+    }
+
+    /** One line per change of the mutation factor the decision asks for (the metadata volumes'). */
+    private void logMutationFactor(QuotaView previous, QuotaView next) {
+        if (previous.wouldMutationFactor == next.wouldMutationFactor) {
+            return;
+        }
+        String hard = next.wouldMutationFactor <= 0.0 ? " (metadata hard limit: partition mutations refused)" : "";
+        if (next.enforcing) {
+            LOG.info("Throttle service shim: mutation factor {}{} on node {}, was {}", next.wouldMutationFactor, hard, config.brokerId,
+                    previous.wouldMutationFactor);
+        } else {
+            LOG.info("Throttle service shim: shadow on node {}: would apply mutation factor {}{}, was {}; applying mutation quotas unscaled",
+                    config.brokerId, next.wouldMutationFactor, hard, previous.wouldMutationFactor);
         }
     }
 

@@ -122,6 +122,11 @@ final class StubService implements AutoCloseable {
         return table.substring(0, table.length() - 1) + ", \"enforced\": " + enforced + ", \"canary_brokers\": " + canaryBrokers + "}";
     }
 
+    /** The same table with a mutation factor (the metadata volumes'), as a service with metadata limits sends it. */
+    static String withMutationFactor(String table, double mutationFactor) {
+        return table.substring(0, table.length() - 1) + ", \"mutation_factor\": " + mutationFactor + "}";
+    }
+
     /** A table in the service's JSON shape. */
     static String table(double factor, String defaults, String overrides, Instant validUntil) {
         String precedence = QuotaTable.DEFAULT_PRECEDENCE.stream().map(level -> "\"" + level.wireName + "\"").collect(Collectors.joining(", "));
