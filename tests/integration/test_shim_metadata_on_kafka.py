@@ -1,0 +1,282 @@
+"""The shim alone inside real KRaft nodes, three controller-only nodes and two brokers, each
+node's metadata log on its own tmpfs, against a loopback stand-in of the service written here
+(it serves a quota table and records the volume reports; the service's own endpoint is tested
+end to end with the real service elsewhere):
+
+- every node, controllers included, reports its volumes (PUT /nodes/{node.id}/volumes, the
+  shim's token as Bearer, once per poll interval): its metadata log dir with the tmpfs's real
+  total and usable bytes and the right holds; broker 2 keeps its metadata log in its data dir
+  (no metadata.log.dir), so that volume holds both;
+- with the table's mutation_factor 0 a real Java Admin client's CreateTopics is refused with
+  THROTTLING_QUOTA_EXCEEDED and a finite throttle time (after the one topic Kafka's token bucket
+  admits while it is not in debt, docs/shim.md); with 1 it succeeds.
+
+Needs java, Maven and root (tmpfs mounts)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from devtools.commands import run_command
+from devtools.devcluster import LocalKafkaCluster, ensure_kafka_jars
+from devtools.devcluster.shim import shim_broker_config
+
+from .conftest import MiB, VOLUME_MIB
+from .shim_harness import wait_until
+
+METADATA_MIB = 16
+TOKEN = "node-report-token-0123"
+POLL_MS = 500
+HARD_LIMIT_LINE = "mutation factor 0.0 (metadata hard limit"
+INT_MAX_MS = 2**31 - 1
+ADMIN_DEFAULT_API_TIMEOUT_MS = 60_000
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="tmpfs mounts need root")
+
+
+def quota_table(mutation_factor: float) -> dict:
+    """A quota table in the service's shape: no quotas of its own, factor 1, the given mutation factor."""
+    return {
+        "defaults": {},
+        "overrides": [],
+        "groups": [],
+        "excluded_principals": [],
+        "factor": 1.0,
+        "factor_types": ["produce"],
+        "floors": {"produce": 65536, "fetch": 65536, "request": 1, "controller_mutation": 1},
+        "state": "OPEN",
+        "source": "observed",
+        "valid_until": None,
+        "enforced": True,
+        "canary_brokers": [],
+        "mutation_factor": mutation_factor,
+    }
+
+
+class StubService:
+    """GET /quotas (ETag; a ?wait= long-poll is held until the table changes) and PUT
+    /nodes/{id}/volumes (recorded with its Authorization header, answered 204)."""
+
+    def __init__(self) -> None:
+        self.reports: list[tuple[float, int, str | None, dict]] = []  # (monotonic, node id, Authorization, body)
+        self._changed = threading.Condition()
+        self._generation = 0
+        self._table = quota_table(1.0)
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:  # the test's output, not every poll
+                pass
+
+            def do_GET(self) -> None:
+                url = urlparse(self.path)
+                if url.path != "/quotas":
+                    self.send_error(404)
+                    return
+                wait = float(parse_qs(url.query).get("wait", ["0"])[0])
+                body, etag = stub._answer(self.headers.get("If-None-Match"), wait)
+                if body is None:
+                    self.send_response(304)
+                    self.send_header("ETag", etag)
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("ETag", etag)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_PUT(self) -> None:
+                parts = urlparse(self.path).path.strip("/").split("/")
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if len(parts) != 3 or parts[0] != "nodes" or parts[2] != "volumes":
+                    self.send_error(404)
+                    return
+                stub.reports.append((time.monotonic(), int(parts[1]), self.headers.get("Authorization"), json.loads(body)))
+                self.send_response(204)
+                self.end_headers()
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def table(self, mutation_factor: float) -> None:
+        with self._changed:
+            self._table = quota_table(mutation_factor)
+            self._generation += 1
+            self._changed.notify_all()
+
+    def _answer(self, if_none_match: str | None, wait: float) -> tuple[bytes | None, str]:
+        with self._changed:
+            if if_none_match == self._etag():
+                self._changed.wait_for(lambda: if_none_match != self._etag(), timeout=wait)
+            etag = self._etag()
+            return (None if etag == if_none_match else json.dumps(self._table).encode()), etag
+
+    def _etag(self) -> str:
+        return f'"g{self._generation}"'
+
+    def last_reports(self) -> dict[int, tuple[str | None, dict]]:
+        return {node: (auth, body) for _, node, auth, body in list(self.reports)}
+
+    def report_counts(self) -> dict[int, int]:
+        counts: dict[int, int] = {}
+        for _, node, _, _ in list(self.reports):
+            counts[node] = counts.get(node, 0) + 1
+        return counts
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture(scope="module")
+def stub() -> Iterator[StubService]:
+    service = StubService()
+    try:
+        yield service
+    finally:
+        service.close()
+
+
+@pytest.fixture(scope="module")
+def quorum(stub: StubService, shim_jar: Path) -> Iterator[LocalKafkaCluster]:
+    shim = shim_broker_config(
+        stub.url,
+        **{
+            "client.quota.callback.service.token": TOKEN,
+            "client.quota.callback.service.poll.interval.ms": str(POLL_MS),
+            "client.quota.callback.service.long.poll.wait.ms": "10000",
+            "client.quota.callback.service.request.timeout.ms": "2000",
+        },
+    )
+    cluster = LocalKafkaCluster(
+        brokers=2,
+        log_dir_size_mib=VOLUME_MIB,
+        controllers=3,
+        metadata_tmpfs_mib=METADATA_MIB,
+        tmpfs=True,
+        broker_config=shim,
+        controller_config=shim,
+        # Broker 2 keeps its metadata log in its (first) data dir, Kafka's default.
+        per_broker_config={2: {"metadata.log.dir": None}},
+        extra_classpath=[shim_jar],
+    )
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def create_topics(cluster: LocalKafkaCluster, *topics: str) -> dict[str, list[str]]:
+    """One CreateTopics of one-partition topics from the Java Admin client, without retrying on
+    quota violations: topic -> ["CREATED"], ["THROTTLING_QUOTA_EXCEEDED", "<ms>"] or ["FAILED", ...]."""
+    source = Path(__file__).parent / "java" / "CreateTopicsProbe.java"
+    command = ["java", "-cp", f"{ensure_kafka_jars()}/*", source, cluster.bootstrap_servers, "false", "30000", *topics]
+    result = run_command(command, 120)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    answers = dict(line.split(" ", 1) for line in result.stdout.splitlines() if line.split(" ", 1)[0] in topics)
+    assert set(answers) == set(topics), result.stdout
+    return {topic: answer.split(" ") for topic, answer in answers.items()}
+
+
+def log_count(cluster: LocalKafkaCluster, node_id: int, text: str) -> int:
+    return cluster.server_log(node_id).read_text(errors="replace").count(text)
+
+
+def wait_for_controllers(cluster: LocalKafkaCluster, text: str, before: dict[int, int]) -> None:
+    """Every controller's shim logged ``text`` once more than ``before``."""
+    wait_until(
+        lambda: all(log_count(cluster, cid, text) > before[cid] for cid in cluster.controller_ids),
+        15,
+        f"every controller's shim logging {text!r}",
+        lambda: {cid: log_count(cluster, cid, text) for cid in cluster.controller_ids},
+    )
+
+
+def volume_of(path: Path) -> tuple[int, int]:
+    """(total, usable) bytes of the file system holding ``path``, as Java's FileStore gives them."""
+    stats = os.statvfs(path)
+    return stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
+
+
+def test_every_node_controllers_included_reports_its_metadata_volume(quorum, stub):
+    nodes = [*quorum.controller_ids, *quorum.broker_ids]
+    wait_until(lambda: all(stub.report_counts().get(n, 0) >= 3 for n in nodes), 30, "three reports from every node", stub.report_counts)
+    reports = stub.last_reports()
+    assert set(reports) == set(nodes), "no report from a node that is not in the cluster"
+    for node, (auth, body) in reports.items():
+        assert auth == f"Bearer {TOKEN}", node
+        volumes = {v["log_dir"]: v for v in body["volumes"]}
+        if node in quorum.controller_ids:
+            assert body["roles"] == ["controller"]
+            # A controller-only node's log.dirs is its metadata dir: nothing else to report.
+            assert list(volumes) == [str(quorum.metadata_log_dir(node))], body
+            metadata = volumes[str(quorum.metadata_log_dir(node))]
+            assert metadata["holds"] == ["metadata"]
+            expected_total = METADATA_MIB * MiB
+        elif node == 1:
+            assert body["roles"] == ["broker"]
+            assert list(volumes) == [str(quorum.metadata_log_dir(1)), str(quorum.log_dir(1))], body
+            metadata = volumes[str(quorum.metadata_log_dir(1))]
+            assert metadata["holds"] == ["metadata"]
+            assert volumes[str(quorum.log_dir(1))]["holds"] == ["data"]
+            assert volumes[str(quorum.log_dir(1))]["total_bytes"] == VOLUME_MIB * MiB
+            expected_total = METADATA_MIB * MiB
+        else:
+            assert body["roles"] == ["broker"]
+            # No metadata.log.dir: the metadata log lives in the data dir, one volume holding both.
+            assert list(volumes) == [str(quorum.log_dir(2))], body
+            metadata = volumes[str(quorum.log_dir(2))]
+            assert metadata["holds"] == ["data", "metadata"]
+            expected_total = VOLUME_MIB * MiB
+        path = Path(metadata["log_dir"])
+        total, usable = volume_of(path)
+        assert metadata["total_bytes"] == total == expected_total, node
+        # The log grows between the report and this statvfs; a report made up of numbers would not be this close.
+        assert abs(metadata["usable_bytes"] - usable) <= MiB, (node, metadata, usable)
+        assert 0 < metadata["usable_bytes"] < total
+    # Once per poll interval, not once per Kafka request or per callback instance.
+    since = time.monotonic()
+    time.sleep(10 * POLL_MS / 1000)
+    recent = [node for at, node, _, _ in list(stub.reports) if at >= since]
+    for node in nodes:
+        assert 4 <= recent.count(node) <= 11, (node, recent.count(node))
+
+
+def test_mutation_factor_zero_refuses_topic_creation_with_a_finite_throttle_and_one_allows_it(quorum, stub):
+    assert create_topics(quorum, "open-a") == {"open-a": ["CREATED"]}
+
+    before = {cid: log_count(quorum, cid, HARD_LIMIT_LINE) for cid in quorum.controller_ids}
+    stub.table(0.0)
+    wait_for_controllers(quorum, HARD_LIMIT_LINE, before)
+    answers = create_topics(quorum, "hard-a", "hard-b")
+    # Kafka's token bucket admits one request while it is not in debt: the first topic.
+    assert sorted(answer[0] for answer in answers.values()) == ["CREATED", "THROTTLING_QUOTA_EXCEEDED"], answers
+    throttle_ms = next(int(answer[1]) for answer in answers.values() if answer[0] == "THROTTLING_QUOTA_EXCEEDED")
+    assert ADMIN_DEFAULT_API_TIMEOUT_MS < throttle_ms < INT_MAX_MS, throttle_ms
+    assert throttle_ms <= 89_000 + 1_000, "0.89 partitions of debt at 0.01 partitions/s"
+    refused = create_topics(quorum, "hard-c")
+    assert refused["hard-c"][0] == "THROTTLING_QUOTA_EXCEEDED", refused
+    assert 0 < int(refused["hard-c"][1]) < INT_MAX_MS
+
+    restored = {cid: log_count(quorum, cid, "mutation factor 1.0 on node") for cid in quorum.controller_ids}
+    stub.table(1.0)
+    wait_for_controllers(quorum, "mutation factor 1.0 on node", restored)
+    assert create_topics(quorum, "open-b", "open-c") == {"open-b": ["CREATED"], "open-c": ["CREATED"]}
