@@ -55,8 +55,8 @@ class ThrottleDecider:
         if round_.cluster_answered:
             self.active_brokers = round_.active_brokers
             self.fenced_brokers = round_.fenced_brokers
-            self.metadata.book.confirm_fenced(frozenset(round_.fenced_brokers), now)
-        self.metadata.book.evict_expired(now)
+            self.metadata.confirm_fenced(frozenset(round_.fenced_brokers), now)
+        self.metadata.evict_expired(now)
         self.cache.record_round(round_)
         self.evicted = self.cache.evict_expired(now)
         view = ViewTimeline(self.policy, self.cache.by_expiry(), self._breaching, now, self.validity_seconds)
@@ -90,8 +90,10 @@ class ThrottleDecider:
         return twin
 
     def record_node_report(self, report: NodeReport) -> MetadataStep:
-        """A node's report of its own volumes (PUT /nodes/{node_id}/volumes)."""
-        return self.metadata.record(report, report.received_at)
+        """A node's report of its own volumes (PUT /nodes/{node_id}/volumes); returns the
+        metadata side of the decision after it."""
+        self.metadata.record(report)
+        return self.metadata.at(report.received_at)
 
     def reading(self, now: float) -> FactorReading:
         return self._with_metadata(self.holder.read(now), self.metadata.at(now))

@@ -236,7 +236,7 @@ def _metadata(decision: Decision) -> Iterator[GaugeMetricFamily]:
         value=1.0 if metadata.source is FactorSource.FALLBACK else 0.0,
     )
     yield GaugeMetricFamily(
-        "kafka_throttle_reporting_nodes", "Nodes whose report of their own volumes is in the view", value=len({v.verdict.volume.broker_id for v in metadata.volumes})
+        "kafka_throttle_reporting_nodes", "Nodes whose report of their own volumes is in the view", value=len(metadata.reporting_nodes)
     )
     labels = ["node_id", "log_dir", "holds"]
     available = GaugeMetricFamily("kafka_throttle_metadata_volume_available_bytes", "Usable bytes of a node's metadata log volume", labels=labels)

@@ -48,9 +48,9 @@ async def put_node_volumes(
     state = service_state(request)
     now = state.clock()
     metadata = state.decider.metadata
-    if node_id not in metadata.book and len(metadata.book) >= MAX_NODES:
-        metadata.book.evict_expired(now)
-        if len(metadata.book) >= MAX_NODES:
+    if node_id not in metadata and len(metadata) >= MAX_NODES:
+        metadata.evict_expired(now)
+        if len(metadata) >= MAX_NODES:
             wait = str(max(1, int(metadata.book.validity_seconds)))
             raise ProblemError(429, "Too many nodes", f"the service takes reports from at most {MAX_NODES} nodes", headers={"Retry-After": wait})
     rate: ReportRate = state.node_report_rate

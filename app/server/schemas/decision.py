@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.decision.decision import Decision
 from app.decision.factor import FactorSource
 from app.decision.metadata import MetadataStep, MetadataVerdict
-from app.decision.policy import LimitKind, State, StoragePolicy, VolumeVerdict
+from app.decision.policy import LimitKind, State, StoragePolicy, VolumeStatus, VolumeVerdict
 from app.observation.model import ObservationRound, VolumeObservation
 from app.timefmt import iso_instant
 
@@ -172,14 +172,13 @@ def metadata_entry(volume: MetadataVerdict) -> VolumeEntry:
 def metadata_decision(step: MetadataStep, policy: StoragePolicy | None) -> MetadataDecision | None:
     if policy is None and not step.volumes:
         return None
-    listed = [(v.verdict.status.value, metadata_entry(v)) for v in step.volumes]
     return MetadataDecision(
         mutation_factor=step.mutation_factor,
         source=step.source,
         limits=limit_levels(policy) if policy is not None else None,
-        breaching=[entry for status, entry in listed if status == "breaching"],
-        ramping=[entry for status, entry in listed if status == "ramping"],
-        reporting_nodes=sorted({v.verdict.volume.broker_id for v in step.volumes}),
+        breaching=[metadata_entry(v) for v in step.judged if v.verdict.status is VolumeStatus.BREACHING],
+        ramping=[metadata_entry(v) for v in step.judged if v.verdict.status is VolumeStatus.RAMPING],
+        reporting_nodes=step.reporting_nodes,
     )
 
 
