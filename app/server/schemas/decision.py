@@ -165,8 +165,8 @@ def volume_entry(verdict: VolumeVerdict, fenced: Collection[int] = (), holds: Co
     )
 
 
-def metadata_entry(volume: MetadataVerdict) -> VolumeEntry:
-    return volume_entry(volume.verdict, holds=volume.entry.holds)
+def metadata_entry(volume: MetadataVerdict, fenced: Collection[int] = ()) -> VolumeEntry:
+    return volume_entry(volume.verdict, fenced, holds=volume.entry.holds)
 
 
 def metadata_decision(step: MetadataStep, policy: StoragePolicy | None) -> MetadataDecision | None:

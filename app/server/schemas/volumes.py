@@ -88,7 +88,7 @@ def volumes_view(decider: ThrottleDecider, now: float) -> VolumesView:
     active = set(decider.active_brokers)
     entries += [
         CachedVolume(
-            **metadata_entry(volume).model_dump(),
+            **metadata_entry(volume, decider.cache.fenced).model_dump(),
             age_seconds=round(max(0.0, now - volume.verdict.volume.observed_at), 3),
             broker_active=volume.verdict.volume.broker_id in active,
             expires_at=iso_instant(volume.expires_at) or "",
