@@ -24,7 +24,10 @@ class NodeVolumeEntry(BaseModel):
     total_bytes: ByteCount = Field(description="The file store's total space (FileStore.getTotalSpace())")
     usable_bytes: ByteCount = Field(description="The file store's usable space (FileStore.getUsableSpace()), at most total_bytes")
     holds: list[Literal["data", "metadata"]] = Field(
-        min_length=1, max_length=2, description="What the directory holds: the metadata log, data (a broker's log dir), or both"
+        min_length=1,
+        max_length=2,
+        description="What the directory holds: the metadata log, data (a broker's log dir; only on a node with the broker role), or both",
+        json_schema_extra={"uniqueItems": True},
     )
 
     @model_validator(mode="after")
@@ -52,8 +55,13 @@ class NodeVolumesBody(BaseModel):
         },
     )
 
-    roles: list[Literal["broker", "controller"]] = Field(min_length=1, max_length=2, description="The node's process.roles")
-    volumes: list[NodeVolumeEntry] = Field(max_length=MAX_NODE_VOLUMES, description=f"At most {MAX_NODE_VOLUMES} entries, each log_dir once")
+    roles: list[Literal["broker", "controller"]] = Field(
+        min_length=1, max_length=2, description="The node's process.roles", json_schema_extra={"uniqueItems": True}
+    )
+    volumes: list[NodeVolumeEntry] = Field(
+        max_length=MAX_NODE_VOLUMES,
+        description=f"At most {MAX_NODE_VOLUMES} entries, each log_dir once; an entry holding data needs the broker role among roles",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> NodeVolumesBody:
