@@ -78,7 +78,7 @@ def _check_every_limit_is_explained(report: Report, round_rows: DataFrame, progr
 def _with_metadata_episodes(data_episodes: DataFrame, metadata: DataFrame, last_round: float, max_gap_seconds: float | None) -> DataFrame:
     """The data volumes' episodes and the metadata log volumes' (judged by the metadata limits
     the service had), each named by what its volume holds, in the episodes' order."""
-    episodes = data_episodes.withColumn("holds", F.lit(DATA))
+    episodes = data_episodes
     if metadata.isEmpty():  # a service without metadata limits: nothing more to compute
         return episodes
     volumes = volume_summary(metadata, max_gap_seconds)
@@ -142,7 +142,11 @@ def run_report(
         end = _history_end(volumes, read.last_time)
         # Small tables, each computed once: written twice and shown, and the broker summary
         # builds on the episodes and the forecast.
-        data_episodes = violation_episodes(rows, volumes, end, max_gap_seconds).transform(with_enforcement(rows)).persist()
+        # Every data episode's steps, the backtest's candidate sets' too (their columns are the same).
+        def data_steps(episodes: DataFrame) -> DataFrame:
+            return episodes.transform(with_enforcement(rows)).withColumn("holds", F.lit(DATA))
+
+        data_episodes = violation_episodes(rows, volumes, end, max_gap_seconds).transform(data_steps).persist()
         episodes = _with_metadata_episodes(data_episodes, history.rows.transform(metadata_rows), read.last_time, max_gap_seconds).persist()
         forecast = fill_forecast(rows, volumes, end, forecast_window_seconds).persist()
         tables = {
@@ -155,7 +159,7 @@ def run_report(
         cached: list[DataFrame] = []
         if limit_sets:  # the history judged again under each candidate set, beside the live one
             live = Outcome(data_episodes, round_rows)
-            tried = backtest(rows, volumes, end, live, list(limit_sets), max_gap_seconds, with_enforcement(rows), cached)
+            tried = backtest(rows, volumes, end, live, list(limit_sets), max_gap_seconds, data_steps, cached)
             tables.update({name: table.persist() for name, table in tried.items()})
             names += tried
         for name in names:

@@ -71,7 +71,7 @@ KINDS = {field.name: field.kind for field in HISTORY_FIELDS}
 HISTORY_SCHEMA = T.StructType([T.StructField(field.name, _SPARK_TYPES[field.kind], nullable=True) for field in HISTORY_FIELDS])
 
 # The fields the report uses and keeps after the checks (the others are checked, then dropped).
-UNUSED_FIELDS = frozenset({"volume_factor", "cluster_factor", "mutation_factor"})
+UNUSED_FIELDS = frozenset({"volume_factor", "cluster_factor"})
 REPORT_SCHEMA = T.StructType([f for f in HISTORY_SCHEMA.fields if f.name not in UNUSED_FIELDS])
 
 
