@@ -22,7 +22,6 @@ from app.observation.model import VolumeObservation
 DATA = "data"
 METADATA = "metadata"
 BROKER_ROLE = "broker"
-CONTROLLER_ROLE = "controller"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,16 +97,3 @@ class NodeReportBook:
             self._confirmed.pop(report.node_id, None)
         return expired
 
-    def valid(self, now: float) -> list[NodeReport]:
-        """The reports in the view at ``now``, by node id (a read: nothing is evicted)."""
-        return [r for _, r in sorted(self._reports.items()) if now <= self.expires_at(r)]
-
-    def next_expiry_after(self, now: float) -> float | None:
-        later = [self.expires_at(r) for r in self._reports.values() if self.expires_at(r) >= now]
-        return min(later) if later else None
-
-    def __len__(self) -> int:
-        return len(self._reports)
-
-    def __contains__(self, node_id: int) -> bool:
-        return node_id in self._reports
