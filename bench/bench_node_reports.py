@@ -88,7 +88,8 @@ def reports_over_http(nodes: int, dirs: int, rounds: int) -> tuple[float, float,
     ``nodes`` nodes each report ``rounds`` times over HTTP/1.1 keep-alive. Returns the service's
     CPU ms per report (from /proc: HTTP, token, body, schema, rate limit, decider), the same for
     a GET /healthz as the HTTP floor, and the body bytes."""
-    from service_process import ROOT as TREE, ServiceProcess
+    from service_process import ROOT as TREE
+    from service_process import ServiceProcess
 
     bodies = [json.dumps(report_body(n, dirs)).encode() for n in range(1, nodes + 1)]
     headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}

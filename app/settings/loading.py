@@ -190,9 +190,9 @@ def _cross_field_problems(s: Settings, origin_of: dict[str, str], given_raw: Map
     if metadata_limits and not given("node_token"):
         # without node reports the limits could never see a metadata volume
         problem(metadata_limits[0], f"metadata limits only with {node_token} set (the nodes' shims report the metadata volumes)")
-    if valid("node_token", "admin_token") and s.node_token is not None and s.admin_token is not None:
-        if s.node_token.get_secret_value() == s.admin_token.get_secret_value():
-            problem("node_token", f"a token other than {property_name('admin_token')} (a node must not be able to change quotas)")
+    tokens = (s.node_token, s.admin_token)
+    if valid("node_token", "admin_token") and None not in tokens and len({t.get_secret_value() for t in tokens if t is not None}) == 1:
+        problem("node_token", f"a token other than {property_name('admin_token')} (a node must not be able to change quotas)")
 
     interval_known = valid("storage_check_interval")
     # Only PT0S turns observation off, so an invalid interval leaves it on.

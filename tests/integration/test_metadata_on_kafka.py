@@ -33,7 +33,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from devtools.devcluster import LocalKafkaCluster, ensure_kafka_jars
 
-from .conftest import MiB, VOLUME_MIB, RunningService, free_port, launch_service
+from .conftest import VOLUME_MIB, MiB, RunningService, free_port, launch_service
 from .shim_harness import LoadProducer, wait_until
 
 CHECK = 1.0
