@@ -99,8 +99,11 @@ class VolumeReporterTest {
 
     @Test
     void aServiceThatTakesNoReportsIsAskedAgainOnlyMuchLater() throws Exception {
-        // 404: the service's node token is unset.
-        assertEquals(VolumeReporter.NOT_TAKEN_RETRY, reporter(settings(1, "broker")).reportOnce());
+        // 404: the service's node token is unset; 403 and 405: a service from before node reports.
+        for (int status : new int[] {404, 403, 405}) {
+            service.nodeAnswer(status, null, 0);
+            assertEquals(VolumeReporter.NOT_TAKEN_RETRY, reporter(settings(1, "broker")).reportOnce(), "HTTP " + status);
+        }
     }
 
     @Test
