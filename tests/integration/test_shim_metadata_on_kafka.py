@@ -1,12 +1,13 @@
-"""The shim alone inside real KRaft nodes, three controller-only nodes and two brokers, each
-node's metadata log on its own tmpfs, against a loopback stand-in of the service written here
+"""The shim alone inside real KRaft nodes, three controller-only nodes and two brokers (broker 2
+a combined node, a fourth voter), the metadata logs on tmpfs, against a loopback stand-in of the service written here
 (it serves a quota table and records the volume reports; the service's own endpoint is tested
 end to end with the real service elsewhere):
 
 - every node, controllers included, reports its volumes (PUT /nodes/{node.id}/volumes, the
   shim's token as Bearer, once per poll interval): its metadata log dir with the tmpfs's real
-  total and usable bytes and the right holds; broker 2 keeps its metadata log in its data dir
-  (no metadata.log.dir), so that volume holds both;
+  total and usable bytes and the right holds; combined node 2 keeps its metadata log in its data
+  dir (no metadata.log.dir), so that volume holds both; one reporter per process, though a
+  combined node configures the callback twice;
 - with the table's mutation_factor 0 a real Java Admin client's CreateTopics is refused with
   THROTTLING_QUOTA_EXCEEDED and a finite throttle time (after the one topic Kafka's token bucket
   admits while it is not in debt, docs/shim.md); with 1 it succeeds.
@@ -36,6 +37,7 @@ from .shim_harness import wait_until
 METADATA_MIB = 16
 TOKEN = "node-report-token-0123"
 POLL_MS = 500
+COMBINED = 2
 HARD_LIMIT_LINE = "mutation factor 0.0 (metadata hard limit"
 INT_MAX_MS = 2**31 - 1
 ADMIN_DEFAULT_API_TIMEOUT_MS = 60_000
@@ -173,7 +175,8 @@ def quorum(stub: StubService, shim_jar: Path) -> Iterator[LocalKafkaCluster]:
         tmpfs=True,
         broker_config=shim,
         controller_config=shim,
-        # Broker 2 keeps its metadata log in its (first) data dir, Kafka's default.
+        # A combined node keeping its metadata log in its (first) data dir, Kafka's default.
+        combined_broker=2,
         per_broker_config={2: {"metadata.log.dir": None}},
         extra_classpath=[shim_jar],
     )
@@ -200,13 +203,18 @@ def log_count(cluster: LocalKafkaCluster, node_id: int, text: str) -> int:
     return cluster.server_log(node_id).read_text(errors="replace").count(text)
 
 
-def wait_for_controllers(cluster: LocalKafkaCluster, text: str, before: dict[int, int]) -> None:
-    """Every controller's shim logged ``text`` once more than ``before``."""
+def voters(cluster: LocalKafkaCluster) -> list[int]:
+    """The nodes that can be the active controller, where the mutation quota is decided."""
+    return [*cluster.controller_ids, COMBINED]
+
+
+def wait_for_voters(cluster: LocalKafkaCluster, text: str, before: dict[int, int]) -> None:
+    """Every voter's shim logged ``text`` once more than ``before``."""
     wait_until(
-        lambda: all(log_count(cluster, cid, text) > before[cid] for cid in cluster.controller_ids),
+        lambda: all(log_count(cluster, nid, text) > before[nid] for nid in voters(cluster)),
         15,
-        f"every controller's shim logging {text!r}",
-        lambda: {cid: log_count(cluster, cid, text) for cid in cluster.controller_ids},
+        f"every voter's shim logging {text!r}",
+        lambda: {nid: log_count(cluster, nid, text) for nid in voters(cluster)},
     )
 
 
@@ -240,7 +248,7 @@ def test_every_node_controllers_included_reports_its_metadata_volume(quorum, stu
             assert volumes[str(quorum.log_dir(1))]["total_bytes"] == VOLUME_MIB * MiB
             expected_total = METADATA_MIB * MiB
         else:
-            assert body["roles"] == ["broker"]
+            assert body["roles"] == ["broker", "controller"]
             # No metadata.log.dir: the metadata log lives in the data dir, one volume holding both.
             assert list(volumes) == [str(quorum.log_dir(2))], body
             metadata = volumes[str(quorum.log_dir(2))]
@@ -253,6 +261,8 @@ def test_every_node_controllers_included_reports_its_metadata_volume(quorum, stu
         assert abs(metadata["usable_bytes"] - usable) <= MiB, (node, metadata, usable)
         assert 0 < metadata["usable_bytes"] < total
     # Once per poll interval, not once per Kafka request or per callback instance.
+    for node in nodes:
+        assert log_count(quorum, node, f"reporting node {node}'s volumes") == 1, node
     since = time.monotonic()
     time.sleep(10 * POLL_MS / 1000)
     recent = [node for at, node, _, _ in list(stub.reports) if at >= since]
@@ -263,9 +273,9 @@ def test_every_node_controllers_included_reports_its_metadata_volume(quorum, stu
 def test_mutation_factor_zero_refuses_topic_creation_with_a_finite_throttle_and_one_allows_it(quorum, stub):
     assert create_topics(quorum, "open-a") == {"open-a": ["CREATED"]}
 
-    before = {cid: log_count(quorum, cid, HARD_LIMIT_LINE) for cid in quorum.controller_ids}
+    before = {nid: log_count(quorum, nid, HARD_LIMIT_LINE) for nid in voters(quorum)}
     stub.table(0.0)
-    wait_for_controllers(quorum, HARD_LIMIT_LINE, before)
+    wait_for_voters(quorum, HARD_LIMIT_LINE, before)
     answers = create_topics(quorum, "hard-a", "hard-b")
     # Kafka's token bucket admits one request while it is not in debt: the first topic.
     assert sorted(answer[0] for answer in answers.values()) == ["CREATED", "THROTTLING_QUOTA_EXCEEDED"], answers
@@ -276,7 +286,7 @@ def test_mutation_factor_zero_refuses_topic_creation_with_a_finite_throttle_and_
     assert refused["hard-c"][0] == "THROTTLING_QUOTA_EXCEEDED", refused
     assert 0 < int(refused["hard-c"][1]) < INT_MAX_MS
 
-    restored = {cid: log_count(quorum, cid, "mutation factor 1.0 on node") for cid in quorum.controller_ids}
+    restored = {nid: log_count(quorum, nid, "mutation factor 1.0 on node") for nid in voters(quorum)}
     stub.table(1.0)
-    wait_for_controllers(quorum, "mutation factor 1.0 on node", restored)
+    wait_for_voters(quorum, "mutation factor 1.0 on node", restored)
     assert create_topics(quorum, "open-b", "open-c") == {"open-b": ["CREATED"], "open-c": ["CREATED"]}
