@@ -82,11 +82,13 @@ def quorum(stub: StandInService, shim_jar: Path) -> Iterator[LocalKafkaCluster]:
         cluster.stop()
 
 
-def create_topics(cluster: LocalKafkaCluster, *topics: str) -> dict[str, list[str]]:
+def create_topics(cluster: LocalKafkaCluster, *topics: str, retry_ms: int = 0) -> dict[str, list[str]]:
     """One CreateTopics of one-partition topics from the Java Admin client, without retrying on
-    quota violations: topic -> ["CREATED"], ["THROTTLING_QUOTA_EXCEEDED", "<ms>"] or ["FAILED", ...]."""
+    quota violations unless ``retry_ms`` (then retrying, as by default, within that API timeout):
+    topic -> ["CREATED"], ["THROTTLING_QUOTA_EXCEEDED", "<ms>"] or ["FAILED", ...]."""
     source = Path(__file__).parent / "java" / "CreateTopicsProbe.java"
-    command = ["java", "-cp", f"{ensure_kafka_jars()}/*", source, cluster.bootstrap_servers, "false", "30000", *topics]
+    retry = ["true", str(retry_ms)] if retry_ms else ["false", "30000"]
+    command = ["java", "-cp", f"{ensure_kafka_jars()}/*", source, cluster.bootstrap_servers, *retry, *topics]
     result = run_command(command, 120)
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     answers = dict(line.split(" ", 1) for line in result.stdout.splitlines() if line.split(" ", 1)[0] in topics)
@@ -181,6 +183,12 @@ def test_mutation_factor_zero_refuses_topic_creation_with_a_finite_throttle_and_
     refused = create_topics(quorum, "hard-c")
     assert refused["hard-c"][0] == "THROTTLING_QUOTA_EXCEEDED", refused
     assert 0 < int(refused["hard-c"][1]) < INT_MAX_MS
+    # An Admin client that retries on quota violations (the default) gives up when its API
+    # timeout ends before the throttle does, instead of retrying into an admission.
+    started = time.monotonic()
+    retried = create_topics(quorum, "hard-d", retry_ms=15_000)
+    assert retried["hard-d"][0] == "THROTTLING_QUOTA_EXCEEDED", retried
+    assert time.monotonic() - started < 15 + 15, "within its timeout (plus the JVM's start)"
 
     restored = {nid: log_count(quorum, nid, "mutation factor 1.0 on node") for nid in voters(quorum)}
     stub.table(1.0)
