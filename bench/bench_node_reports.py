@@ -1,218 +1,121 @@
-"""What the nodes' volume reports (PUT /nodes/{node_id}/volumes) cost the service and a node.
+"""What the shim's volume reports (PUT /nodes/{id}/volumes) cost a Kafka node: the reporter
+thread's CPU time and allocation per report, and the bytes each report takes on the wire, per
+report and per hour; measured in the same run against what the shim already costs an idle node,
+its quota long-poll (the poller thread, GET /quotas?wait=30 answered 304), as the baseline.
 
-Run: .venv/bin/python bench/bench_node_reports.py [--nodes 1000] [--brokers 1000] [--dirs 12] [--repeat 20]
+A KRaft cluster of one controller-only node and one broker (devtools.devcluster, metadata logs
+on their own tmpfs when run as root), the shim on both, polling a loopback stand-in of the
+service (devtools/stand_in_service.py) that takes every report (204) and counts the bytes each
+kind of request takes, both ways. The shim reports once per poll interval (``--interval-ms``,
+the shim's default 5000); after ``--warm-up`` seconds the bench measures over ``--seconds``.
+bench/ShimThreadProbe.java reads each shim thread's CPU time and allocated bytes from the
+node's JVM.
 
-The service, in one process, CPU time (time.process_time), medians:
-- one report through the whole app (ASGI: the token, the body limit, the strict body, the rate
-  limit, the decider) for each of ``--nodes`` nodes, per report; the decider's part alone;
-- a decision round over ``--brokers`` x ``--dirs`` data volumes as today (no node reports, no
-  metadata limits: the baseline), and the same round with metadata limits and every node's
-  report in the view; their ratio.
-A node: the body's bytes, and bytes per hour at the shim's default poll interval (5 s) with the
-request head; the CPU of building one report, measured in Java with the shim's own NodeVolumes
-on real directories (bench/NodeReportCost.java; skipped without java or the shim jar)."""
+    .venv/bin/python bench/bench_node_reports.py --seconds 300
+"""
 
 from __future__ import annotations
 
 import argparse
-import gc
 import json
+import os
 import shutil
-import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
-import httpx
+from devtools.commands import run_command
+from devtools.devcluster import LocalKafkaCluster
+from devtools.devcluster.shim import build_shim, shim_broker_config
+from devtools.stand_in_service import QUOTAS, REPORTS, StandInService
 
-from app.clock import ManualClock
-from app.observation.model import ObservationRound, VolumeObservation
-from app.server.app import create_app
-from app.settings import load_settings
+ROOT = Path(__file__).resolve().parents[1]
 
-GiB = 1024**3
-ROOT = Path(__file__).resolve().parent.parent
-TOKEN = "bench-node-token-0123456"
-POLL_SECONDS = 5.0  # client.quota.callback.service.poll.interval.ms default
-SHIM_JAR = ROOT / "shim" / "target" / "kafka-throttle-shim.jar"
+REPORTER = "throttle-service-shim-reporter-"
+POLLER = "throttle-service-shim-poller"
 
 
-def report_body(node: int, dirs: int) -> dict:
-    """What a broker of ``dirs`` data dirs and its own metadata volume reports."""
-    volumes = [{"log_dir": "/var/lib/kafka/metadata", "total_bytes": 64 * GiB, "usable_bytes": (40 + node % 20) * GiB, "holds": ["metadata"]}]
-    volumes += [
-        {"log_dir": f"/var/lib/kafka/data-{d}", "total_bytes": 1024 * GiB, "usable_bytes": (100 + (node * 7 + d * 13) % 900) * GiB // 10, "holds": ["data"]}
-        for d in range(dirs)
-    ]
-    return {"roles": ["broker"], "volumes": volumes}
+def shim_threads(pid: int) -> dict[str, dict[str, int]]:
+    """Thread name -> {cpu_ns, allocated_bytes} of the shim's threads in the JVM ``pid``."""
+    java = shutil.which("java") or "java"
+    result = run_command([java, str(ROOT / "bench" / "ShimThreadProbe.java"), str(pid)], 120)
+    if result.returncode != 0:
+        raise RuntimeError(f"ShimThreadProbe failed: {result.stderr[-2000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def cluster_round(brokers: int, dirs: int, at: float) -> ObservationRound:
-    volumes = tuple(
-        VolumeObservation(b, f"/var/lib/kafka/data-{d}", 1024 * GiB, (100 + (b * 7 + d * 13) % 900) * GiB // 10, at)
-        for b in range(1, brokers + 1)
-        for d in range(dirs)
-    )
-    return ObservationRound(at, at, tuple(range(1, brokers + 1)), volumes)
-
-
-def make_app(clock: ManualClock, metadata: bool):
-    limits = {"metadata_limit_min_available_bytes": str(4 * GiB), "metadata_soft_limit_min_available_bytes": str(16 * GiB)} if metadata else {}
-    settings = load_settings(
-        environ={},
-        kafka_admin_bootstrap_servers="127.0.0.1:9092",
-        data_dir=tempfile.mkdtemp(prefix="throttle-bench-"),
-        storage_per_volume_limit_min_available_bytes=str(2 * GiB),
-        storage_per_volume_soft_limit_min_available_bytes=str(8 * GiB),
-        history_enabled="false",
-        node_token=TOKEN,
-        **limits,
-    )
-    return create_app(settings, clock=clock, observe=False)
-
-
-def median_cpu_ms(fn, repeat: int) -> float:
-    samples = []
-    for _ in range(repeat):
-        gc.collect()
-        start = time.process_time()
-        fn()
-        samples.append((time.process_time() - start) * 1000)
-    return statistics.median(samples)
-
-
-def reports_over_http(nodes: int, dirs: int, rounds: int) -> tuple[float, float, int]:
-    """A real service process (``python -m app``, observation off so only reports cost it):
-    ``nodes`` nodes each report ``rounds`` times over HTTP/1.1 keep-alive. Returns the service's
-    CPU ms per report (from /proc: HTTP, token, body, schema, rate limit, decider), the same for
-    a GET /healthz as the HTTP floor, and the body bytes."""
-    from service_process import ROOT as TREE
-    from service_process import ServiceProcess
-
-    bodies = [json.dumps(report_body(n, dirs)).encode() for n in range(1, nodes + 1)]
-    headers = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
-    with tempfile.TemporaryDirectory(prefix="node-reports-") as scratch:
-        service = ServiceProcess(
-            "reports", TREE, Path(scratch), storage_check_interval="PT0S", history_enabled="false", node_token=TOKEN,
-            storage_per_volume_limit_min_available_bytes=str(2 * GiB),
-            metadata_limit_min_available_bytes=str(4 * GiB), metadata_soft_limit_min_available_bytes=str(16 * GiB),
-        )
-        try:
-            with httpx.Client(base_url=service.base_url, timeout=30) as client:
-                for node, body in enumerate(bodies, start=1):  # warm: every node known once
-                    assert client.put(f"/nodes/{node}/volumes", content=body, headers=headers).status_code == 204
-                per_report = []
-                for _ in range(rounds):
-                    time.sleep(1.05)  # one report per node per second is taken
-                    before = service.resources().cpu_seconds
-                    for node, body in enumerate(bodies, start=1):
-                        answer = client.put(f"/nodes/{node}/volumes", content=body, headers=headers)
-                        assert answer.status_code == 204, answer.text
-                    per_report.append((service.resources().cpu_seconds - before) * 1000 / nodes)
-                before = service.resources().cpu_seconds
-                for _ in range(nodes * rounds):
-                    client.get("/healthz")
-                floor = (service.resources().cpu_seconds - before) * 1000 / (nodes * rounds)
-        finally:
-            service.stop()
-    return statistics.median(per_report), floor, len(bodies[0])
-
-
-def decider_ms_per_report(nodes: int, dirs: int, repeat: int) -> float:
-    """The decider's part of a report alone (judge and keep it), parsed beforehand, in-process."""
-    from app.server.schemas.nodes import NodeVolumesBody
-
-    clock = ManualClock()
-    decider = make_app(clock, metadata=True).state.service.decider
-    parsed = [NodeVolumesBody.model_validate(report_body(node, dirs)) for node in range(1, nodes + 1)]
-
-    def record_all() -> None:
-        clock.advance(POLL_SECONDS)
-        for node, body in enumerate(parsed, start=1):
-            decider.record_node_report(body.report(node, clock()))
-
-    return median_cpu_ms(record_all, repeat) / nodes
-
-
-def round_cost(brokers: int, dirs: int, nodes: int, repeat: int, metadata: bool) -> float:
-    """CPU ms of one decision round as the service applies it, with ``nodes`` reports in the view
-    (and metadata limits) or without either (today)."""
-    clock = ManualClock()
-    app = make_app(clock, metadata=metadata)
-    loop = app.state.service.loop
-    if metadata:
-        from app.server.schemas.nodes import NodeVolumesBody
-
-        for node in range(1, nodes + 1):
-            loop.decider.record_node_report(NodeVolumesBody.model_validate(report_body(node, dirs)).report(node, clock()))
-    observations = cluster_round(brokers, dirs, clock())
-    loop.apply_round(observations)  # warm
-
-    def one_round() -> None:
-        clock.advance(0.01)
-        now = clock()
-        loop.apply_round(ObservationRound(now, now, observations.active_brokers, observations.observations))
-
-    return median_cpu_ms(one_round, repeat)
-
-
-def java_report_cost(dirs: int) -> tuple[int, float] | None:
-    """(body bytes, µs per report) from bench/NodeReportCost.java, or None without java / the jar."""
-    jars = ROOT / ".cache"
-    kafka_jars = next((p for p in sorted(jars.glob("kafka-*")) if p.is_dir()), None) if jars.is_dir() else None
-    import os
-
-    kafka_jars = Path(os.environ["KAFKA_JARS_DIR"]) if os.environ.get("KAFKA_JARS_DIR") else kafka_jars
-    if shutil.which("javac") is None or not SHIM_JAR.exists() or kafka_jars is None:
-        return None
-    with tempfile.TemporaryDirectory(prefix="node-report-cost-") as work:
-        classpath = f"{SHIM_JAR}:{kafka_jars}/*"
-        subprocess.run(["javac", "-cp", classpath, "-d", f"{work}/classes", str(ROOT / "bench" / "NodeReportCost.java")], check=True)
-        out = subprocess.run(
-            ["java", "-cp", f"{work}/classes:{classpath}", "io.kafkathrottle.shim.NodeReportCost", work, str(dirs), "2000"],
-            check=True, capture_output=True, text=True,
-        ).stdout.split()
-    return int(out[0]), int(out[1]) / 1000
+def thread_of(threads: dict[str, dict[str, int]], prefix: str) -> dict[str, int]:
+    found = [usage for name, usage in threads.items() if name.startswith(prefix)]
+    if len(found) != 1:
+        raise RuntimeError(f"expected one thread {prefix}*, found {sorted(threads)}")
+    return found[0]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--brokers", type=int, default=1000)
-    parser.add_argument("--dirs", type=int, default=12)
-    parser.add_argument("--repeat", type=int, default=20)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=300.0, help="measured time (default 300)")
+    parser.add_argument("--warm-up", type=float, default=30.0, help="seconds before measuring (default 30)")
+    parser.add_argument("--interval-ms", type=int, default=5000, help="the shim's poll interval (default 5000, its default)")
     args = parser.parse_args()
 
-    per_report_ms, http_floor_ms, body_bytes = reports_over_http(args.nodes, args.dirs, max(3, args.repeat // 4))
-    decider_ms = decider_ms_per_report(args.nodes, args.dirs, args.repeat)
-    today = round_cost(args.brokers, args.dirs, 0, args.repeat, metadata=False)
-    with_reports = round_cost(args.brokers, args.dirs, args.nodes, args.repeat, metadata=True)
-    head_bytes = len(
-        f"PUT /nodes/1000/volumes HTTP/1.1\r\nHost: throttle-service:8080\r\nAuthorization: Bearer {TOKEN}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {body_bytes}\r\nConnection: Upgrade, HTTP2-Settings\r\n"
-        "Upgrade: h2c\r\nUser-Agent: Java-http-client/17\r\n\r\n"
-    ) + len("HTTP/1.1 204 No Content\r\ndate: Thu, 26 Nov 2026 07:00:00 GMT\r\nserver: uvicorn\r\n\r\n")
-    reports_per_hour = 3600 / POLL_SECONDS
+    stand_in = StandInService()
+    shim = shim_broker_config(
+        stand_in.url,
+        **{
+            "client.quota.callback.service.token": "bench-node-token-0123",
+            "client.quota.callback.service.poll.interval.ms": str(args.interval_ms),
+            "client.quota.callback.service.long.poll.wait.ms": "30000",  # the shim's default
+        },
+    )
+    root = os.geteuid() == 0
+    cluster = LocalKafkaCluster(
+        brokers=1,
+        controllers=1,
+        tmpfs=root,
+        metadata_tmpfs_mib=16 if root else None,
+        broker_config=shim,
+        controller_config=shim,
+        extra_classpath=[build_shim()],
+    )
+    try:
+        cluster.start()
+        nodes = sorted(cluster.pids())
+        time.sleep(args.warm_up)
+        start_threads = {node: shim_threads(pid) for node, pid in cluster.pids().items()}
+        start_traffic = stand_in.traffic_snapshot()
+        started = time.monotonic()
+        time.sleep(args.seconds)
+        end_threads = {node: shim_threads(pid) for node, pid in cluster.pids().items()}
+        end_traffic = stand_in.traffic_snapshot()
+        elapsed = time.monotonic() - started
+        counts = stand_in.report_counts(started)
+    finally:
+        cluster.stop()
+        stand_in.close()
 
-    print(f"service: {args.nodes} nodes, each a metadata volume and {args.dirs} data dirs; rounds over {args.brokers} brokers x {args.dirs} log dirs")
-    print(f"{'what':<66}{'CPU ms':>10}{'x':>8}")
-    print(f"{'one report, service process over HTTP (all of it)':<66}{per_report_ms:>10.3f}")
-    print(f"{'  a GET /healthz over HTTP, for the floor':<66}{http_floor_ms:>10.3f}")
-    print(f"{'  the decider alone (judge and keep the report), in-process':<66}{decider_ms:>10.3f}")
-    print(f"{'all nodes reporting once (one poll interval), over HTTP':<66}{per_report_ms * args.nodes:>10.1f}{per_report_ms * args.nodes / today:>8.2f}")
-    print(f"{'decision round today (no reports, no metadata limits): baseline':<66}{today:>10.2f}{1.0:>8.2f}")
-    print(f"{'decision round with metadata limits and every report in view':<66}{with_reports:>10.2f}{with_reports / today:>8.2f}")
-    print(f"node: body {body_bytes} bytes, {body_bytes + head_bytes} with the HTTP exchange; "
-          f"{(body_bytes + head_bytes) * reports_per_hour / 1e6:.2f} MB per hour at one report per {POLL_SECONDS:g} s")
-    java = java_report_cost(args.dirs)
-    if java is None:
-        print("node CPU: skipped (needs javac, the shim jar and Kafka's jars)")
-    else:
-        print(f"node CPU (measured, Java, the shim's NodeVolumes on real directories): {java[1]:.1f} µs per report "
-              f"({java[0]} bytes of body), {java[1] * reports_per_hour / 1e6:.3f} s of CPU per hour")
+    def delta(kind: str, field: str) -> int:
+        return getattr(end_traffic[kind], field) - getattr(start_traffic[kind], field)
+
+    reports = delta(REPORTS, "requests")
+    report_bytes = (delta(REPORTS, "bytes_in") + delta(REPORTS, "bytes_out")) / reports
+    quota_bytes_per_hour = (delta(QUOTAS, "bytes_in") + delta(QUOTAS, "bytes_out")) / len(nodes) / elapsed * 3600
+    reports_per_hour = 3600 * 1000 / args.interval_ms
+    print(f"{len(nodes)} nodes {nodes}, poll interval {args.interval_ms} ms, measured {elapsed:.0f} s")
+    print(f"reports: {reports} ({counts}), {delta(REPORTS, 'bytes_in') / reports:.0f} B sent and "
+          f"{delta(REPORTS, 'bytes_out') / reports:.0f} B received per report")
+    print(f"bytes per node per hour: reports {report_bytes * reports_per_hour / 1024:.0f} KiB, "
+          f"quota long-poll {quota_bytes_per_hour / 1024:.1f} KiB "
+          f"({delta(QUOTAS, 'requests')} polls): ratio {report_bytes * reports_per_hour / quota_bytes_per_hour:.1f}x")
+    for node in nodes:
+        reporter = {k: thread_of(end_threads[node], REPORTER)[k] - thread_of(start_threads[node], REPORTER)[k] for k in ("cpu_ns", "allocated_bytes")}
+        poller = {k: thread_of(end_threads[node], POLLER)[k] - thread_of(start_threads[node], POLLER)[k] for k in ("cpu_ns", "allocated_bytes")}
+        n = counts.get(node, 0)
+        print(
+            f"node {node}: {n} reports; reporter {reporter['cpu_ns'] / n / 1000:.0f} us CPU and "
+            f"{reporter['allocated_bytes'] / n / 1024:.0f} KiB allocated per report, "
+            f"{reporter['cpu_ns'] / elapsed * 3600 / 1e9:.2f} CPU s per hour; poller (baseline) "
+            f"{poller['cpu_ns'] / elapsed * 3600 / 1e9:.2f} CPU s per hour: ratio {reporter['cpu_ns'] / max(poller['cpu_ns'], 1):.1f}x"
+        )
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -26,8 +26,9 @@ import org.slf4j.LoggerFactory;
  * connection of its own). Whatever the service answers, the quotas keep being polled.
  *
  * <p>Each refusal is logged once per episode (until the answer changes), as are directories that
- * cannot be read. A 404 means the service takes no node reports (its node token is unset): the
- * shim says so once and asks again only every {@link #NOT_TAKEN_RETRY}.
+ * cannot be read. A 404 means the service takes no node reports (its node token is unset; an
+ * older service answers 403 or 405): the shim says so once and asks again only every
+ * {@link #NOT_TAKEN_RETRY}.
  */
 final class VolumeReporter {
     /** How long the shim waits after a 404 (the service takes no node reports) before it tries again. */
@@ -137,11 +138,11 @@ final class VolumeReporter {
             }
             return config.pollInterval;
         }
-        if (status == 404) {
-            if (!"404".equals(episode)) {
-                LOG.info("Throttle service shim: {} takes no node volume reports (HTTP 404); asking again every {} min", uri,
+        if (notTaken(status)) {
+            if (!"not taken".equals(episode)) {
+                LOG.info("Throttle service shim: {} takes no node volume reports (HTTP {}); asking again every {} min", uri, status,
                         NOT_TAKEN_RETRY.toMinutes());
-                episode = "404";
+                episode = "not taken";
             }
             return NOT_TAKEN_RETRY;
         }
@@ -153,6 +154,15 @@ final class VolumeReporter {
             return retryAfter.compareTo(config.pollInterval) > 0 ? retryAfter : config.pollInterval;
         }
         return config.pollInterval;
+    }
+
+    /**
+     * Whether the answer says the service takes no node reports at all: 404 from a service without
+     * a node token; 403 or 405 from a service from before node reports, which refuses writes it
+     * does not know.
+     */
+    static boolean notTaken(int status) {
+        return status == 404 || status == 403 || status == 405;
     }
 
     /** A refusal or failure, logged when it starts an episode (the first, or one unlike the last). */

@@ -137,6 +137,8 @@ class MutationFactorTest {
         assertEquals(QuotaResolver.REFUSING_MUTATION_RATE, mutationLimit());
         table(1.0, MUTATION_DEFAULTS, 0.0);
         assertEquals(QuotaResolver.REFUSING_MUTATION_RATE, mutationLimit(), "a configured quota too");
+        KafkaPrincipal operator = new KafkaPrincipal(KafkaPrincipal.USER_TYPE, "ops"); // the table's excluded principal
+        assertNull(callback.quotaLimit(MUTATION, callback.quotaMetricTags(MUTATION, operator, "admin")), "an excluded principal stays unlimited");
     }
 
     @Test
