@@ -14,7 +14,8 @@ descriptions say them); a candidate set that breaks one must be answered 422 nam
 
 And PUT /nodes/{node_id}/volumes: it takes the node token, not the admin token the command line
 sends (``before_call`` sends the node token there); usable bytes at most total bytes, each
-log_dir once and data only on a node with the broker role are rules across fields, stated in the
+log_dir, role and holds entry once and data only on a node with the broker role are rules
+across fields (or items), stated in the
 descriptions and answered 422 naming the rule; one report per node per second is a rule across
 requests, answered 429 with Retry-After."""
 
@@ -30,7 +31,10 @@ NEITHER = "name a user, a client-id, or both"
 WHAT_IF_PATH = "/what-if"
 NODES_PATH = "/nodes/"
 NODE_TOKEN = "schemathesis-node-token-0123"  # tests/integration/test_schemathesis.py configures it
-NODE_RULES = ("usable_bytes must not exceed total_bytes", "volumes lists a log_dir twice", "only a node with the broker role holds data")
+NODE_RULES = (
+    "usable_bytes must not exceed total_bytes", "volumes lists a log_dir twice", "only a node with the broker role holds data",
+    "roles lists a role twice", "holds lists an entry twice",
+)
 
 
 @schemathesis.hook

@@ -26,8 +26,8 @@ class NodeVolumeEntry(BaseModel):
     holds: list[Literal["data", "metadata"]] = Field(
         min_length=1,
         max_length=2,
-        description="What the directory holds: the metadata log, data (a broker's log dir; only on a node with the broker role), or both",
-        json_schema_extra={"uniqueItems": True},
+        description="What the directory holds, each once: the metadata log, data (a broker's log dir; only on a node with the "
+        "broker role), or both",
     )
 
     @model_validator(mode="after")
@@ -55,9 +55,9 @@ class NodeVolumesBody(BaseModel):
         },
     )
 
-    roles: list[Literal["broker", "controller"]] = Field(
-        min_length=1, max_length=2, description="The node's process.roles", json_schema_extra={"uniqueItems": True}
-    )
+    # Each role and each holds entry once: said in the descriptions and answered 422, not as
+    # uniqueItems, which openapi-generator's Java client turns into a Set it cannot compile.
+    roles: list[Literal["broker", "controller"]] = Field(min_length=1, max_length=2, description="The node's process.roles, each once")
     volumes: list[NodeVolumeEntry] = Field(
         max_length=MAX_NODE_VOLUMES,
         description=f"At most {MAX_NODE_VOLUMES} entries, each log_dir once; an entry holding data needs the broker role among roles",
