@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from app.decision.enforcement import ENFORCE_EVERYWHERE, Enforcement
 from app.decision.factor import FactorReading, FactorSource
 from app.decision.fill_rate import TimeToFull
+from app.decision.metadata import UNLIMITED, MetadataStep
 from app.decision.policy import Evaluation, State, StoragePolicy, VolumeVerdict
 from app.observation.model import ObservationRound, VolumeKey, VolumeObservation
 
@@ -38,10 +39,17 @@ class Decision:
     # With a horizon: the fill rate (bytes/s) the horizon rule estimated for each volume in the
     # latest round (None while a trend is too short); None without a horizon.
     fill_rates: Mapping[VolumeKey, float | None] | None = None
+    # The metadata volumes the nodes reported, judged by the metadata limits (None: none set).
+    metadata: MetadataStep = UNLIMITED
+    metadata_policy: StoragePolicy | None = None
 
     @property
     def factor(self) -> float:
         return self.reading.factor
+
+    @property
+    def mutation_factor(self) -> float:
+        return self.reading.mutation_factor
 
     @property
     def state(self) -> State:

@@ -44,6 +44,8 @@ RULES: dict[str, Rule] = {
     "seconds_to_hard_limit": Rule(minimum=0),
     "volume_rule": Rule(allowed=FACTOR_RULES),
     "rule": Rule(allowed=FACTOR_RULES),
+    "holds": Rule(allowed=("data", "metadata", "data,metadata")),
+    "mutation_factor": Rule(minimum=0, maximum=1),
 }
 # A volume is named by both; a row of a round that observed no volume has neither.
 VOLUME_FIELDS = ("broker_id", "log_dir")
