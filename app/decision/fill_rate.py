@@ -99,12 +99,13 @@ class FillTrend:
         if times and at <= times[-1]:
             return False
         previous, before = self._previous, self._before
-        noise = total_bytes * GAIN_NOISE_RATIO
-        if noise > GAIN_NOISE_MAX_BYTES:
-            noise = GAIN_NOISE_MAX_BYTES
-        if previous is not None and usable - previous > noise and (before is None or usable - before > noise):
-            times.clear(), values.clear(), weights.clear()  # space gained: the trend starts again here
-            self._slopes = None
+        # Only a rise can be a gain while the noise is not negative (a known capacity): a volume
+        # that did not gain space skips the noise (most of them, every round).
+        if previous is not None and (usable > previous or total_bytes < 0):
+            noise = gain_noise_bytes(total_bytes)
+            if usable - previous > noise and (before is None or usable - before > noise):
+                times.clear(), values.clear(), weights.clear()  # space gained: the trend starts again here
+                self._slopes = None
         self._before, self._previous = previous, usable
         times.append(at)
         values.append(usable)
