@@ -149,6 +149,8 @@ class Run:
     job: float
     parse: float | None  # with --cache: parsing the new or changed days into the cache
     read: float  # the read step: the parse and the pass that counts the lines and finds the rounds
+    task_cpu: float  # CPU seconds of Spark's tasks (from its event log): steadier than wall time on a busy machine
+    parse_cpu: float | None  # of them, the parse job's (with --cache)
     rows: int
     skipped: int
     stdout: str
@@ -160,22 +162,47 @@ def _at(pattern: str, stdout: str) -> float | None:
     return float(found.group(1)) if found else None
 
 
+def _task_cpu(events: Path) -> tuple[float, float | None]:
+    """CPU seconds of every task in Spark's event logs under ``events``, and of the first job's
+    (the parse, with --cache: ``read_cached`` writes the parsed days before anything else runs)."""
+    total, first_job, stages_of_first = 0, 0, None
+    for log in sorted(f for f in events.rglob("*") if f.is_file()):
+        for line in log.open(errors="replace"):
+            if '"SparkListenerJobStart"' in line and stages_of_first is None:
+                stages_of_first = set(json.loads(line)["Stage IDs"])
+            elif '"SparkListenerTaskEnd"' in line:
+                event = json.loads(line)
+                cpu = (event.get("Task Metrics") or {}).get("Executor CPU Time", 0)
+                total += cpu
+                if stages_of_first and event["Stage ID"] in stages_of_first:
+                    first_job += cpu
+    return total / 1e9, first_job / 1e9 if stages_of_first else None
+
+
 def run_report(history: Path, output: Path, master: str, cache: Path | None = None) -> Run:
-    """The installed console script on ``history``: its wall time, its own job time and read step."""
+    """The installed console script on ``history``: its wall time, its own job time and read
+    step, and its tasks' CPU time (Spark's event log, written beside ``output``)."""
     script = Path(sys.executable).parent / "throttle-report"
     command = [script, "--input", history, "--output", output, "--master", master, *(["--cache", cache] if cache else [])]
+    events = output.with_name(output.name + "-events")
+    shutil.rmtree(events, ignore_errors=True)
+    events.mkdir(parents=True)
+    logged = f"--conf spark.eventLog.enabled=true --conf spark.eventLog.dir={events.as_uri()} --conf spark.eventLog.compress=false pyspark-shell"
     started = time.perf_counter()
-    finished = run_command(command, 4 * 3600, check=True)
+    finished = run_command(command, 4 * 3600, check=True, env={**os.environ, "PYSPARK_SUBMIT_ARGS": logged})
     wall = time.perf_counter() - started
     out = finished.stdout
     read = re.search(r"read ([0-9,]+) rows, skipped ([0-9,]+) lines.*\(([0-9.]+) s\)", out)
     job = float(re.search(r"done in ([0-9.]+) s", out).group(1))
     parsed, reading = _at("cache ", out), _at("reading ", out)
+    task_cpu, parse_cpu = _task_cpu(events)
     return Run(
         wall,
         job,
         parsed - reading if parsed is not None and reading is not None else None,
         float(read.group(3)),
+        task_cpu,
+        parse_cpu if cache else None,
         int(read.group(1).replace(",", "")),
         int(read.group(2).replace(",", "")),
         out,
@@ -321,8 +348,10 @@ def incremental(args, work: Path) -> None:
         assert (cold.rows, cold.skipped) == (rows, 0), f"the report kept {cold.rows:,} rows and skipped {cold.skipped:,} lines of {rows:,}"
         assert f"parsed {len(days)} days, reused 0" in cold.stdout
         timings.update({"cold": cold.wall, "cold: job": cold.job, "cold: parse": cold.parse})
+        cpus.update({"cold": cold.task_cpu, "cold: parse": cold.parse_cpu})
         print(
             f"cold (empty cache): {cold.wall:.1f} s wall, job {cold.job:.1f} s (parse into the cache {cold.parse:.1f} s, read step {cold.read:.1f} s); "
+            f"task CPU {cold.task_cpu:.1f} s (parse {cold.parse_cpu:.1f} s); "
             f"load average before {before}, after {load()}",
             flush=True,
         )
@@ -339,9 +368,10 @@ def incremental(args, work: Path) -> None:
         assert (warm.rows, warm.skipped) == (rows + appended, 0), f"the warm report kept {warm.rows:,} rows, skipped {warm.skipped:,}"
         assert f"parsed 1 days, reused {len(days) - 1}" in warm.stdout, "the warm run did not parse exactly the last day"
         timings.update({"warm": warm.wall, "warm: job": warm.job, "warm: parse": warm.parse})
+        cpus.update({"warm": warm.task_cpu, "warm: parse": warm.parse_cpu})
         print(
             f"warm ({days[-1]} changed: {appended:,} rows appended to {last.name}): {warm.wall:.1f} s wall, job {warm.job:.1f} s "
-            f"(parse of the last day {warm.parse:.1f} s, read step {warm.read:.1f} s); load average before {before}, after {load()}",
+            f"(parse of the last day {warm.parse:.1f} s, read step {warm.read:.1f} s); task CPU {warm.task_cpu:.1f} s (parse {warm.parse_cpu:.1f} s); load average before {before}, after {load()}",
             flush=True,
         )
     if "duckdb" in parts:
@@ -360,7 +390,10 @@ def incremental(args, work: Path) -> None:
         for name, runs in parses.items():
             timings[name] = min(seconds for seconds, _, _ in runs)
             cpus[name] = min(cpu for _, cpu, _ in runs)
-    print("\nsummary (best of the runs; ratios against DuckDB's parse in this run):")
+    print(
+        "\nsummary (best of the runs; ratios against DuckDB's parse in this run; CPU: Spark's task CPU for the reports, "
+        "the JVM's CPU for the parses of the json part, the process's for DuckDB):"
+    )
     duckdb, duckdb_cpu = timings.get("duckdb"), cpus.get("duckdb")
     for name, seconds in timings.items():
         ratio = f"  {seconds / duckdb:5.2f}x DuckDB" if duckdb and name != "duckdb" else ""
