@@ -16,9 +16,11 @@ one file per UTC hour, the writer's fields in its order):
   schema and options, in one Spark session, alternating; and Spark's plain typed parse (the
   declared types, no checks) for the comparison with DuckDB.
 
-Every run prints the load average (1/5/15 min) before and after it, and the ratios against
-DuckDB's time measured in the same run. The kept rows are checked: the report must read every
-generated row and skip none.
+``warm`` runs ``cold`` first (it fills the cache). Every run prints the load average
+(1/5/15 min) before and after it, its CPU seconds (Spark's tasks, from its event log: steadier
+than wall time on a shared machine), and the ratios against DuckDB's time measured in the same
+run. The kept rows are checked: the report must read every generated row and skip none.
+DuckDB comes with the bench extra: ``.venv/bin/pip install -e '.[bench]'``.
 
     .venv/bin/python bench/bench_report.py --incremental                       # all four, about 10 min
     .venv/bin/python bench/bench_report.py --incremental --only cold,warm,duckdb  # about 5 min
