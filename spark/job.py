@@ -14,7 +14,7 @@ from spark.analysis.backtest import LimitSet, Outcome, backtest, page_view
 from spark.analysis.brokers import broker_summary, fenced_time, volume_summary
 from spark.analysis.chart_data import closest_volume_series, state_timeline
 from spark.analysis.enforcement import with_enforcement
-from spark.analysis.episodes import violation_episodes
+from spark.analysis.episodes import DATA, VOLUME, data_rows, metadata_rows, violation_episodes
 from spark.analysis.forecast import FORECAST_WINDOW_SECONDS, fill_forecast
 from spark.analysis.gaps import HistoryEnd
 from spark.analysis.states import decisions, held_rounds, rounds, time_in_states, unexplained_rounds
@@ -75,6 +75,22 @@ def _check_every_limit_is_explained(report: Report, round_rows: DataFrame, progr
         progress(f"  unexplained: {example['time']} {example['state']} ({example['source']})")
 
 
+def _with_metadata_episodes(data_episodes: DataFrame, metadata: DataFrame, last_round: float, max_gap_seconds: float | None) -> DataFrame:
+    """The data volumes' episodes and the metadata log volumes' (judged by the metadata limits
+    the service had), each named by what its volume holds, in the episodes' order."""
+    episodes = data_episodes
+    if metadata.isEmpty():  # a service without metadata limits: nothing more to compute
+        return episodes
+    volumes = volume_summary(metadata, max_gap_seconds)
+    holds = metadata.groupBy(*VOLUME).agg(F.max("holds").alias("holds"))
+    found = (
+        violation_episodes(metadata, volumes, _history_end(volumes, last_round), max_gap_seconds)
+        .transform(with_enforcement(metadata))
+        .join(F.broadcast(holds), list(VOLUME))
+    )
+    return episodes.unionByName(found).repartition(1).sortWithinPartitions(*VOLUME, "limit", "start")
+
+
 def run_report(
     spark: SparkSession,
     input_path: str,
@@ -117,26 +133,33 @@ def run_report(
         if read.skipped_lines:
             report.skipped_by_reason = skipped_by_reason(history.lines)
         done("read", f"read {read.rows:,} rows, skipped {read.skipped_lines:,} lines{_reasons(report.skipped_by_reason)}")
-        rows = history.rows
+        # The metadata log volumes' rows give episodes of their own; every other table is the
+        # data volumes'.
+        rows = history.rows.transform(data_rows)
 
         round_rows = rounds(round_decisions).persist()  # one row per round
         volumes = volume_summary(rows, max_gap_seconds).persist()  # one row per volume
         end = _history_end(volumes, read.last_time)
         # Small tables, each computed once: written twice and shown, and the broker summary
         # builds on the episodes and the forecast.
-        episodes = violation_episodes(rows, volumes, end, max_gap_seconds).transform(with_enforcement(rows)).persist()
+        # Every data episode's steps, the backtest's candidate sets' too (their columns are the same).
+        def data_steps(episodes: DataFrame) -> DataFrame:
+            return episodes.transform(with_enforcement(rows)).withColumn("holds", F.lit(DATA))
+
+        data_episodes = violation_episodes(rows, volumes, end, max_gap_seconds).transform(data_steps).persist()
+        episodes = _with_metadata_episodes(data_episodes, history.rows.transform(metadata_rows), read.last_time, max_gap_seconds).persist()
         forecast = fill_forecast(rows, volumes, end, forecast_window_seconds).persist()
         tables = {
             "episodes": episodes,
             "time_in_states": time_in_states(round_rows, max_gap_seconds).persist(),
-            "brokers": broker_summary(volumes, episodes, forecast, end, fenced_time(rows, held_rounds(round_rows, max_gap_seconds))).persist(),
+            "brokers": broker_summary(volumes, data_episodes, forecast, end, fenced_time(rows, held_rounds(round_rows, max_gap_seconds))).persist(),
             "forecast": forecast,
         }
         names = list(TABLES)
         cached: list[DataFrame] = []
         if limit_sets:  # the history judged again under each candidate set, beside the live one
-            live = Outcome(episodes, round_rows)
-            tried = backtest(rows, volumes, end, live, list(limit_sets), max_gap_seconds, with_enforcement(rows), cached)
+            live = Outcome(data_episodes, round_rows)
+            tried = backtest(rows, volumes, end, live, list(limit_sets), max_gap_seconds, data_steps, cached)
             tables.update({name: table.persist() for name, table in tried.items()})
             names += tried
         for name in names:
@@ -160,7 +183,7 @@ def run_report(
         output.write_text("report.html", render_page(report))
         done("html", f"wrote {output.path('report.html')}")
         report.seconds["total"] = time.perf_counter() - started
-        for table in (*tables.values(), *cached, round_rows, round_decisions, volumes):
+        for table in (*tables.values(), *cached, data_episodes, round_rows, round_decisions, volumes):
             table.unpersist()
     finally:
         output.delete(PARSED)  # the parsed copy of the history

@@ -9,10 +9,17 @@ from dataclasses import replace
 
 from app.decision.decision import Decision, VolumeState
 from app.decision.factor import FactorReading, FactorSource, ThrottleFactorHolder
+from app.decision.metadata import MetadataStep, MetadataWatch
 from app.decision.policy import Evaluation, StoragePolicy, VolumeStatus, VolumeVerdict
 from app.decision.timeline import Step, Timeline, ViewTimeline
 from app.observation.cache import VolumeCache
 from app.observation.model import ObservationRound, VolumeKey, VolumeObservation
+from app.observation.node_reports import NodeReport, NodeReportBook
+
+
+def _earliest(*instants: float | None) -> float | None:
+    known = [t for t in instants if t is not None]
+    return min(known) if known else None
 
 
 class ThrottleDecider:
@@ -24,6 +31,7 @@ class ThrottleDecider:
         started_at: float,
         enabled: bool = True,
         keep_fenced: bool = True,
+        metadata_policy: StoragePolicy | None = None,
     ) -> None:
         self.policy = policy
         self.fallback = fallback
@@ -38,6 +46,8 @@ class ThrottleDecider:
         self.last_success_at = started_at
         self._breaching: frozenset[VolumeKey] = frozenset()
         self._view: Timeline | None = None  # the latest round's view of the cache over time
+        # The nodes' own reports of their volumes, and the metadata limits that judge them.
+        self.metadata = MetadataWatch(metadata_policy, NodeReportBook(validity_seconds, keep_fenced), fallback, started_at)
 
     def apply_round(self, round_: ObservationRound) -> Evaluation:
         now = round_.finished_at
@@ -45,6 +55,8 @@ class ThrottleDecider:
         if round_.cluster_answered:
             self.active_brokers = round_.active_brokers
             self.fenced_brokers = round_.fenced_brokers
+            self.metadata.confirm_fenced(frozenset(round_.fenced_brokers), now)
+        self.metadata.evict_expired(now)
         self.cache.record_round(round_)
         self.evicted = self.cache.evict_expired(now)
         view = ViewTimeline(self.policy, self.cache.by_expiry(), self._breaching, now, self.validity_seconds)
@@ -77,8 +89,25 @@ class ThrottleDecider:
         twin.evaluation = None
         return twin
 
+    def record_node_report(self, report: NodeReport) -> MetadataStep:
+        """A node's report of its own volumes (PUT /nodes/{node_id}/volumes); returns the
+        metadata side of the decision after it."""
+        self.metadata.record(report)
+        return self.metadata.at(report.received_at)
+
     def reading(self, now: float) -> FactorReading:
-        return self.holder.read(now)
+        return self._with_metadata(self.holder.read(now), self.metadata.at(now))
+
+    @staticmethod
+    def _with_metadata(reading: FactorReading, metadata: MetadataStep) -> FactorReading:
+        """The cluster factor lowered by the metadata volumes that hold data too, and the
+        mutation factor beside it."""
+        return replace(
+            reading,
+            factor=min(reading.factor, metadata.data_factor),
+            mutation_factor=metadata.mutation_factor,
+            next_change_at=_earliest(reading.next_change_at, metadata.next_change_at),
+        )
 
     def view_at(self, now: float) -> Step | None:
         """The cached observations valid at ``now`` and their evaluation (None before the
@@ -87,7 +116,8 @@ class ThrottleDecider:
 
     def decision(self, now: float) -> Decision:
         """The decision in force at ``now``: pure, so any read may ask."""
-        reading = self.holder.read(now)
+        metadata = self.metadata.at(now)
+        reading = self._with_metadata(self.holder.read(now), metadata)
         step = self.view_at(now)
         view_change = self._view.next_change_after(now) if self._view is not None else None
         if view_change is not None and (reading.next_change_at is None or view_change < reading.next_change_at):
@@ -105,6 +135,8 @@ class ThrottleDecider:
             log_dirs=len(step.volumes) if step is not None else 0,
             fenced=tuple(self.cache.fenced_volumes(step.volumes)) if shown else (),
             volumes=step.volumes if shown else (),
+            metadata=metadata,
+            metadata_policy=self.metadata.policy,
         )
 
     def volumes(self, now: float) -> list[VolumeState]:

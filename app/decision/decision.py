@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from app.decision.enforcement import ENFORCE_EVERYWHERE, Enforcement
 from app.decision.factor import FactorReading, FactorSource
+from app.decision.metadata import UNLIMITED, MetadataStep
 from app.decision.policy import Evaluation, State, StoragePolicy, VolumeVerdict
 from app.observation.model import ObservationRound, VolumeObservation
 
@@ -34,10 +35,17 @@ class Decision:
     # Whether the factor bites, and on which brokers; the decider leaves it to whoever holds the
     # enforcement in force (the quota service) to set.
     enforcement: Enforcement = ENFORCE_EVERYWHERE
+    # The metadata volumes the nodes reported, judged by the metadata limits (None: none set).
+    metadata: MetadataStep = UNLIMITED
+    metadata_policy: StoragePolicy | None = None
 
     @property
     def factor(self) -> float:
         return self.reading.factor
+
+    @property
+    def mutation_factor(self) -> float:
+        return self.reading.mutation_factor
 
     @property
     def state(self) -> State:

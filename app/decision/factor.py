@@ -37,6 +37,9 @@ class FactorReading:
     valid_until: float | None
     # The earliest time at which this reading changes by itself (an expiry), if any.
     next_change_at: float | None
+    # What CONTROLLER_MUTATION quotas are scaled by: the metadata volumes' factor (1 without
+    # metadata limits, or with none of them in breach); app/decision/metadata.py.
+    mutation_factor: float = 1.0
 
 
 class ThrottleFactorHolder:

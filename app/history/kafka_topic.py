@@ -1,6 +1,8 @@
 """The optional history topic: each volume row as a Kafka record (confluent-kafka Producer).
 
-Key ``<broker id>:<log dir>``, so a compacted topic keeps the latest row of every volume.
+Key ``<broker id>:<log dir>``, so a compacted topic keeps the latest row of every volume; a
+metadata log volume's row (``holds`` names metadata) is keyed ``<node id>:<log dir>:metadata``,
+apart from the data row a combined node's shared volume also has.
 The value is the history row plus the fields of the "Re-thinking" proposal's Metrics
 Snapshot (brokerId, snapshotAt, hardLimit, softLimit, volumes), so a consumer written for
 that record reads ours; a kept observation (``kept`` set) is republished each round with its
@@ -24,7 +26,8 @@ _SNAPSHOT_LIMIT_TYPE = {"min-available-bytes": "MinFreeBytes", "min-available-ra
 
 
 def record_key(row: HistoryRow) -> str:
-    return f"{row['broker_id']}:{row['log_dir']}"
+    key = f"{row['broker_id']}:{row['log_dir']}"
+    return key + ":metadata" if "metadata" in (row.get("holds") or "") else key
 
 
 def _snapshot_limit(kind: str, level: float) -> dict[str, Any]:

@@ -8,6 +8,8 @@ from typing import Any
 
 from app.history.schema import FIELD_NAMES
 from app.decision.decision import Decision
+from app.decision.metadata import MetadataVerdict
+from app.observation.node_reports import DATA
 from app.decision.policy import VolumeStatus
 from app.timefmt import iso_instant
 from app.observation.model import ObservationRound, VolumeObservation
@@ -62,24 +64,57 @@ def _view(round_: ObservationRound, decision: Decision) -> Sequence[VolumeObserv
     return decision.volumes if decision.evaluation is not None else round_.observations
 
 
+def _metadata_volumes(decision: Decision) -> Sequence[MetadataVerdict]:
+    """The metadata log volumes the decision judged: only with metadata limits set."""
+    return decision.metadata.volumes if decision.metadata_policy is not None else ()
+
+
 def row_count(round_: ObservationRound, decision: Decision) -> int:
     """How many rows ``round_rows`` gives for the round."""
-    return max(1, len(_view(round_, decision)))
+    return max(1, len(_view(round_, decision))) + len(_metadata_volumes(decision))
 
 
 def _enforcement_fields(decision: Decision) -> dict[str, Any]:
+    """Whether the decision bit, and on which brokers."""
     canary = decision.enforcement.canary_brokers
     return {"enforced": decision.enforced, "canary_brokers": ",".join(map(str, canary)) if canary else None}
 
 
-def round_rows(round_: ObservationRound, decision: Decision, check_interval_seconds: float) -> list[HistoryRow]:
-    """One row per volume in the view the round's decision rested on (``_view``), or one row
-    without a volume when that is empty; ``decision`` is the one the round led to."""
-    evaluation = decision.evaluation
-    verdicts = (*evaluation.breaching, *evaluation.ramping, *evaluation.unjudged) if evaluation else ()
-    listed = {v.volume.key: v for v in verdicts}
+def _metadata_rows(round_: ObservationRound, decision: Decision, common: dict[str, Any]) -> list[HistoryRow]:
+    """One row per metadata log volume, judged by the metadata limits."""
+    policy = decision.metadata_policy
+    if policy is None:
+        return []
+    rows = []
+    for volume in decision.metadata.volumes:
+        observed, verdict = volume.verdict.volume, volume.verdict
+        rows.append(
+            {
+                **common,
+                "broker_id": observed.broker_id,
+                "log_dir": observed.log_dir,
+                "total_bytes": observed.total_bytes,
+                "usable_bytes": observed.usable_bytes,
+                "available_ratio": observed.available_ratio,
+                "log_dir_error": None,
+                "observed_at": iso_instant(observed.observed_at),
+                "observation_age_seconds": round(max(0.0, round_.finished_at - observed.observed_at), 3),
+                "kept": None,
+                "limit_kind": policy.kind.value,
+                "hard_limit": policy.hard_level,
+                "soft_limit": policy.soft_level,
+                "volume_status": verdict.status.value,
+                "volume_factor": verdict.factor,
+                "holds": ",".join(sorted(volume.entry.holds)),
+            }
+        )
+    return rows
+
+
+def _common_fields(round_: ObservationRound, decision: Decision, check_interval_seconds: float) -> HistoryRow:
+    """The fields every row of a round shares."""
     policy = decision.policy
-    common = {
+    return {
         "time": iso_instant(round_.finished_at),
         "limit_kind": policy.kind.value,
         "hard_limit": policy.hard_level,
@@ -90,7 +125,17 @@ def round_rows(round_: ObservationRound, decision: Decision, check_interval_seco
         "round_complete": round_.complete,
         "check_interval_seconds": check_interval_seconds,
         **_enforcement_fields(decision),
+        "mutation_factor": decision.mutation_factor,
     }
+
+
+def round_rows(round_: ObservationRound, decision: Decision, check_interval_seconds: float) -> list[HistoryRow]:
+    """One row per volume in the view the round's decision rested on (``_view``), or one row
+    without a volume when that is empty; ``decision`` is the one the round led to."""
+    evaluation = decision.evaluation
+    verdicts = (*evaluation.breaching, *evaluation.ramping, *evaluation.unjudged) if evaluation else ()
+    listed = {v.volume.key: v for v in verdicts}
+    common = _common_fields(round_, decision, check_interval_seconds)
     rows: list[HistoryRow] = []
     provenance = _Provenance(round_)
     for volume in _view(round_, decision):
@@ -110,10 +155,12 @@ def round_rows(round_: ObservationRound, decision: Decision, check_interval_seco
                 "kept": provenance.kept(volume),
                 "volume_status": verdict.status.value if verdict else VolumeStatus.OK.value,
                 "volume_factor": verdict.factor if verdict else 1.0,
+                "holds": DATA,
             }
         )
     if not rows:
-        rows.append({**common, **dict.fromkeys(_VOLUME_FIELDS)})
+        rows.append({**common, **dict.fromkeys(_VOLUME_FIELDS), "holds": None})
+    rows += _metadata_rows(round_, decision, common)
     # The declared field order, so every line reads the same.
     return [{name: row[name] for name in FIELD_NAMES} for row in rows]
 
@@ -122,7 +169,8 @@ def round_rows(round_: ObservationRound, decision: Decision, check_interval_seco
 ROW_ENCODER = json.JSONEncoder(separators=(",", ":"))
 # round_lines writes the fields in this order; the schema declares it.
 assert tuple(FIELD_NAMES) == ("time", *_VOLUME_FIELDS[:_OWN_FIELDS], "limit_kind", "hard_limit", "soft_limit", *_VOLUME_FIELDS[_OWN_FIELDS:],
-                              "cluster_factor", "state", "source", "round_complete", "check_interval_seconds", "enforced", "canary_brokers")
+                              "cluster_factor", "state", "source", "round_complete", "check_interval_seconds", "enforced", "canary_brokers",
+                              "holds", "mutation_factor")
 
 
 def round_lines(round_: ObservationRound, decision: Decision, check_interval_seconds: float) -> str:
@@ -148,7 +196,8 @@ def round_lines(round_: ObservationRound, decision: Decision, check_interval_sec
         ',"cluster_factor":' + encode(decision.factor) + ',"state":' + encode(decision.state.value)
         + ',"source":' + encode(decision.source.value) + ',"round_complete":' + encode(round_.complete)
         + ',"check_interval_seconds":' + encode(check_interval_seconds)
-        + "".join(f',"{name}":' + encode(value) for name, value in _enforcement_fields(decision).items()) + "}\n"
+        + "".join(f',"{name}":' + encode(value) for name, value in _enforcement_fields(decision).items())
+        + ',"holds":' + encode(DATA) + ',"mutation_factor":' + encode(decision.mutation_factor) + "}\n"
     )
     ok = encode(VolumeStatus.OK.value) + ',"volume_factor":' + encode(1.0)
     lines = []
@@ -167,4 +216,6 @@ def round_lines(round_: ObservationRound, decision: Decision, check_interval_sec
             f'"usable_bytes":{volume.usable_bytes},"available_ratio":{"null" if ratio is None else repr(ratio)},'
             f'"log_dir_error":{"null" if volume.error is None else text(volume.error)}{came_from}{limits}{judged}{tail}'
         )
+    metadata_rows = _metadata_rows(round_, decision, _common_fields(round_, decision, check_interval_seconds))
+    lines += [ROW_ENCODER.encode({name: row[name] for name in FIELD_NAMES}) + "\n" for row in metadata_rows]
     return "".join(lines)

@@ -8,6 +8,9 @@ unreachable and everything expired) writes one row without a volume (``broker_id
 ``log_dir`` null), so time on the last-valid factor or the fallback is still on record. Every
 row of a round carries the same ``time``.
 
+A service with metadata limits also writes one row per metadata log volume the nodes report
+(``holds`` says which rows those are; their limit fields are the metadata limits').
+
 Fields are only ever added, nullable: a reader gets null for a field an older file lacks
 (rows written before ``observed_at`` and ``kept`` existed read as fresh observations of their
 round).
@@ -55,6 +58,19 @@ HISTORY_FIELDS: tuple[HistoryField, ...] = (
     HistoryField("check_interval_seconds", "double", "The configured check interval; the report's gap rule is a multiple of it"),
     HistoryField("enforced", "boolean", "Whether enforcement was on (false: shadow mode, the shims applied quotas unscaled); null before it was recorded"),
     HistoryField("canary_brokers", "string", "With enforced, the only brokers that enforced (comma-separated ids); null: every broker"),
+    HistoryField(
+        "holds",
+        "string",
+        "What the volume holds: data (a log dir DescribeLogDirs reports, judged by the storage limits), metadata (a node's "
+        "KRaft metadata log volume as its shim reports it, judged by the metadata limits, broker_id being the node.id), or "
+        "data,metadata (a metadata log dir on a data dir's volume); null on a row without a volume, and on rows written "
+        "before it existed (data)",
+    ),
+    HistoryField(
+        "mutation_factor",
+        "double",
+        "The factor of CONTROLLER_MUTATION quotas in force after the round (1 without metadata limits); null before it was recorded",
+    ),
 )
 
 FIELD_NAMES: tuple[str, ...] = tuple(field.name for field in HISTORY_FIELDS)

@@ -28,13 +28,13 @@ from app.server.methods import MethodGate
 from app.server.metrics import ServiceMetrics, instrument_http
 from app.server.problems import UnexpectedErrors, install_problem_handlers
 from app.server.publishing import Publication, Rendering
-from app.server.routes import enforcement, health, metrics, quotas, throttle, volumes, what_if
+from app.server.routes import enforcement, health, metrics, nodes, quotas, throttle, volumes, what_if
 from app.server.schemas.decision import ThrottleDecision, decision_etag_basis, decision_response
 from app.server.schemas.bounds import bound_by_settings
 from app.server.schemas.quotas import QuotaTableModel, QuotaTableRenderer
 from app.server.state import ServiceState
 from app.settings import Settings
-from app.settings.limits import storage_policy
+from app.settings.limits import metadata_policy, storage_policy
 
 API_VERSION = "0.1.0"
 
@@ -73,6 +73,7 @@ def decider_from(settings: Settings, clock: Clock) -> ThrottleDecider:
         started_at=clock(),
         enabled=settings.observation_enabled,
         keep_fenced=settings.fenced_broker_observations == "keep",
+        metadata_policy=metadata_policy(settings),
     )
 
 
@@ -175,14 +176,14 @@ def create_app(
     app.openapi = openapi  # type: ignore[method-assign]
     app.state.service = state
     install_problem_handlers(app)
-    for routes in (throttle.routes, quotas.routes, enforcement.routes, volumes.routes, what_if.routes, health.routes):
+    for routes in (throttle.routes, quotas.routes, enforcement.routes, volumes.routes, nodes.routes, what_if.routes, health.routes):
         routes.install(app)
     # Outermost first: unexpected errors, HTTP metrics, the methods each path serves, the audit
     # line, the token, the body limit, HEAD as GET (Starlette wraps the last one added around
     # the others).
     app.add_middleware(HeadAsGet)
     app.add_middleware(BodyLimit, max_bytes=settings.http_max_body_bytes)
-    app.add_middleware(AdminToken, token=settings.admin_token)
+    app.add_middleware(AdminToken, token=settings.admin_token, node_token=settings.node_token)
     app.add_middleware(AuditLog)
     app.add_middleware(MethodGate)
     instrument_http(app, registry)

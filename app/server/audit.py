@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.server.admission import is_write
+from app.server.admission import is_node_report, is_write
 from app.server.problems import logged_path
 from app.server.refusal_log import RefusalLog, bounded, quoted
 
@@ -84,6 +84,8 @@ class AuditLog:
         named_fields = entity_fields(scope)
         named = entity_text(named_fields)
         result = "abandoned" if status is None else outcome(status)  # the client left before an answer
+        if result != "refused" and is_node_report(scope):
+            return  # a node's report of its volumes changes no quota: only its refusals are audited
         fields = {
             "event": "audit",
             "method": scope["method"],

@@ -34,7 +34,7 @@ from prometheus_fastapi_instrumentator.metrics import Info as RequestInfo
 
 from app.decision.decision import Decision
 from app.decision.factor import FactorSource
-from app.decision.policy import Evaluation, LimitKind, State
+from app.decision.policy import Evaluation, LimitKind, State, VolumeStatus
 from app.observation.model import ObservationRound, VolumeObservation
 from app.quotas.service import QuotaService
 from app.server.conditional import WAIT_PARAMETER
@@ -218,6 +218,53 @@ class DecisionCollector(Collector):
                 value=decision.last_success_at,
             )
         yield from _limit_levels(decision)
+        yield from _metadata(decision)
+
+
+def _metadata(decision: Decision) -> Iterator[GaugeMetricFamily]:
+    """The metadata log volumes the nodes report and the mutation factor they set (1 while no
+    metadata limit is set): series named metadata, so an alert on them never reads as data."""
+    metadata = decision.metadata
+    yield GaugeMetricFamily(
+        "kafka_throttle_mutation_factor",
+        "Factor of CONTROLLER_MUTATION quotas set by the metadata volumes (1 = none in breach, 0 = partition mutations refused)",
+        value=metadata.mutation_factor,
+    )
+    yield GaugeMetricFamily(
+        "kafka_throttle_metadata_fallback_in_force",
+        "1 while no metadata volume report is in the view and the fallback factor applies to mutations, else 0",
+        value=1.0 if metadata.source is FactorSource.FALLBACK else 0.0,
+    )
+    yield GaugeMetricFamily(
+        "kafka_throttle_reporting_nodes", "Nodes whose report of their own volumes is in the view", value=len(metadata.reporting_nodes)
+    )
+    labels = ["node_id", "log_dir", "holds"]
+    available = GaugeMetricFamily("kafka_throttle_metadata_volume_available_bytes", "Usable bytes of a node's metadata log volume", labels=labels)
+    total = GaugeMetricFamily("kafka_throttle_metadata_volume_total_bytes", "Total bytes of a node's metadata log volume", labels=labels)
+    breaching = GaugeMetricFamily(
+        "kafka_throttle_metadata_volume_breaching", "1 while a metadata log volume is at or below its hard metadata limit, else 0", labels=labels
+    )
+    for volume in metadata.volumes:
+        observed = volume.verdict.volume
+        names = [str(observed.broker_id), observed.log_dir, ",".join(sorted(volume.entry.holds))]
+        available.add_metric(names, observed.usable_bytes)
+        total.add_metric(names, observed.total_bytes)
+        breaching.add_metric(names, 1.0 if volume.verdict.status is VolumeStatus.BREACHING else 0.0)
+    yield available
+    yield total
+    yield breaching
+    policy = decision.metadata_policy
+    if policy is not None:
+        kind = "bytes" if policy.kind is LimitKind.MIN_AVAILABLE_BYTES else "ratio"
+        levels = GaugeMetricFamily(
+            f"kafka_throttle_metadata_limit_min_available_{kind}",
+            "Metadata limit level: a metadata log volume at or below it refuses (hard) or slows (soft) partition mutations",
+            labels=["limit"],
+        )
+        levels.add_metric(["hard"], policy.hard_level)
+        if policy.soft_level is not None:
+            levels.add_metric(["soft"], policy.soft_level)
+        yield levels
 
 
 class QuotaStoreCollector(Collector):

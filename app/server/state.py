@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fastapi import Request
 from prometheus_client import CollectorRegistry
@@ -13,6 +13,7 @@ from app.decision.factor import FactorSource
 from app.quotas.service import QuotaService
 from app.server.loop import ObservationLoop
 from app.server.publishing import Publication
+from app.server.report_rate import ReportRate
 from app.server.schemas.decision import ThrottleDecision
 from app.server.schemas.quotas import QuotaTableModel
 from app.settings import Settings
@@ -29,6 +30,7 @@ class ServiceState:
     # Opened with the app's lifespan (the quota store is a file).
     quotas: QuotaService | None = None
     quota_table: Publication[QuotaTableModel] | None = None
+    node_report_rate: ReportRate = field(default_factory=ReportRate)
 
     @property
     def ready(self) -> bool:

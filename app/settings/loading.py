@@ -40,7 +40,7 @@ from app.settings.model import (
 )
 from app.redaction import HIDDEN, SHOWN_VALUE_CHARS, bounded, is_secret_key, quoted, shown_value
 from app.settings.durations import format_duration
-from app.settings.limits import LIMIT_FIELDS, limit_rules
+from app.settings.limits import LIMIT_FIELDS, METADATA_LIMITS, limit_rules
 from app.settings.properties import MalformedEntry, PropertiesSyntaxError, escape_key, read_properties
 from app.kafka.admin_config import to_kafka_python
 
@@ -183,6 +183,16 @@ def _cross_field_problems(s: Settings, origin_of: dict[str, str], given_raw: Map
 
     for field, allowed in limit_rules(s, given, valid):
         problem(field, allowed)
+    for field, allowed in limit_rules(s, given, valid, METADATA_LIMITS):
+        problem(field, allowed)
+    metadata_limits = [field for field in METADATA_LIMITS.fields if given(field)]
+    node_token = property_name("node_token")
+    if metadata_limits and not given("node_token"):
+        # without node reports the limits could never see a metadata volume
+        problem(metadata_limits[0], f"metadata limits only with {node_token} set (the nodes' shims report the metadata volumes)")
+    tokens = (s.node_token, s.admin_token)
+    if valid("node_token", "admin_token") and None not in tokens and len({t.get_secret_value() for t in tokens if t is not None}) == 1:
+        problem("node_token", f"a token other than {property_name('admin_token')} (a node must not be able to change quotas)")
 
     interval_known = valid("storage_check_interval")
     # Only PT0S turns observation off, so an invalid interval leaves it on.

@@ -177,6 +177,47 @@ class Settings(BaseSettings):
         "a number in [0.0, 1.0], only with a ratio hard limit",
         "A volume that breached the hard limit stays breaching until its ratio exceeds limit + this.",
     )
+    metadata_limit_min_available_bytes: int | None = setting(
+        None,
+        SERVICE_PREFIX + "metadata.limit.min.available.bytes",
+        "an integer >= 0; needs throttle.service.node.token",
+        "Hard limit on metadata log volumes (as the nodes' shims report them): refuse partition mutations "
+        "(mutation_factor 0) when any has this many usable bytes or fewer. Unset, with its ratio twin: "
+        "metadata volumes are listed but change no factor.",
+    )
+    metadata_limit_min_available_ratio: float | None = setting(
+        None,
+        SERVICE_PREFIX + "metadata.limit.min.available.ratio",
+        "a number in [0.0, 1.0]; needs throttle.service.node.token",
+        "Hard limit on metadata log volumes: refuse partition mutations when any volume's usable/total ratio is at "
+        "or below this.",
+    )
+    metadata_soft_limit_min_available_bytes: int | None = setting(
+        None,
+        SERVICE_PREFIX + "metadata.soft.limit.min.available.bytes",
+        "an integer >= 0, greater than the metadata hard bytes limit",
+        "Soft limit on metadata log volumes: below this many usable bytes the mutation factor ramps linearly from "
+        "1 to 0 at the hard limit.",
+    )
+    metadata_soft_limit_min_available_ratio: float | None = setting(
+        None,
+        SERVICE_PREFIX + "metadata.soft.limit.min.available.ratio",
+        "a number in [0.0, 1.0], greater than the metadata hard ratio limit",
+        "Soft limit on metadata log volumes: below this usable ratio the mutation factor ramps linearly from 1 to 0 "
+        "at the hard limit.",
+    )
+    metadata_limit_hysteresis_bytes: int | None = setting(
+        None,
+        SERVICE_PREFIX + "metadata.limit.hysteresis.bytes",
+        "an integer >= 0, only with a metadata bytes hard limit",
+        "A metadata volume that breached its hard limit stays breaching until usable bytes exceed limit + this.",
+    )
+    metadata_limit_hysteresis_ratio: float | None = setting(
+        None,
+        SERVICE_PREFIX + "metadata.limit.hysteresis.ratio",
+        "a number in [0.0, 1.0], only with a metadata ratio hard limit",
+        "A metadata volume that breached its hard limit stays breaching until its ratio exceeds limit + this.",
+    )
     produce: float | None = setting(
         None,
         STATIC_PREFIX + "produce",
@@ -249,6 +290,13 @@ class Settings(BaseSettings):
         SERVICE_PREFIX + "admin.token",
         "a secret of at least 16 characters; unset: changes to quotas are refused",
         "Bearer token required by PUT and DELETE of quota overrides and groups.",
+    )
+    node_token: SecretStr | None = setting(
+        None,
+        SERVICE_PREFIX + "node.token",
+        "a secret of at least 16 characters, not the admin token; unset: node reports are refused (404)",
+        "Bearer token the nodes' shims send with PUT /nodes/{node_id}/volumes (their "
+        "client.quota.callback.static.token); separate from the admin token.",
     )
     enforcement: Literal["enforce", "shadow"] = setting(
         "enforce",
@@ -412,6 +460,9 @@ class Settings(BaseSettings):
         "storage_per_volume_limit_min_available_ratio",
         "storage_per_volume_soft_limit_min_available_ratio",
         "storage_per_volume_limit_hysteresis_ratio",
+        "metadata_limit_min_available_ratio",
+        "metadata_soft_limit_min_available_ratio",
+        "metadata_limit_hysteresis_ratio",
     )
     @classmethod
     def _unit_interval(cls, value: float | None) -> float | None:
@@ -430,6 +481,9 @@ class Settings(BaseSettings):
         "storage_per_volume_limit_min_available_bytes",
         "storage_per_volume_soft_limit_min_available_bytes",
         "storage_per_volume_limit_hysteresis_bytes",
+        "metadata_limit_min_available_bytes",
+        "metadata_soft_limit_min_available_bytes",
+        "metadata_limit_hysteresis_bytes",
     )
     @classmethod
     def _non_negative(cls, value: int | None) -> int | None:
@@ -482,7 +536,7 @@ class Settings(BaseSettings):
     def factor_types(self) -> frozenset[str]:
         return frozenset(_split_types(self.quota_factor_types))
 
-    @field_validator("admin_token")
+    @field_validator("admin_token", "node_token")
     @classmethod
     def _token_length(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and len(value.get_secret_value()) < 16:
@@ -538,11 +592,12 @@ class Settings(BaseSettings):
 
     @property
     def secret_values(self) -> frozenset[str]:
-        """Every configured secret: the admin token and the secret client properties (SASL
+        """Every configured secret: the admin and node tokens and the secret client properties (SASL
         and key store passwords, JAAS lines), so that they can be kept out of the logs."""
         found: set[str] = set()
-        if self.admin_token is not None:
-            found.add(self.admin_token.get_secret_value())
+        for token in (self.admin_token, self.node_token):
+            if token is not None:
+                found.add(token.get_secret_value())
         for properties in (self.kafka_admin, self.history_kafka_producer):
             for key, value in properties.items():
                 found |= secret_values_of(key, value)

@@ -641,6 +641,11 @@ class LocalKafkaCluster:
         with self._lock:
             self._terminate([self._broker(broker_id)], self._stop_timeout if timeout is None else timeout)
 
+    def stop_node(self, node_id: int, timeout: float | None = None) -> None:
+        """Graceful stop (SIGTERM) of any node, a controller-only one too; SIGKILL after ``timeout``."""
+        with self._lock:
+            self._terminate([self._node(node_id)], self._stop_timeout if timeout is None else timeout)
+
     def kill_broker(self, broker_id: int) -> None:
         """SIGKILL the broker (no controlled shutdown; the controller fences it
         after ``broker.session.timeout.ms``)."""

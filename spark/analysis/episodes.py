@@ -68,6 +68,24 @@ def volume_rows(rows: DataFrame) -> DataFrame:
     return rows.filter(F.col("broker_id").isNotNull() & F.col("log_dir").isNotNull())
 
 
+# What a row's volume holds (``holds``): the data volumes DescribeLogDirs reports (and every
+# row written before the field, and the rows without a volume), or a node's metadata log
+# volume, judged by the metadata limits. Each kind has its own episodes: a combined node's
+# shared volume has a row of each kind every round.
+DATA = "data"
+
+
+def data_rows(rows: DataFrame) -> DataFrame:
+    """The rows of data volumes, and the rows without a volume: what every table but the
+    metadata volumes' episodes is made of."""
+    return rows.filter(F.col("holds").isNull() | (F.col("holds") == F.lit(DATA)))
+
+
+def metadata_rows(rows: DataFrame) -> DataFrame:
+    """The rows of the metadata log volumes the nodes report."""
+    return rows.filter(F.col("holds").contains("metadata"))
+
+
 # The sort by volume and time is by a number given to each volume: comparing two rows then
 # compares two integers, not a broker id and a log dir's text. Only what the episodes need
 # goes through that sort, each field as narrow as it can be: the verdict as a small number

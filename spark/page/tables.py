@@ -82,7 +82,9 @@ def _limit(row: Row) -> Cell:
         shown = human_bytes(level) if level is not None else "?"
     # Begun while the service was in shadow mode: decided and recorded, never applied.
     would_have = " (would have)" if row.get("enforced") is False else ""
-    return Cell(f"{row['limit']} {shown}{would_have}", title=f"{row['limit_kind']} {plain_decimal(level) if level is not None else ''}".strip())
+    # A metadata log volume's episode: its limit is the metadata limit, and it held back partition mutations.
+    metadata = " metadata" if "metadata" in (row.get("holds") or "") else ""
+    return Cell(f"{row['limit']}{metadata} {shown}{would_have}", title=f"{row['limit_kind']} {plain_decimal(level) if level is not None else ''}".strip())
 
 
 def _time_to_limit(row: Row) -> Cell:

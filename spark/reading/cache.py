@@ -26,7 +26,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from app.history.schema import PARTITION_PREFIX
+from app.history.schema import FIELD_NAMES, PARTITION_PREFIX
 
 # What a cached day holds; a day whose files hold no line is kept as this empty marker.
 EMPTY_DAY = "EMPTY"
@@ -55,6 +55,7 @@ def history_days(path: str, since: datetime | None = None, until: datetime | Non
         if not folder.is_dir() or (since is not None and date < since.date().isoformat()) or (until is not None and date > until.date().isoformat()):
             continue
         digest = hashlib.sha256()
+        digest.update(",".join(FIELD_NAMES).encode() + b"\n")  # a day parsed before a field was declared lacks it
         for file in sorted(folder.iterdir()):
             if file.is_file() and not file.name.startswith((".", "_")):
                 status = file.stat()

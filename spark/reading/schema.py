@@ -40,6 +40,8 @@ RULES: dict[str, Rule] = {
     "state": Rule(required=True, allowed=("OPEN", "THROTTLE", "PAUSE")),
     "source": Rule(required=True, allowed=("observed", "last-valid", "fallback", "initial")),
     "check_interval_seconds": Rule(required=True, minimum=0, above_minimum=True),
+    "holds": Rule(allowed=("data", "metadata", "data,metadata")),
+    "mutation_factor": Rule(minimum=0, maximum=1),
 }
 # A volume is named by both; a row of a round that observed no volume has neither.
 VOLUME_FIELDS = ("broker_id", "log_dir")

@@ -10,7 +10,14 @@ request must then be answered 422 with the rule named.
 And for POST /what-if: a soft limit must be of the hard limit's kind and strictly looser, and
 hysteresis in the hard limit's unit. The document states each limit's own range and that it
 names one kind (the hard limit exactly one), but not these rules across fields (the
-descriptions say them); a candidate set that breaks one must be answered 422 naming the rule."""
+descriptions say them); a candidate set that breaks one must be answered 422 naming the rule.
+
+And PUT /nodes/{node_id}/volumes: it takes the node token, not the admin token the command line
+sends (``before_call`` sends the node token there); usable bytes at most total bytes, each
+log_dir, role and holds entry once and data only on a node with the broker role are rules
+across fields (or items), stated in the
+descriptions and answered 422 naming the rule; one report per node per second is a rule across
+requests, answered 429 with Retry-After."""
 
 from __future__ import annotations
 
@@ -22,6 +29,19 @@ NEITHER = "name a user, a client-id, or both"
 
 
 WHAT_IF_PATH = "/what-if"
+NODES_PATH = "/nodes/"
+NODE_TOKEN = "schemathesis-node-token-0123"  # tests/integration/test_schemathesis.py configures it
+NODE_RULES = (
+    "usable_bytes must not exceed total_bytes", "volumes lists a log_dir twice", "only a node with the broker role holds data",
+    "roles lists a role twice", "holds lists an entry twice",
+)
+
+
+@schemathesis.hook
+def before_call(ctx, case, kwargs):
+    """A node's report carries the node token."""
+    if case.path.startswith(NODES_PATH):
+        case.headers = {**(case.headers or {}), "Authorization": f"Bearer {NODE_TOKEN}"}
 
 
 def _positive(case) -> bool:
@@ -47,6 +67,13 @@ def positive_data_acceptance_but_an_entity_of_no_name(ctx, response, case):
             return None
         assert response.status_code == 422 and NEITHER in response.text, f"{response.status_code} {response.text[:300]}"
         return None
+    if _positive(case) and case.path.startswith(NODES_PATH):
+        if response.status_code == 429:
+            assert response.headers.get("retry-after"), response.headers
+            return None
+        if response.status_code == 422:
+            assert any(rule in response.text for rule in NODE_RULES), f"{response.status_code} {response.text[:300]}"
+            return None
     if _relates_limits(case) and response.status_code == 422:
         assert "allowed: " in response.text, f"{response.status_code} {response.text[:300]}"  # the rule is named
         return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -85,3 +86,19 @@ def test_controller_only_nodes_instantiate_the_quota_callback(quorum):
     for nid in [*quorum.controller_ids, *quorum.broker_ids]:
         text = quorum.server_log(nid).read_text(errors="replace")
         assert text.count(f"Throttle service shim: polling {UNREACHABLE_SERVICE}/quotas for broker {nid} ") == 1, nid
+
+
+def test_a_node_whose_volume_reports_fail_says_so_once_not_once_a_report(quorum):
+    """The shim reports its node's volumes once per poll interval (1 s here); an unreachable
+    service is one log line for the whole episode, on controllers as on brokers."""
+    nodes = [*quorum.controller_ids, *quorum.broker_ids]
+    line = "volume report not taken by " + UNREACHABLE_SERVICE
+
+    def counts() -> dict[int, int]:
+        return {nid: quorum.server_log(nid).read_text(errors="replace").count(line) for nid in nodes}
+
+    deadline = time.monotonic() + 15
+    while min(counts().values()) < 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(3)  # three more failed reports on each node
+    assert counts() == {nid: 1 for nid in nodes}

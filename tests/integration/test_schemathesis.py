@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from .conftest import ROOT
+from .schemathesis_hooks import NODE_TOKEN
 
 TOKEN = "schemathesis-admin-token"
 SEED = 20261126
@@ -24,6 +25,7 @@ def test_schemathesis_with_every_check_finds_nothing(start_service, tmp_path: Pa
         storage_check_interval="PT0S",
         storage_per_volume_limit_min_available_ratio="0.05",
         admin_token=TOKEN,
+        node_token=NODE_TOKEN,
         produce="1000000",
     )
     events = tmp_path / "events.ndjson"

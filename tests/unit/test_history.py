@@ -293,3 +293,36 @@ def test_the_topic_record_of_a_kept_observation_is_stamped_with_when_it_was_made
     kept = _rows_by_volume(decider, _round(T0 + 60, {}, (), fenced=(2,), error="DescribeCluster listed no active broker"))[(2, "/b")]
     value = record_value(kept)
     assert value["snapshotAt"] == "2026-11-21T23:59:30.000Z" != value["time"] and value["kept"] == "fenced"
+
+
+def test_metadata_volumes_get_rows_of_their_own_named_by_holds_and_judged_by_the_metadata_limits():
+    from app.observation.node_reports import NodeReport, NodeVolume
+
+    metadata_policy = StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, 4 * MiB)
+    round_ = observed_round(T0, {(1, "/a"): 40 * MiB, (2, "/b"): 40 * MiB})
+    decider = ThrottleDecider(POLICY, 300.0, 0.0, started_at=round_.started_at, metadata_policy=metadata_policy)
+    decider.record_node_report(NodeReport(1000, frozenset({"controller"}), (NodeVolume("/meta", 16 * MiB, 2 * MiB, frozenset({"metadata"})),), T0 - 5))
+    decider.record_node_report(NodeReport(2, frozenset({"broker", "controller"}), (NodeVolume("/b", 64 * MiB, 40 * MiB, frozenset({"data", "metadata"})),), T0 - 1))
+    decider.apply_round(round_)
+    decision = decider.decision(T0)
+    rows = round_rows(round_, decision, 60.0)
+    assert [(r["broker_id"], r["log_dir"], r["holds"]) for r in rows] == [
+        (1, "/a", "data"), (2, "/b", "data"), (2, "/b", "data,metadata"), (1000, "/meta", "metadata"),
+    ]
+    meta = rows[-1]
+    assert (meta["volume_status"], meta["volume_factor"], meta["hard_limit"], meta["soft_limit"]) == ("breaching", 0.0, 4 * MiB, None)
+    assert meta["observed_at"] == "2026-11-21T23:59:25.000Z" and meta["observation_age_seconds"] == 5.0 and meta["kept"] is None
+    assert {r["mutation_factor"] for r in rows} == {0.0} and {r["cluster_factor"] for r in rows} == {1.0}
+    assert round_lines(round_, decision, 60.0) == "".join(ROW_ENCODER.encode(row) + "\n" for row in rows)
+    assert [record_key(r) for r in rows[1:3]] == ["2:/b", "2:/b:metadata"]
+
+
+def test_without_metadata_limits_rows_are_todays_with_holds_data_and_mutation_factor_1():
+    from app.observation.node_reports import NodeReport, NodeVolume
+
+    round_ = observed_round(T0, {(1, "/a"): 40 * MiB})
+    decider = ThrottleDecider(POLICY, 300.0, 0.0, started_at=round_.started_at)
+    decider.record_node_report(NodeReport(1000, frozenset({"controller"}), (NodeVolume("/meta", 16 * MiB, 0, frozenset({"metadata"})),), T0))
+    decider.apply_round(round_)
+    (row,) = round_rows(round_, decider.decision(T0), 60.0)
+    assert (row["broker_id"], row["holds"], row["mutation_factor"], row["cluster_factor"]) == (1, "data", 1.0, 1.0)

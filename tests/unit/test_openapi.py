@@ -56,7 +56,7 @@ def test_request_bodies_are_plain_objects_that_client_generators_understand():
         for method, operation in operations.items()
         if "requestBody" in operation
     ]
-    assert len(bodies) == 4
+    assert len(bodies) == 5
     seen: set[str] = set()
     while bodies:
         where, schema = bodies.pop()
@@ -67,4 +67,4 @@ def test_request_bodies_are_plain_objects_that_client_generators_understand():
         assert schema["type"] == "object" and schema["properties"], where
         assert not {"anyOf", "oneOf", "allOf", "not"} & set(schema), f"{where}: {schema['title']} composes schemas at its top"
         bodies += [(f"{where} {name}", s) for name, s in schema["properties"].items() if "$ref" in s]
-    assert seen == {"QuotaLimitsBody", "GroupBody", "EnforcementBody", "CandidateLimits", "HardLimit", "LimitLevel", "HysteresisLevel"}
+    assert seen == {"QuotaLimitsBody", "GroupBody", "EnforcementBody", "NodeVolumesBody", "CandidateLimits", "HardLimit", "LimitLevel", "HysteresisLevel"}

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.decision.decision import Decision
 from app.decision.factor import FactorSource
-from app.decision.policy import LimitKind, State, StoragePolicy, VolumeVerdict
+from app.decision.metadata import MetadataStep, MetadataVerdict
+from app.decision.policy import LimitKind, State, StoragePolicy, VolumeStatus, VolumeVerdict
 from app.observation.model import ObservationRound, VolumeObservation
 from app.timefmt import iso_instant
 
@@ -27,6 +29,12 @@ class VolumeEntry(BaseModel):
     reason: str = Field(description="Why the volume is listed: hard limit, soft limit, log dir error, ...")
     broker_fenced: bool = Field(
         False, description="The broker is registered but fenced (stopped or halted): this is its last observation, kept"
+    )
+    holds: list[Literal["data", "metadata"]] = Field(
+        ["data"],
+        description="What the volume holds: data (a log dir DescribeLogDirs reports, judged by the storage limits) or the "
+        "metadata log (as the node's shim reports it, judged by the metadata limits; broker_id is then the node.id, a "
+        "controller's too), or both (a metadata log dir on a data dir's volume)",
     )
 
 
@@ -55,8 +63,26 @@ class RoundSummary(BaseModel):
     error: str | None = Field(description="Why the latest round produced nothing, if it did not")
 
 
+class MetadataDecision(BaseModel):
+    mutation_factor: float = Field(ge=0.0, le=1.0, description="Multiplier for CONTROLLER_MUTATION quotas (0: mutations refused)")
+    source: FactorSource = Field(
+        description="observed: metadata volumes are in the view; initial: none reported yet since start-up (1.0 for one "
+        "validity duration); fallback: none in the view since, so the fallback factor applies to mutations"
+    )
+    limits: LimitLevels | None = Field(description="The metadata limits; null when none is set (the factor is then always 1)")
+    breaching: list[VolumeEntry]
+    ramping: list[VolumeEntry]
+    reporting_nodes: list[int] = Field(description="The nodes whose report of their volumes is in the view")
+
+
 class ThrottleDecision(BaseModel):
     factor: float = Field(ge=0.0, le=1.0, description="Multiplier for the affected quotas")
+    mutation_factor: float = Field(
+        1.0,
+        ge=0.0,
+        le=1.0,
+        description="Multiplier for CONTROLLER_MUTATION quotas, set by the metadata volumes (see metadata); 1 without metadata limits",
+    )
     state: State
     source: FactorSource
     computed_at: str | None = Field(description="When the factor in force was computed (for fallback: when it took over)")
@@ -79,12 +105,18 @@ class ThrottleDecision(BaseModel):
     canary_brokers: list[int] = Field(
         description="When enforced, the only brokers whose shims apply the factor (the others stay in shadow); empty: every broker"
     )
+    metadata: MetadataDecision | None = Field(
+        None,
+        description="The metadata log volumes the nodes report and the mutation factor they set; null while no metadata limit "
+        "is set and no node reports. A metadata volume that also holds data lowers factor too",
+    )
 
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
                 {
                     "factor": 0.0,
+                    "mutation_factor": 1.0,
                     "state": "PAUSE",
                     "source": "observed",
                     "computed_at": "2026-11-21T16:40:00.000Z",
@@ -117,7 +149,7 @@ class ThrottleDecision(BaseModel):
     )
 
 
-def volume_entry(verdict: VolumeVerdict, fenced: Collection[int] = ()) -> VolumeEntry:
+def volume_entry(verdict: VolumeVerdict, fenced: Collection[int] = (), holds: Collection[str] = ("data",)) -> VolumeEntry:
     volume = verdict.volume
     return VolumeEntry(
         broker_id=volume.broker_id,
@@ -129,6 +161,24 @@ def volume_entry(verdict: VolumeVerdict, fenced: Collection[int] = ()) -> Volume
         factor=verdict.factor,
         reason=verdict.reason,
         broker_fenced=volume.broker_id in fenced,
+        holds=sorted(holds),
+    )
+
+
+def metadata_entry(volume: MetadataVerdict, fenced: Collection[int] = ()) -> VolumeEntry:
+    return volume_entry(volume.verdict, fenced, holds=volume.entry.holds)
+
+
+def metadata_decision(step: MetadataStep, policy: StoragePolicy | None) -> MetadataDecision | None:
+    if policy is None and not step.volumes:
+        return None
+    return MetadataDecision(
+        mutation_factor=step.mutation_factor,
+        source=step.source,
+        limits=limit_levels(policy) if policy is not None else None,
+        breaching=[metadata_entry(v) for v in step.judged if v.verdict.status is VolumeStatus.BREACHING],
+        ramping=[metadata_entry(v) for v in step.judged if v.verdict.status is VolumeStatus.RAMPING],
+        reporting_nodes=step.reporting_nodes,
     )
 
 
@@ -166,6 +216,7 @@ def decision_response(decision: Decision) -> ThrottleDecision:
     fenced = decision.fenced_brokers
     return ThrottleDecision(
         factor=reading.factor,
+        mutation_factor=reading.mutation_factor,
         state=decision.state,
         source=reading.source,
         computed_at=iso_instant(reading.computed_at),
@@ -181,12 +232,13 @@ def decision_response(decision: Decision) -> ThrottleDecision:
         round=round_summary(decision.latest_round),
         enforced=decision.enforced,
         canary_brokers=list(decision.enforcement.canary_brokers),
+        metadata=metadata_decision(decision.metadata, decision.metadata_policy),
     )
 
 
 # What a change of /throttle-factor's ETag means: the decision itself and which volumes set it,
 # not the figures and instants that move every round.
-DECISION_ETAG_FIELDS = "factor, state, source, fallback_factor, limits, enforced, canary_brokers, and which volumes are listed in breaching, ramping, unjudged and fenced_brokers (with their reasons)"
+DECISION_ETAG_FIELDS = "factor, state, source, fallback_factor, limits, enforced, canary_brokers, and which volumes are listed in breaching, ramping, unjudged and fenced_brokers (with their reasons); with metadata limits set, mutation_factor and the metadata source, limits and listed volumes too"
 
 
 def decision_etag_basis(model: ThrottleDecision) -> bytes:
@@ -200,4 +252,12 @@ def decision_etag_basis(model: ThrottleDecision) -> bytes:
         "listed": listed,
         "fenced": [f.broker_id for f in model.fenced_brokers],
     }
+    metadata = model.metadata
+    if metadata is not None and metadata.limits is not None:  # without metadata limits, today's ETags
+        basis["metadata"] = {
+            "mutation_factor": model.mutation_factor,
+            "source": metadata.source.value,
+            "limits": metadata.limits.model_dump(mode="json"),
+            "listed": {name: [(v.broker_id, v.log_dir, v.reason) for v in getattr(metadata, name)] for name in ("breaching", "ramping")},
+        }
     return json.dumps(basis, sort_keys=True).encode()

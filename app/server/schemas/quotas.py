@@ -194,6 +194,7 @@ class QuotaTableModel(BaseModel):
                     "excluded_principals": ["User:CN=operator,O=example"],
                     "precedence": PRECEDENCE_NAMES,
                     "factor": 0.5,
+                    "mutation_factor": 1.0,
                     "factor_types": ["produce"],
                     "floors": {"produce": 65536, "fetch": 65536, "request": 1, "controller_mutation": 1},
                     "state": "THROTTLE",
@@ -215,6 +216,15 @@ class QuotaTableModel(BaseModel):
         "that sets one. The broker shim resolves in this order."
     )
     factor: float = Field(ge=0, le=1, description="The throttle factor in force", json_schema_extra=DOUBLE)
+    mutation_factor: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="What CONTROLLER_MUTATION quotas are multiplied by: the metadata volumes' factor (0: partition "
+        "mutations refused, their hard limit reached; 1 when none is in breach or no metadata limit is set). A table "
+        "without it means 1",
+        json_schema_extra=DOUBLE,
+    )
     factor_types: list[QuotaType]
     floors: QuotaLimits = Field(description="The lowest limit the factor brings a quota to, per type")
     state: State
@@ -291,14 +301,14 @@ def _table_fields(table: QuotaTable) -> dict[str, Any]:
     }
 
 
-_READING_FIELDS = ("factor", "state", "source", "valid_until", "enforced", "canary_brokers")
+_READING_FIELDS = ("factor", "mutation_factor", "state", "source", "valid_until", "enforced", "canary_brokers")
 
 
 def _reading_fields(reading: FactorReading, enforcement: Enforcement) -> dict[str, Any]:
     """The fields of the table model that come from the factor reading and the enforcement
     (_READING_FIELDS)."""
     values = (
-        reading.factor, State.of(reading.factor), reading.source, iso_instant(reading.valid_until),
+        reading.factor, reading.mutation_factor, State.of(reading.factor), reading.source, iso_instant(reading.valid_until),
         enforcement.enforced, list(enforcement.canary_brokers),
     )
     return dict(zip(_READING_FIELDS, values, strict=True))
@@ -332,7 +342,7 @@ def table_from_json(data: dict) -> QuotaTable:
 # What a change of /quotas' ETag means: everything a shim resolves with; not the validity and
 # source, which move with the rounds (the validity travels in headers), except whether the table
 # expires at all (a shim holding a table that expires must learn when it no longer does).
-TABLE_ETAG_FIELDS = "every field but valid_until and source (enforced and canary_brokers included); valid_until going from a time to null or back"
+TABLE_ETAG_FIELDS = "every field but valid_until and source (enforced, canary_brokers and mutation_factor included); valid_until going from a time to null or back"
 
 
 def table_etag_basis(model: QuotaTableModel, table_digest: str) -> bytes:
@@ -346,6 +356,8 @@ def table_etag_basis(model: QuotaTableModel, table_digest: str) -> bytes:
         "enforced": model.enforced,
         "canary_brokers": model.canary_brokers,
     }
+    if model.mutation_factor != 1.0:  # left out at 1: a service without metadata limits keeps its ETags
+        basis["mutation_factor"] = model.mutation_factor
     return json.dumps(basis, sort_keys=True).encode()
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.decision.decider import ThrottleDecider
 from app.decision.policy import VolumeStatus
-from app.server.schemas.decision import VolumeEntry, volume_entry
+from app.server.schemas.decision import VolumeEntry, metadata_entry, volume_entry
 from app.timefmt import iso_instant
 
 
@@ -19,6 +21,11 @@ class CachedVolume(VolumeEntry):
     )
     error: str | None = Field(description="Kafka error reported for this log dir (e.g. KAFKA_STORAGE_ERROR)")
     status: VolumeStatus
+    observed_by: Literal["admin-api", "node-report"] = Field(
+        "admin-api",
+        description="admin-api: DescribeLogDirs (a data volume, judged by the storage limits); node-report: the node's own "
+        "shim (PUT /nodes/{node_id}/volumes; a metadata volume, judged by the metadata limits)",
+    )
 
 
 class VolumesView(BaseModel):
@@ -46,6 +53,8 @@ class VolumesView(BaseModel):
                             "expires_at": "2026-11-21T16:45:00.000Z",
                             "error": None,
                             "status": "breaching",
+                            "holds": ["data"],
+                            "observed_by": "admin-api",
                         }
                     ],
                 }
@@ -58,6 +67,9 @@ class VolumesView(BaseModel):
     active_brokers: list[int]
     missing_brokers: list[int]
     volumes: list[CachedVolume]
+    reporting_nodes: list[int] = Field(
+        [], description="The nodes whose own report of their volumes is in the view (their metadata volumes are listed)"
+    )
 
 
 def volumes_view(decider: ThrottleDecider, now: float) -> VolumesView:
@@ -72,6 +84,20 @@ def volumes_view(decider: ThrottleDecider, now: float) -> VolumesView:
         )
         for volume in decider.volumes(now)
     ]
+    metadata = decider.metadata.at(now)
+    active = set(decider.active_brokers)
+    entries += [
+        CachedVolume(
+            **metadata_entry(volume, decider.cache.fenced).model_dump(),
+            age_seconds=round(max(0.0, now - volume.verdict.volume.observed_at), 3),
+            broker_active=volume.verdict.volume.broker_id in active,
+            expires_at=iso_instant(volume.expires_at) or "",
+            error=None,
+            status=volume.verdict.status,
+            observed_by="node-report",
+        )
+        for volume in metadata.volumes
+    ]
     latest = decider.latest_round
     return VolumesView(
         observed_at=iso_instant(latest.finished_at) if latest else None,
@@ -79,4 +105,5 @@ def volumes_view(decider: ThrottleDecider, now: float) -> VolumesView:
         active_brokers=sorted(decider.active_brokers),
         missing_brokers=sorted(latest.missing_brokers) if latest else [],
         volumes=entries,
+        reporting_nodes=sorted({v.verdict.volume.broker_id for v in metadata.volumes}),
     )

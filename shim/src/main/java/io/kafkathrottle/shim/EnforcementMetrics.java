@@ -43,6 +43,16 @@ public final class EnforcementMetrics implements EnforcementMetricsMBean {
     }
 
     @Override
+    public double getAppliedMutationFactor() {
+        return view.get().mutationFactor;
+    }
+
+    @Override
+    public double getWouldApplyMutationFactor() {
+        return view.get().wouldMutationFactor;
+    }
+
+    @Override
     public boolean isEnforcing() {
         return view.get().enforcing;
     }

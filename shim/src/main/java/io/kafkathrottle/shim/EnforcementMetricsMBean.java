@@ -11,6 +11,15 @@ public interface EnforcementMetricsMBean {
     /** The factor the decision asks for: what the shim would apply if it enforced. */
     double getWouldApplyFactor();
 
+    /**
+     * The metadata volumes' factor the shim applies to controller-mutation quotas: the decision's
+     * when enforcing, 1.0 in shadow and without a valid table; 0.0 is the hard limit (mutations refused).
+     */
+    double getAppliedMutationFactor();
+
+    /** The mutation factor the decision asks for: what the shim would apply if it enforced. */
+    double getWouldApplyMutationFactor();
+
     /** Whether the shim enforces: false in shadow mode and on brokers outside the canary list. */
     boolean isEnforcing();
 

@@ -23,7 +23,8 @@ import org.slf4j.LoggerFactory;
  * <p>Shared: a combined KRaft node (process.roles=broker,controller) configures the callback
  * twice, once for the broker's quota managers and once for the controller's. Instances with the
  * same settings share one feed, so the node polls once, keeps one set of epochs and logs each
- * change once. Reference-counted: the last instance to close stops the threads.
+ * change once. Reference-counted: the last instance to close stops the threads. The feed also
+ * runs the node's {@link VolumeReporter}, so a node reports its volumes once whatever its roles.
  */
 final class QuotaFeed {
     /** Told of each new view, on the thread that published it; must only set flags. */
@@ -40,6 +41,7 @@ final class QuotaFeed {
     private final ShimConfig config;
     private final LongSupplier nanoTime;
     private final TableFetcher fetcher;
+    private final VolumeReporter reporter;
     private final Object lock = new Object();
     private final Map<EntityKey, Map<ClientQuotaType, Double>> kafkaQuotas = new HashMap<>(); // guarded by lock
     private final List<Listener> listeners = new CopyOnWriteArrayList<>();
@@ -56,6 +58,7 @@ final class QuotaFeed {
         this.config = config;
         this.nanoTime = nanoTime;
         this.fetcher = new TableFetcher(config);
+        this.reporter = new VolumeReporter(config, fetcher.client());
         this.view = QuotaView.starting(config.fallbackFactor, config.window, nanoTime.getAsLong());
         this.metrics = new EnforcementMetrics(this::view, config.brokerId);
     }
@@ -120,6 +123,11 @@ final class QuotaFeed {
         return current;
     }
 
+    /** The feed's JMX metrics (for tests). */
+    EnforcementMetrics metrics() {
+        return metrics;
+    }
+
     /** A quota Kafka holds (kafka-configs) was set. */
     void updateKafkaQuota(ClientQuotaType type, EntityKey entity, double value) {
         synchronized (lock) {
@@ -169,11 +177,13 @@ final class QuotaFeed {
         }
         poller = daemon(this::pollLoop, "throttle-service-shim-poller");
         ticker = daemon(this::tickLoop, "throttle-service-shim-ticker");
+        reporter.start();
     }
 
     private void stop() {
         running = false;
         metrics.unregister();
+        reporter.stop();
         for (Thread thread : new Thread[] {poller, ticker}) {
             if (thread != null) {
                 thread.interrupt();
@@ -281,6 +291,22 @@ final class QuotaFeed {
                         previous.factor, previous.state(), previous.service.source());
             }
             logEnforcement(previous, next);
+            logMutationFactor(previous, next);
+        }
+    }
+
+    /** One line per change of the mutation factor the decision asks for (the metadata volumes'). */
+    private void logMutationFactor(QuotaView previous, QuotaView next) {
+        if (previous.wouldMutationFactor == next.wouldMutationFactor) {
+            return;
+        }
+        String hard = next.wouldMutationFactor <= 0.0 ? " (metadata hard limit: partition mutations refused)" : "";
+        if (next.enforcing) {
+            LOG.info("Throttle service shim: mutation factor {}{} on node {}, was {}", next.wouldMutationFactor, hard, config.brokerId,
+                    previous.wouldMutationFactor);
+        } else {
+            LOG.info("Throttle service shim: shadow on node {}: would apply mutation factor {}{}, was {}; applying mutation quotas unscaled",
+                    config.brokerId, next.wouldMutationFactor, hard, previous.wouldMutationFactor);
         }
     }
 

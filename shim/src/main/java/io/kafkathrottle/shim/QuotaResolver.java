@@ -17,6 +17,17 @@ final class QuotaResolver {
     static final String CLIENT_ID_TAG = "client-id";
     static final String GROUP_TAG = "quota-group";
     private static final Map<String, String> SHARED_TAGS = Map.of(USER_TAG, "", CLIENT_ID_TAG, "");
+    /**
+     * The controller-mutation quota (partitions per second) Kafka is given at the metadata volumes'
+     * hard limit. Kafka 4.1's token bucket admits a request while it is not in debt and refuses the
+     * rest with a throttle of debt / quota: a quota of 0 makes that infinite, which Kafka rounds to
+     * Long.MAX_VALUE and casts to a negative int. At this rate a debt of d partitions is refused
+     * for 100 d seconds: longer than an Admin client's default API timeout (60 s), so it gives up
+     * with THROTTLING_QUOTA_EXCEEDED instead of retrying into an admission, and finite (at most
+     * 11.6 days, under 2^31 ms) for the 10,000 partitions a controller takes in one request.
+     * See docs/shim.md.
+     */
+    static final double REFUSING_MUTATION_RATE = 0.01;
 
     private QuotaResolver() {
     }
@@ -66,11 +77,45 @@ final class QuotaResolver {
      * epoch (see {@link FactorTrack#floorGrowth}).
      */
     static Double limitForTags(QuotaTable table, ClientQuotaType type, Map<String, String> tags, double factor, double floorGrowth) {
+        Double[] base = baseForTags(table, type, tags);
+        return base == null ? null : applyFactor(table, type, base[0], factor, floorGrowth)[1];
+    }
+
+    /**
+     * The bound Kafka's sensors with these tags are given (without the shim's epoch tag), or null
+     * when no client resolves to them any more. {@code typeFactor} is this type's factor as the
+     * view decided it (1 for a type the table does not scale; for controller mutations the lower of
+     * the factor and the mutation factor). With {@code refusingMutations} (the metadata volumes'
+     * hard limit) a controller-mutation quota is the refusing rate, or the configured one if lower.
+     */
+    static Double kafkaLimit(QuotaTable table, ClientQuotaType type, Map<String, String> tags, double typeFactor, double floorGrowth,
+            boolean refusingMutations) {
+        Double[] base = baseForTags(table, type, tags);
+        if (base == null) {
+            return null;
+        }
+        if (type == ClientQuotaType.CONTROLLER_MUTATION) {
+            if (refusingMutations) {
+                return base[0] == null ? REFUSING_MUTATION_RATE : Math.min(base[0], REFUSING_MUTATION_RATE);
+            }
+            return scaled(table.floors.get(type) * floorGrowth, base[0], typeFactor)[1];
+        }
+        return applyFactor(table, type, base[0], typeFactor, floorGrowth)[1];
+    }
+
+    /**
+     * The base quota behind a metric's tags as a one-element array (its element null: unlimited),
+     * or null when no client resolves to these tags any more. Tags of the (user, client-id) shape
+     * name exactly one pair, so that pair is resolved; the other shapes look up the entity that
+     * gives them. Where Kafka's tag scheme itself lets two levels share tags (an empty client id
+     * under a (user, default client-id) quota and the (user) level), the empty client id's answer wins.
+     */
+    private static Double[] baseForTags(QuotaTable table, ClientQuotaType type, Map<String, String> tags) {
         String groupName = tags.get(GROUP_TAG);
         if (groupName != null) {
             QuotaTable.Group group = table.groups.get(groupName);
             Double base = group == null ? null : group.limits().get(type);
-            return base == null ? null : applyFactor(table, type, base, factor, floorGrowth)[1];
+            return base == null ? null : new Double[] {base};
         }
         String user = tags.getOrDefault(USER_TAG, "");
         String clientId = tags.getOrDefault(CLIENT_ID_TAG, "");
@@ -78,22 +123,22 @@ final class QuotaResolver {
             return null;
         }
         if (!user.isEmpty()) {
-            Resolution resolution = resolve(table, user, clientId, type, factor);
+            Resolution resolution = resolve(table, user, clientId, type, 1.0);
             if (resolution.tags().equals(tags)) {
-                return applyFactor(table, type, resolution.baseLimit(), factor, floorGrowth)[1];
+                return new Double[] {resolution.baseLimit()};
             }
             if (!clientId.isEmpty()) {
                 return null;
             }
-            return namedOrDefault(table, new EntityKey(user, null), new EntityKey(EntityKey.DEFAULT, null), type, factor, floorGrowth);
+            return namedOrDefault(table, new EntityKey(user, null), new EntityKey(EntityKey.DEFAULT, null), type);
         }
         if (!clientId.isEmpty()) {
-            return namedOrDefault(table, new EntityKey(null, clientId), new EntityKey(null, EntityKey.DEFAULT), type, factor, floorGrowth);
+            return namedOrDefault(table, new EntityKey(null, clientId), new EntityKey(null, EntityKey.DEFAULT), type);
         }
         // Every client matches (default client-id) before the defaults, so when it sets this type,
         // only empty client ids (tagged like the defaults) can be here.
         Double base = value(table, null, EntityKey.DEFAULT, type);
-        return applyFactor(table, type, base != null ? base : table.defaults.get(type), factor, floorGrowth)[1];
+        return new Double[] {base != null ? base : table.defaults.get(type)};
     }
 
     /**
@@ -106,24 +151,30 @@ final class QuotaResolver {
     }
 
     private static Double[] applyFactor(QuotaTable table, ClientQuotaType type, Double base, double factor, double floorGrowth) {
-        if (!table.factorTypes.contains(type) || factor >= 1.0) {
+        if (!table.factorTypes.contains(type)) {
             return new Double[] {1.0, base};
         }
-        double floor = table.floors.get(type) * floorGrowth;
+        return scaled(table.floors.get(type) * floorGrowth, base, factor);
+    }
+
+    /** {factor applied, effective limit} of a quota the factor applies to (see {@link #applyFactor}). */
+    private static Double[] scaled(double floor, Double base, double factor) {
+        if (factor >= 1.0) {
+            return new Double[] {1.0, base};
+        }
         if (base == null) {
             return new Double[] {factor, factor <= 0.0 ? floor : null};
         }
         return new Double[] {factor, Math.max(base * factor, Math.min(floor, base))};
     }
 
-    /** The limit of the named entity's quota, else of its kind's default entity; null: neither sets one. */
-    private static Double namedOrDefault(QuotaTable table, EntityKey named, EntityKey fallback, ClientQuotaType type, double factor,
-            double floorGrowth) {
+    /** The base of the named entity's quota, else of its kind's default entity (as {base}); null: neither sets one. */
+    private static Double[] namedOrDefault(QuotaTable table, EntityKey named, EntityKey fallback, ClientQuotaType type) {
         Double base = value(table, named.user(), named.clientId(), type);
         if (base == null) {
             base = value(table, fallback.user(), fallback.clientId(), type);
         }
-        return base == null ? null : applyFactor(table, type, base, factor, floorGrowth)[1];
+        return base == null ? null : new Double[] {base};
     }
 
     private static Double value(QuotaTable table, String user, String clientId, ClientQuotaType type) {

@@ -34,6 +34,8 @@ final class QuotaView {
     final QuotaTable table; // the service's table (or an empty one) merged with Kafka's quotas
     final double factor; // the factor this broker applies
     final double wouldFactor; // the factor the decision asks for: equal to factor unless in shadow
+    final double mutationFactor; // the metadata volumes' factor this broker applies to controller mutations
+    final double wouldMutationFactor; // and the one the decision asks for
     final boolean enforcing; // false in shadow: the service's table says this broker does not enforce
     final long expiresAtNanos; // NO_EXPIRY: does not expire
     final QuotaWindow window;
@@ -42,14 +44,16 @@ final class QuotaView {
     private final double[] floorGrowths; // and how far each type's floor has grown
     private final String[] epochTags;
 
-    private QuotaView(Mode mode, ServiceTable service, QuotaTable table, double wouldFactor, boolean enforcing, long expiresAtNanos,
-            QuotaWindow window, FactorTrack[] tracks, long asOfNanos) {
+    private QuotaView(Mode mode, ServiceTable service, QuotaTable table, double wouldFactor, double wouldMutationFactor, boolean enforcing,
+            long expiresAtNanos, QuotaWindow window, FactorTrack[] tracks, long asOfNanos) {
         this.mode = mode;
         this.service = service;
         this.table = table;
         this.wouldFactor = wouldFactor;
+        this.wouldMutationFactor = wouldMutationFactor;
         this.enforcing = enforcing;
         this.factor = enforcing ? wouldFactor : 1.0;
+        this.mutationFactor = enforcing ? wouldMutationFactor : 1.0;
         this.expiresAtNanos = expiresAtNanos;
         this.window = window;
         this.tracks = tracks;
@@ -68,37 +72,40 @@ final class QuotaView {
         FactorTrack[] tracks = new FactorTrack[TYPES.length];
         for (ClientQuotaType type : TYPES) {
             // Controller mutations are a token bucket in Kafka, the other types a sample window.
-            tracks[type.ordinal()] = FactorTrack.starting(applied(empty, fallbackFactor, type), type != ClientQuotaType.CONTROLLER_MUTATION);
+            tracks[type.ordinal()] = FactorTrack.starting(applied(empty, fallbackFactor, 1.0, type), type != ClientQuotaType.CONTROLLER_MUTATION);
         }
-        return new QuotaView(Mode.STARTING, null, empty, fallbackFactor, true, NO_EXPIRY, window, tracks, nowNanos);
+        return new QuotaView(Mode.STARTING, null, empty, fallbackFactor, 1.0, true, NO_EXPIRY, window, tracks, nowNanos);
     }
 
     /** The view after a new table from the service, on broker {@code brokerId} (which may be in shadow). */
     QuotaView withService(ServiceTable next, long expiresAtNanos, Map<EntityKey, Map<ClientQuotaType, Double>> kafkaQuotas, int brokerId,
             long nowNanos) {
-        return successor(Mode.SERVICE, next, next.table().withKafkaQuotas(kafkaQuotas), next.factor(), next.enforcesOn(brokerId), expiresAtNanos,
-                nowNanos);
+        return successor(Mode.SERVICE, next, next.table().withKafkaQuotas(kafkaQuotas), next.factor(), next.mutationFactor(),
+                next.enforcesOn(brokerId), expiresAtNanos, nowNanos);
     }
 
     /** The same view with Kafka's own quotas changed. */
     QuotaView withKafkaQuotas(Map<EntityKey, Map<ClientQuotaType, Double>> kafkaQuotas, long nowNanos) {
         QuotaTable base = service == null ? QuotaTable.empty() : service.table();
-        return successor(mode, service, base.withKafkaQuotas(kafkaQuotas), wouldFactor, enforcing, expiresAtNanos, nowNanos);
+        return successor(mode, service, base.withKafkaQuotas(kafkaQuotas), wouldFactor, wouldMutationFactor, enforcing, expiresAtNanos, nowNanos);
     }
 
     /** The service unreachable: its last table, and its enforcement, are kept until they expire. */
     QuotaView kept(long nowNanos) {
-        return successor(Mode.KEPT, service, table, wouldFactor, enforcing, expiresAtNanos, nowNanos);
+        return successor(Mode.KEPT, service, table, wouldFactor, wouldMutationFactor, enforcing, expiresAtNanos, nowNanos);
     }
 
-    /** No valid table: the fallback applies, whatever the enforcement was (the operator chose it for outages). */
+    /**
+     * No valid table: the fallback applies, whatever the enforcement was (the operator chose it for
+     * outages). Nothing is known of the metadata volumes then: the mutation factor is 1.
+     */
     QuotaView fallback(double fallbackFactor, long nowNanos) {
-        return successor(Mode.FALLBACK, service, table, fallbackFactor, true, NO_EXPIRY, nowNanos);
+        return successor(Mode.FALLBACK, service, table, fallbackFactor, 1.0, true, NO_EXPIRY, nowNanos);
     }
 
     /** The same decisions with Kafka's factors as of {@code nowNanos}. */
     QuotaView at(long nowNanos) {
-        return new QuotaView(mode, service, table, wouldFactor, enforcing, expiresAtNanos, window, tracks, nowNanos);
+        return new QuotaView(mode, service, table, wouldFactor, wouldMutationFactor, enforcing, expiresAtNanos, window, tracks, nowNanos);
     }
 
     /** Whether some type's Kafka factor or floor is different at {@code nowNanos} than in this view. */
@@ -130,9 +137,21 @@ final class QuotaView {
         return floorGrowths[type.ordinal()];
     }
 
-    /** The factor a table's quotas of this type are scaled by. */
-    private static double applied(QuotaTable table, double factor, ClientQuotaType type) {
-        return table.factorTypes.contains(type) ? Math.min(factor, 1.0) : 1.0;
+    /**
+     * Whether controller mutations are at the metadata volumes' hard limit (mutation factor 0):
+     * Kafka is then given the refusing rate ({@link QuotaResolver#REFUSING_MUTATION_RATE}), not the floor.
+     */
+    boolean refusesMutations() {
+        return mutationFactor <= 0.0;
+    }
+
+    /**
+     * The factor a table's quotas of this type are scaled by: the factor for the table's factor
+     * types; for controller mutations also the mutation factor, whichever is lower.
+     */
+    private static double applied(QuotaTable table, double factor, double mutationFactor, ClientQuotaType type) {
+        double scaled = table.factorTypes.contains(type) ? Math.min(factor, 1.0) : 1.0;
+        return type == ClientQuotaType.CONTROLLER_MUTATION ? Math.min(scaled, mutationFactor) : scaled;
     }
 
     String epochTag(ClientQuotaType type) {
@@ -143,7 +162,8 @@ final class QuotaView {
     boolean differsFor(ClientQuotaType type, QuotaView other) {
         int i = type.ordinal();
         return kafkaFactors[i] != other.kafkaFactors[i] || floorGrowths[i] != other.floorGrowths[i] || tracks[i].epoch != other.tracks[i].epoch
-                || !table.sameFor(type, other.table);
+                || !table.sameFor(type, other.table)
+                || type == ClientQuotaType.CONTROLLER_MUTATION && refusesMutations() != other.refusesMutations();
     }
 
     /** The state of the factor this broker applies. */
@@ -160,13 +180,14 @@ final class QuotaView {
         return factor >= 1.0 ? "OPEN" : factor <= 0.0 ? "PAUSE" : "THROTTLE";
     }
 
-    private QuotaView successor(Mode nextMode, ServiceTable nextService, QuotaTable nextTable, double nextWould, boolean nextEnforcing,
-            long nextExpiry, long nowNanos) {
+    private QuotaView successor(Mode nextMode, ServiceTable nextService, QuotaTable nextTable, double nextWould, double nextWouldMutation,
+            boolean nextEnforcing, long nextExpiry, long nowNanos) {
         double nextFactor = nextEnforcing ? nextWould : 1.0;
+        double nextMutation = nextEnforcing ? nextWouldMutation : 1.0;
         FactorTrack[] next = new FactorTrack[TYPES.length];
         for (ClientQuotaType type : TYPES) {
-            next[type.ordinal()] = tracks[type.ordinal()].next(applied(nextTable, nextFactor, type), nowNanos, window);
+            next[type.ordinal()] = tracks[type.ordinal()].next(applied(nextTable, nextFactor, nextMutation, type), nowNanos, window);
         }
-        return new QuotaView(nextMode, nextService, nextTable, nextWould, nextEnforcing, nextExpiry, window, next, nowNanos);
+        return new QuotaView(nextMode, nextService, nextTable, nextWould, nextWouldMutation, nextEnforcing, nextExpiry, window, next, nowNanos);
     }
 }

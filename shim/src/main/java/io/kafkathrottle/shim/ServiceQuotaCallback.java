@@ -77,7 +77,8 @@ public final class ServiceQuotaCallback implements ClientQuotaCallback {
             }
             Map<String, String> tags = new HashMap<>(metricTags);
             tags.remove(EPOCH_TAG);
-            return QuotaResolver.limitForTags(current.table, quotaType, tags, current.kafkaFactor(quotaType), current.floorGrowth(quotaType));
+            return QuotaResolver.kafkaLimit(current.table, quotaType, tags, current.kafkaFactor(quotaType), current.floorGrowth(quotaType),
+                    current.refusesMutations());
         } catch (RuntimeException e) {
             reportError("quotaLimit", e);
             return null;

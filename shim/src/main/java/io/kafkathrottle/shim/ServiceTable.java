@@ -12,13 +12,11 @@ import com.fasterxml.jackson.databind.JsonNode;
  * (null: the service set no expiry), and whether the factor is enforced: {@code enforced} false
  * is shadow mode (no broker applies it); with canary brokers only they apply it. A service that
  * does not say (one from before enforcement was decided centrally) enforces everywhere.
+ * {@code mutationFactor} scales controller-mutation quotas while a metadata volume is in breach
+ * (0: its hard limit); a service from before metadata limits sends none, which means 1.
  */
 record ServiceTable(QuotaTable table, double factor, String state, String source, Instant validUntil, boolean enforced,
-        Set<Integer> canaryBrokers) {
-
-    ServiceTable(QuotaTable table, double factor, String state, String source, Instant validUntil) {
-        this(table, factor, state, source, validUntil, true, Set.of());
-    }
+        Set<Integer> canaryBrokers, double mutationFactor) {
 
     /** Whether the shim of broker {@code brokerId} applies the factor. */
     boolean enforcesOn(int brokerId) {
@@ -32,6 +30,10 @@ record ServiceTable(QuotaTable table, double factor, String state, String source
         JsonNode factor = json.get("factor");
         if (factor == null || !factor.isNumber() || factor.asDouble() < 0 || factor.asDouble() > 1) {
             throw new IllegalArgumentException("'factor' must be a number in [0, 1], got " + factor);
+        }
+        JsonNode mutation = json.get("mutation_factor");
+        if (mutation != null && !mutation.isNull() && (!mutation.isNumber() || !(mutation.asDouble() >= 0) || mutation.asDouble() > 1)) {
+            throw new IllegalArgumentException("'mutation_factor' must be a number in [0, 1], got " + mutation);
         }
         JsonNode validUntil = json.get("valid_until");
         Instant until = null;
@@ -60,6 +62,7 @@ record ServiceTable(QuotaTable table, double factor, String state, String source
             }
         }
         return new ServiceTable(QuotaTable.fromJson(json), factor.asDouble(), json.path("state").asText("?"), json.path("source").asText("?"),
-                until, enforced == null || enforced.isNull() || enforced.asBoolean(), Set.copyOf(canary));
+                until, enforced == null || enforced.isNull() || enforced.asBoolean(), Set.copyOf(canary),
+                mutation == null || mutation.isNull() ? 1.0 : mutation.asDouble());
     }
 }

@@ -62,7 +62,11 @@ final class ShimConfig {
             .define(TRUSTSTORE_TYPE, Type.STRING, "PKCS12", ConfigDef.ValidString.in("PKCS12", "JKS"), Importance.LOW,
                     "Format of the trust store file.");
 
+    /** The service's base URL, without a trailing slash. */
+    final URI serviceUri;
     final URI quotasUri;
+    /** Where this node reports its volumes: {@code <url>/nodes/<node id>/volumes}. */
+    final URI nodeVolumesUri;
     final Duration pollInterval;
     final Duration longPollWait;
     final Duration requestTimeout;
@@ -77,10 +81,15 @@ final class ShimConfig {
     final int brokerId;
 
     static final int UNKNOWN_BROKER = -1;
+    /** This node's roles and log dirs, which the shim reports with their volumes' sizes. */
+    final NodeVolumes volumes;
 
-    private ShimConfig(AbstractConfig config, QuotaWindow window, Map<String, String> identity, int brokerId) {
-        String base = config.getString(URL);
-        this.quotasUri = URI.create((base.endsWith("/") ? base.substring(0, base.length() - 1) : base) + "/quotas");
+    private ShimConfig(AbstractConfig config, QuotaWindow window, Map<String, String> identity, int brokerId, NodeVolumes volumes) {
+        String base = config.getString(URL).strip();
+        base = base.endsWith("/") ? base.substring(0, base.length() - 1) : base;
+        this.serviceUri = URI.create(base);
+        this.quotasUri = URI.create(base + "/quotas");
+        this.nodeVolumesUri = URI.create(base + "/nodes/" + brokerId + "/volumes");
         this.pollInterval = Duration.ofMillis(config.getLong(POLL_INTERVAL_MS));
         this.longPollWait = Duration.ofMillis(config.getLong(LONG_POLL_WAIT_MS));
         this.requestTimeout = Duration.ofMillis(config.getLong(REQUEST_TIMEOUT_MS));
@@ -92,6 +101,7 @@ final class ShimConfig {
         this.window = window;
         this.identity = identity;
         this.brokerId = brokerId;
+        this.volumes = volumes;
     }
 
     /** Parses the broker's configuration; throws ConfigException naming the key on any bad value. */
@@ -114,7 +124,7 @@ final class ShimConfig {
         identity.put(QuotaWindow.SIZE_CONFIG, Long.toString(window.sampleNanos()));
         int brokerId = brokerId(brokerConfigs);
         identity.put("node.id", Integer.toString(brokerId));
-        return new ShimConfig(parsed, window, Collections.unmodifiableMap(identity), brokerId);
+        return new ShimConfig(parsed, window, Collections.unmodifiableMap(identity), brokerId, NodeVolumes.fromNodeConfig(brokerConfigs));
     }
 
     /** The broker's id as Kafka passes it to configure: node.id under KRaft, broker.id otherwise. */

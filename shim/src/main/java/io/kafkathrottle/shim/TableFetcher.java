@@ -57,6 +57,11 @@ final class TableFetcher {
         this.client = builder.build();
     }
 
+    /** The HTTP client, shared with the node's {@link VolumeReporter} (one connection pool per feed). */
+    HttpClient client() {
+        return client;
+    }
+
     Outcome fetch(String etag, Duration wait) throws InterruptedException {
         URI uri = wait.isZero() || etag == null ? config.quotasUri
                 : URI.create(config.quotasUri + "?wait=" + BigDecimal.valueOf(wait.toMillis(), 3).stripTrailingZeros().toPlainString());

@@ -7,13 +7,11 @@ import java.net.InetAddress;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.function.Supplier;
 
 import org.apache.kafka.common.internals.Plugin;
 import org.apache.kafka.common.metrics.MetricConfig;
 import org.apache.kafka.common.metrics.Metrics;
 import org.apache.kafka.common.security.auth.KafkaPrincipal;
-import org.apache.kafka.common.utils.Time;
 import org.apache.kafka.network.Session;
 import org.apache.kafka.server.config.ClientQuotaManagerConfig;
 import org.apache.kafka.server.quota.ClientQuotaCallback;
@@ -160,35 +158,10 @@ class KafkaQuotaManagerTest {
         }
     }
 
-    /** Kafka's Time on the simulated clock the shim reads too. */
-    private static final class ManualTime implements Time {
-        private long nanos = 1_000_000_000_000L;
-
-        @Override
-        public long milliseconds() {
-            return nanos / 1_000_000;
-        }
-
-        @Override
-        public long nanoseconds() {
-            return nanos;
-        }
-
-        @Override
-        public void sleep(long ms) {
-            nanos += ms * 1_000_000;
-        }
-
-        @Override
-        public void waitObject(Object obj, Supplier<Boolean> condition, long deadlineMs) {
-            throw new UnsupportedOperationException("simulated time");
-        }
-    }
-
     /** One broker's produce quota manager with the shim as its callback, and one producer connection to it. */
     private static final class Broker implements AutoCloseable {
         private static final ObjectMapper JSON = new ObjectMapper();
-        private final ManualTime time = new ManualTime();
+        private final SimulatedTime time = new SimulatedTime();
         private final long startNanos = time.nanoseconds();
         private final ServiceQuotaCallback callback = new ServiceQuotaCallback(time::nanoseconds);
         private final QuotaFeed feed = callback.configureUnstarted(Map.of(ShimConfig.URL, "http://127.0.0.1:9"));

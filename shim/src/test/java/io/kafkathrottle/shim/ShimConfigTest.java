@@ -44,6 +44,12 @@ class ShimConfigTest {
     }
 
     @Test
+    void aNodeReportsItsVolumesUnderItsOwnNodeId() {
+        assertEquals("http://throttle-service:8080/nodes/1001/volumes", ShimConfig.parse(with("node.id", "1001")).nodeVolumesUri.toString());
+        assertEquals("http://throttle-service:8080/quotas", ShimConfig.parse(with("node.id", "1001")).quotasUri.toString());
+    }
+
+    @Test
     void aMissingUrlStopsTheBroker() {
         String message = rejected(with(ShimConfig.URL, null));
         assertTrue(message.contains(ShimConfig.URL), message);

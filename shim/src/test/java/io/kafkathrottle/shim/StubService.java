@@ -15,13 +15,22 @@ import com.sun.net.httpserver.HttpServer;
 
 /**
  * A stand-in for the service's GET /quotas on a JDK HttpServer: ETag, If-None-Match → 304,
- * ?wait= held until the table changes, and a switch that makes it answer 503.
+ * ?wait= held until the table changes, and a switch that makes it answer 503. It also takes node
+ * volume reports (PUT /nodes/{id}/volumes), recording each and answering with a status the test
+ * sets (404 by default, as a service without a node token), optionally only after a hold.
  */
 final class StubService implements AutoCloseable {
     record Seen(String query, String ifNoneMatch, String authorization, String acceptEncoding) {
     }
 
+    record NodeReport(String method, String path, String authorization, String contentType, String body) {
+    }
+
     final List<Seen> requests = new CopyOnWriteArrayList<>();
+    final List<NodeReport> nodeReports = new CopyOnWriteArrayList<>();
+    private int nodeStatus = 404;
+    private String nodeRetryAfter;
+    private long nodeHoldMs;
     private final HttpServer server;
     private String body;
     private int generation;
@@ -37,6 +46,7 @@ final class StubService implements AutoCloseable {
             return thread;
         }));
         server.createContext("/quotas", this::handle);
+        server.createContext("/nodes/", this::handleNodeReport);
         server.start();
     }
 
@@ -47,6 +57,48 @@ final class StubService implements AutoCloseable {
     /** The service renewing its table's validity: answers (304s too) carry Throttle-Valid-Until. */
     synchronized void validUntilHeader(Instant validUntil) {
         validUntilHeader = validUntil;
+    }
+
+    /** How node reports are answered: the status, a Retry-After header (null: none), and how long each is held first. */
+    synchronized void nodeAnswer(int status, String retryAfter, long holdMs) {
+        nodeStatus = status;
+        nodeRetryAfter = retryAfter;
+        nodeHoldMs = holdMs;
+    }
+
+    private void handleNodeReport(HttpExchange exchange) throws IOException {
+        String body = new String(exchange.getRequestBody().readAllBytes(), StandardCharsets.UTF_8);
+        nodeReports.add(new NodeReport(exchange.getRequestMethod(), exchange.getRequestURI().getPath(),
+                exchange.getRequestHeaders().getFirst("Authorization"), exchange.getRequestHeaders().getFirst("Content-Type"), body));
+        int status;
+        String retryAfter;
+        long hold;
+        synchronized (this) {
+            status = nodeStatus;
+            retryAfter = nodeRetryAfter;
+            hold = nodeHoldMs;
+        }
+        if (hold > 0) {
+            try {
+                Thread.sleep(hold);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        if (retryAfter != null) {
+            exchange.getResponseHeaders().set("Retry-After", retryAfter);
+        }
+        if (status == 204) {
+            exchange.sendResponseHeaders(204, -1);
+            exchange.close();
+            return;
+        }
+        byte[] problem = ("{\"title\": \"refused\", \"status\": " + status + "}").getBytes(StandardCharsets.UTF_8);
+        exchange.getResponseHeaders().set("Content-Type", "application/problem+json");
+        exchange.sendResponseHeaders(status, problem.length);
+        try (OutputStream out = exchange.getResponseBody()) {
+            out.write(problem);
+        }
     }
 
     synchronized void gzip(boolean value) {
@@ -68,6 +120,11 @@ final class StubService implements AutoCloseable {
     static String table(double factor, String defaults, String overrides, Instant validUntil, boolean enforced, String canaryBrokers) {
         String table = table(factor, defaults, overrides, validUntil);
         return table.substring(0, table.length() - 1) + ", \"enforced\": " + enforced + ", \"canary_brokers\": " + canaryBrokers + "}";
+    }
+
+    /** The same table with a mutation factor (the metadata volumes'), as a service with metadata limits sends it. */
+    static String withMutationFactor(String table, double mutationFactor) {
+        return table.substring(0, table.length() - 1) + ", \"mutation_factor\": " + mutationFactor + "}";
     }
 
     /** A table in the service's JSON shape. */

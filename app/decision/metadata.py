@@ -1,0 +1,193 @@
+"""The metadata volumes' limits and the mutation factor they imply. Pure: reads pass ``now``.
+
+The nodes' shims report their metadata log volumes (app/observation/node_reports.py); the same
+storage policy code judges them against the metadata limits (``throttle.service.metadata.*``).
+
+- ``mutation_factor`` is the minimum over the metadata volumes in the view: 0 at the hard
+  limit (partition mutations refused), ramping between the soft and the hard limit, 1 when
+  none breaches. The shims scale CONTROLLER_MUTATION quotas by it.
+- ``data_factor`` is the minimum over those of them that also hold data (a combined node's
+  shared volume, or ``metadata.log.dir`` inside a data dir): filling such a volume also needs
+  produce throttled, so the cluster factor is lowered to it.
+- Validity and fallback as for the admin API's observations: each report is valid for the
+  validity duration; at start-up the mutation factor is 1.0 for one validity duration (as the
+  cluster factor is); once no metadata volume is in the view after that, the fallback factor
+  applies to mutations (source ``fallback``) until a node reports again. The fallback never
+  lowers the cluster factor: that one has its own lifecycle.
+
+Cheap per report: a report's volumes are judged once, when it arrives (with the hysteresis of
+that node's previous verdicts), and only the nodes whose volumes ask for less than 1 (few or
+none) are kept apart; a read takes the minimum over those still valid. The whole list of
+volumes is built only for what shows it (/volumes, metrics, the history).
+
+Without metadata limits the watch still lists the reports (``/volumes``) but every factor is 1."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from app.decision.factor import FactorSource
+from app.decision.policy import StoragePolicy, VolumeStatus, VolumeVerdict, judge_volume
+from app.observation.node_reports import NodeReport, NodeReportBook, NodeVolume
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataVerdict:
+    """A metadata volume's verdict under the metadata limits, with what the volume holds."""
+
+    verdict: VolumeVerdict
+    entry: NodeVolume
+    roles: frozenset[str]
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    """A node's report as judged when it arrived."""
+
+    report: NodeReport
+    verdicts: tuple[VolumeVerdict, ...]  # its metadata volumes, in the report's order
+    entries: tuple[NodeVolume, ...]
+    mutation_factor: float
+    data_factor: float
+
+    @property
+    def listed(self) -> bool:
+        return self.mutation_factor < 1.0
+
+
+@dataclass(frozen=True)
+class MetadataStep:
+    """The metadata side of the decision at one moment."""
+
+    mutation_factor: float
+    data_factor: float  # what the metadata volumes that also hold data ask of the cluster factor
+    source: FactorSource
+    limited: bool  # metadata limits are set
+    judged: tuple[MetadataVerdict, ...]  # the volumes that ask for less than 1 (breaching, ramping), by key
+    next_change_at: float | None
+    # Every metadata volume in the view, judged, by key: built when first asked for.
+    _all: Callable[[], tuple[MetadataVerdict, ...]] = lambda: ()
+
+    @functools.cached_property
+    def volumes(self) -> tuple[MetadataVerdict, ...]:
+        return self._all()
+
+    @property
+    def listed(self) -> tuple[MetadataVerdict, ...]:
+        """The metadata volumes that set the mutation factor: breaching, else ramping."""
+        breaching = tuple(v for v in self.judged if v.verdict.status is VolumeStatus.BREACHING)
+        return breaching or tuple(v for v in self.judged if v.verdict.status is VolumeStatus.RAMPING)
+
+    @property
+    def reporting_nodes(self) -> list[int]:
+        return sorted({v.verdict.volume.broker_id for v in self.volumes})
+
+
+UNLIMITED = MetadataStep(1.0, 1.0, FactorSource.OBSERVED, False, (), None)
+_OK = VolumeStatus.OK
+
+
+class MetadataWatch:
+    def __init__(self, policy: StoragePolicy | None, book: NodeReportBook, fallback: float, started_at: float) -> None:
+        self.policy = policy
+        self.book = book
+        self.fallback = fallback
+        self._initial_until = started_at + book.validity_seconds
+        self._judged: dict[int, _Judged] = {}  # node id -> its latest report, judged
+        self._listed: dict[int, _Judged] = {}  # those of them asking for less than 1
+        self._latest_expiry: float | None = None  # the last instant any report is in the view
+
+    def record(self, report: NodeReport) -> None:
+        """Take a node's report: judge its metadata volumes now (a volume that breached in the
+        node's previous report is held by the hysteresis)."""
+        previous = self._judged.get(report.node_id)
+        was_breaching = (
+            {v.volume.log_dir for v in previous.verdicts if v.status is VolumeStatus.BREACHING} if previous is not None else set()
+        )
+        verdicts, entries = [], []
+        for observation, entry in report.observations():
+            if self.policy is None:
+                verdict = VolumeVerdict(observation, _OK, 1.0, "")
+            else:
+                verdict = judge_volume(self.policy, observation, observation.log_dir in was_breaching)
+            verdicts.append(verdict)
+            entries.append(entry)
+        mutation = min((v.factor for v in verdicts), default=1.0)
+        data = min((v.factor for v, e in zip(verdicts, entries, strict=True) if e.holds_data), default=1.0)
+        judged = _Judged(report, tuple(verdicts), tuple(entries), mutation, data)
+        self.book.record(report)
+        self._judged[report.node_id] = judged
+        if judged.listed:
+            self._listed[report.node_id] = judged
+        else:
+            self._listed.pop(report.node_id, None)
+        if verdicts:
+            expiry = self.book.expires_at(report)
+            self._latest_expiry = expiry if self._latest_expiry is None else max(self._latest_expiry, expiry)
+
+    def confirm_fenced(self, fenced_brokers: frozenset[int], at: float) -> None:
+        """A round listed ``fenced_brokers`` as fenced: their broker-role nodes' reports stay."""
+        self.book.confirm_fenced(fenced_brokers, at)
+        for node_id in fenced_brokers:
+            judged = self._judged.get(node_id)
+            if judged is not None and judged.verdicts:
+                expiry = self.book.expires_at(judged.report)
+                self._latest_expiry = expiry if self._latest_expiry is None else max(self._latest_expiry, expiry)
+
+    def evict_expired(self, now: float) -> None:
+        for report in self.book.evict_expired(now):
+            self._judged.pop(report.node_id, None)
+            self._listed.pop(report.node_id, None)
+
+    def at(self, now: float) -> MetadataStep:
+        expires_at = self.book.expires_at
+        listed = [j for j in self._listed.values() if now <= expires_at(j.report)]
+        judged = tuple(
+            sorted(
+                (
+                    MetadataVerdict(v, e, j.report.roles, expires_at(j.report))
+                    for j in listed
+                    for v, e in zip(j.verdicts, j.entries, strict=True)
+                    if v.factor < 1.0
+                ),
+                key=lambda m: m.verdict.volume.key,
+            )
+        )
+        # What changes the factors by itself: a listed report expiring, or the last one.
+        in_view = self._latest_expiry is not None and now <= self._latest_expiry
+        changes = [expires_at(j.report) for j in listed]
+        if in_view:
+            assert self._latest_expiry is not None
+            changes.append(self._latest_expiry)
+        next_change = min(changes) if changes else None
+        limited = self.policy is not None
+        if in_view or not limited:
+            mutation = min((j.mutation_factor for j in listed), default=1.0)
+            data = min((j.data_factor for j in listed), default=1.0)
+            return MetadataStep(mutation, data, FactorSource.OBSERVED, limited, judged, next_change, lambda: self._all_volumes(now))
+        if now <= self._initial_until:
+            return MetadataStep(1.0, 1.0, FactorSource.INITIAL, limited, (), self._initial_until)
+        return MetadataStep(self.fallback, 1.0, FactorSource.FALLBACK, limited, (), None)
+
+    def _all_volumes(self, now: float) -> tuple[MetadataVerdict, ...]:
+        expires_at = self.book.expires_at
+        return tuple(
+            sorted(
+                (
+                    MetadataVerdict(v, e, j.report.roles, expires_at(j.report))
+                    for j in self._judged.values()
+                    if now <= expires_at(j.report)
+                    for v, e in zip(j.verdicts, j.entries, strict=True)
+                ),
+                key=lambda m: m.verdict.volume.key,
+            )
+        )
+
+    def __len__(self) -> int:
+        return len(self._judged)
+
+    def __contains__(self, node_id: int) -> bool:
+        return node_id in self._judged

@@ -1,0 +1,99 @@
+"""What the nodes' shims report about their own volumes (PUT /nodes/{node_id}/volumes), and how
+long each report stays in the view.
+
+The admin API cannot see a controller-only node, nor a metadata log dir kept apart from the
+data dirs, so every node that loads the shim reports its own: one entry per configured
+directory, with what it holds (``data``, ``metadata``, or both when they share a file store).
+
+A report replaces the node's previous one whole (a directory it no longer reports is dropped,
+not kept as a ghost), and stays in the view for the validity duration from when it arrived, as
+an admin observation does. A node that stops reporting is forgotten a validity duration after
+its last report, as a broker that DescribeCluster no longer lists: the service cannot tell a
+controller-only node that halted from one that was removed. The one exception mirrors the
+fenced-broker rule: a node with the broker role that DescribeCluster lists as fenced keeps its
+last report, with ``keep_fenced``, for as long as the rounds list it so."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.observation.model import VolumeObservation
+
+DATA = "data"
+METADATA = "metadata"
+BROKER_ROLE = "broker"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeVolume:
+    """One directory of a node's report: its file store's figures and what it holds."""
+
+    log_dir: str
+    total_bytes: int
+    usable_bytes: int
+    holds: frozenset[str]
+
+    @property
+    def holds_metadata(self) -> bool:
+        return METADATA in self.holds
+
+    @property
+    def holds_data(self) -> bool:
+        return DATA in self.holds
+
+
+@dataclass(frozen=True, slots=True)
+class NodeReport:
+    node_id: int
+    roles: frozenset[str]
+    volumes: tuple[NodeVolume, ...]
+    received_at: float
+
+    def observations(self) -> list[tuple[VolumeObservation, NodeVolume]]:
+        """Each metadata volume as an observation the storage policy judges, with its entry."""
+        return [
+            (VolumeObservation(self.node_id, v.log_dir, v.total_bytes, v.usable_bytes, self.received_at), v)
+            for v in self.volumes
+            if v.holds_metadata
+        ]
+
+
+class NodeReportBook:
+    """The latest report of every node, each valid for ``validity_seconds`` from its arrival
+    (or from the latest round that listed the node as a fenced broker, with ``keep_fenced``)."""
+
+    def __init__(self, validity_seconds: float, keep_fenced: bool = True) -> None:
+        self._validity = validity_seconds
+        self._keep_fenced = keep_fenced
+        self._reports: dict[int, NodeReport] = {}
+        self._confirmed: dict[int, float] = {}  # node id -> when a round last listed it fenced
+
+    @property
+    def validity_seconds(self) -> float:
+        return self._validity
+
+    def record(self, report: NodeReport) -> None:
+        self._reports[report.node_id] = report
+        self._confirmed.pop(report.node_id, None)
+
+    def confirm_fenced(self, fenced_brokers: frozenset[int], at: float) -> None:
+        """A round's DescribeCluster answer listed ``fenced_brokers`` as fenced: with
+        keep_fenced, their broker-role nodes' last reports stay in the view."""
+        if not self._keep_fenced:
+            return
+        for node_id in fenced_brokers:
+            report = self._reports.get(node_id)
+            if report is not None and BROKER_ROLE in report.roles:
+                self._confirmed[node_id] = at
+
+    def expires_at(self, report: NodeReport) -> float:
+        """The last instant ``report`` is in the view: exactly validity old is still valid."""
+        return max(report.received_at, self._confirmed.get(report.node_id, report.received_at)) + self._validity
+
+    def evict_expired(self, now: float) -> list[NodeReport]:
+        expired = [r for r in self._reports.values() if now > self.expires_at(r)]
+        for report in expired:
+            del self._reports[report.node_id]
+            self._confirmed.pop(report.node_id, None)
+        return expired
+

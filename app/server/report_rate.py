@@ -1,0 +1,30 @@
+"""How often one node may report its volumes: at most once per MIN_INTERVAL_SECONDS each, and
+reports from at most MAX_NODES nodes in the view at once. A report refused here is answered 429
+with Retry-After; the shim keeps polling its quotas whatever the answer."""
+
+from __future__ import annotations
+
+import math
+
+# A shim reports once per poll interval (5 s by default, 100 ms at the least); one report a
+# second per node keeps a misconfigured or looping node from costing the service more than that.
+MIN_INTERVAL_SECONDS = 1.0
+# Far beyond any quorum and broker count; a token holder cannot grow the view without bound.
+MAX_NODES = 10_000
+
+
+class ReportRate:
+    def __init__(self, min_interval: float = MIN_INTERVAL_SECONDS) -> None:
+        self._min_interval = min_interval
+        self._last: dict[int, float] = {}  # node id -> when its latest report was taken
+
+    def retry_after(self, node_id: int, now: float) -> int | None:
+        """Whole seconds until ``node_id`` may report again, or None when it may now (and the
+        report is counted)."""
+        last = self._last.get(node_id)
+        if last is not None and now - last < self._min_interval:
+            return max(1, math.ceil(last + self._min_interval - now))
+        if len(self._last) > 2 * MAX_NODES:  # nodes long gone: only the recent ones matter
+            self._last = {n: t for n, t in self._last.items() if now - t < self._min_interval}
+        self._last[node_id] = now
+        return None

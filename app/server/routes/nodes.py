@@ -1,0 +1,65 @@
+"""PUT /nodes/{node_id}/volumes: a node's shim reports its own volumes, the metadata log's
+among them (docs/architecture.md, "Observing metadata volumes")."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Path, Request, Response
+from fastapi.security import HTTPBearer
+
+from app.decision.metadata import MetadataStep
+from app.server.json_bodies import StrictJsonRoute
+from app.server.problems import ProblemError, problem_responses
+from app.server.query import strict_query
+from app.server.report_rate import MAX_NODES, ReportRate
+from app.server.routes.route_set import RouteSet
+from app.server.schemas.nodes import NodeVolumesBody
+from app.server.state import service_state
+
+routes = RouteSet(tags=["nodes"], route_class=StrictJsonRoute)
+# Declares the node token in the OpenAPI document; app.server.admission checks it before the body is read.
+node_bearer = HTTPBearer(auto_error=False, scheme_name="NodeToken", description="The token of throttle.service.node.token")
+
+
+def _what_shims_act_on(step: MetadataStep) -> tuple[object, ...]:
+    """What a report can change that the published decision shows: only then is it published."""
+    listed = tuple((m.verdict.volume.key, m.verdict.reason) for m in step.listed)
+    return (step.mutation_factor, step.data_factor, step.source, listed)
+
+
+@routes.put(
+    "/nodes/{node_id}/volumes",
+    status_code=204,
+    summary="A node's report of its own volumes (the metadata log's among them), sent by its shim every poll interval",
+    description="Authenticated with the node token (throttle.service.node.token), not the admin token; answered 404 while "
+    "it is unset. Each report replaces the node's previous one and stays valid for the validity duration.",
+    dependencies=[Depends(node_bearer), Depends(strict_query)],
+    responses={
+        **problem_responses(400, 401, 404, 413, 422),
+        429: {**problem_responses(429)[429], "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait"}}},
+    },
+)
+async def put_node_volumes(
+    request: Request,
+    body: NodeVolumesBody,
+    node_id: Annotated[int, Path(ge=0, le=2**31 - 1, description="The node's node.id")],
+) -> Response:
+    state = service_state(request)
+    now = state.clock()
+    metadata = state.decider.metadata
+    if node_id not in metadata and len(metadata) >= MAX_NODES:
+        metadata.evict_expired(now)
+        if len(metadata) >= MAX_NODES:
+            wait = str(max(1, int(metadata.book.validity_seconds)))
+            raise ProblemError(429, "Too many nodes", f"the service takes reports from at most {MAX_NODES} nodes", headers={"Retry-After": wait})
+    rate: ReportRate = state.node_report_rate
+    retry_after = rate.retry_after(node_id, now)
+    if retry_after is not None:
+        detail = f"node {node_id} reported less than a second ago; one report per node per second is taken"
+        raise ProblemError(429, "Too many requests", detail, headers={"Retry-After": str(retry_after)})
+    before = _what_shims_act_on(metadata.at(now))
+    after = state.decider.record_node_report(body.report(node_id, now))
+    if _what_shims_act_on(after) != before:
+        state.loop.publish()
+    return Response(status_code=204)

@@ -1,0 +1,83 @@
+"""A node's report of its own volumes (PUT /nodes/{node_id}/volumes), as the shim sends it."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from app.observation.node_reports import BROKER_ROLE, DATA, NodeReport, NodeVolume
+
+MAX_NODE_VOLUMES = 64
+MAX_LOG_DIR_CHARS = 4096  # Linux's PATH_MAX
+# Kafka's node.id is an int32; byte counts are a Java long's (FileStore's).
+NodeId = Annotated[int, Field(ge=0, le=2**31 - 1)]
+ByteCount = Annotated[int, Field(ge=0, le=2**63 - 1, strict=True)]
+
+
+class NodeVolumeEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    log_dir: str = Field(
+        min_length=2, max_length=MAX_LOG_DIR_CHARS, pattern=r"^/", description="The directory as configured (absolute path)"
+    )
+    total_bytes: ByteCount = Field(description="The file store's total space (FileStore.getTotalSpace())")
+    usable_bytes: ByteCount = Field(description="The file store's usable space (FileStore.getUsableSpace()), at most total_bytes")
+    holds: list[Literal["data", "metadata"]] = Field(
+        min_length=1,
+        max_length=2,
+        description="What the directory holds, each once: the metadata log, data (a broker's log dir; only on a node with the "
+        "broker role), or both",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> NodeVolumeEntry:
+        if self.usable_bytes > self.total_bytes:
+            raise ValueError("usable_bytes must not exceed total_bytes")
+        if len(set(self.holds)) != len(self.holds):
+            raise ValueError("holds lists an entry twice")
+        return self
+
+
+class NodeVolumesBody(BaseModel):
+    """What a node's shim sends once per poll interval: its roles and one entry per distinct
+    configured directory (metadata.log.dir and the log.dirs entries)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "roles": ["controller"],
+                    "volumes": [{"log_dir": "/var/lib/kafka/meta", "total_bytes": 68719476736, "usable_bytes": 1234567890, "holds": ["metadata"]}],
+                }
+            ]
+        },
+    )
+
+    # Each role and each holds entry once: said in the descriptions and answered 422, not as
+    # uniqueItems, which openapi-generator's Java client turns into a Set it cannot compile.
+    roles: list[Literal["broker", "controller"]] = Field(min_length=1, max_length=2, description="The node's process.roles, each once")
+    volumes: list[NodeVolumeEntry] = Field(
+        max_length=MAX_NODE_VOLUMES,
+        description=f"At most {MAX_NODE_VOLUMES} entries, each log_dir once; an entry holding data needs the broker role among roles",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> NodeVolumesBody:
+        if len(set(self.roles)) != len(self.roles):
+            raise ValueError("roles lists a role twice")
+        dirs = [v.log_dir for v in self.volumes]
+        if len(set(dirs)) != len(dirs):
+            raise ValueError("volumes lists a log_dir twice")
+        if BROKER_ROLE not in self.roles and any(DATA in v.holds for v in self.volumes):
+            raise ValueError("only a node with the broker role holds data")
+        return self
+
+    def report(self, node_id: int, received_at: float) -> NodeReport:
+        return NodeReport(
+            node_id,
+            frozenset(self.roles),
+            tuple(NodeVolume(v.log_dir, v.total_bytes, v.usable_bytes, frozenset(v.holds)) for v in self.volumes),
+            received_at,
+        )

@@ -1,0 +1,93 @@
+"""The metadata volumes' decision (app/decision/metadata.py, app/observation/node_reports.py):
+pure, to the instant, with a manual time line."""
+
+from __future__ import annotations
+
+from app.decision.decider import ThrottleDecider
+from app.decision.factor import FactorSource
+from app.decision.policy import LimitKind, StoragePolicy
+from app.observation.model import ObservationRound
+from app.observation.node_reports import NodeReport, NodeVolume
+
+MiB = 1024 * 1024
+DATA_POLICY = StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, 8 * MiB)
+METADATA_POLICY = StoragePolicy(LimitKind.MIN_AVAILABLE_RATIO, 0.1, 0.3, hysteresis=0.05)
+VALIDITY = 120.0
+T0 = 1_800_000_000.0
+
+
+def decider(keep_fenced: bool = True, policy: StoragePolicy | None = METADATA_POLICY, fallback: float = 1.0) -> ThrottleDecider:
+    return ThrottleDecider(DATA_POLICY, VALIDITY, fallback, started_at=T0, keep_fenced=keep_fenced, metadata_policy=policy)
+
+
+def report(node: int, at: float, usable: int, roles=("controller",), holds=("metadata",), total: int = 100 * MiB) -> NodeReport:
+    return NodeReport(node, frozenset(roles), (NodeVolume("/meta", total, usable, frozenset(holds)),), at)
+
+
+def test_the_mutation_factor_is_the_minimum_over_metadata_volumes_ramping_between_soft_and_hard():
+    d = decider()
+    d.record_node_report(report(1000, T0, 50 * MiB))
+    assert d.reading(T0).mutation_factor == 1.0
+    d.record_node_report(report(1001, T0, 20 * MiB))  # ratio 0.2: halfway between 0.1 and 0.3
+    assert abs(d.reading(T0).mutation_factor - 0.5) < 1e-9
+    d.record_node_report(report(1002, T0, 10 * MiB))
+    assert d.reading(T0).mutation_factor == 0.0
+    assert d.reading(T0).factor == 1.0  # none of them holds data
+
+
+def test_hysteresis_holds_a_breaching_metadata_volume_until_it_is_above_hard_plus_hysteresis():
+    d = decider()
+    d.record_node_report(report(1000, T0, 10 * MiB))
+    d.record_node_report(report(1000, T0 + 5, 14 * MiB))  # 0.14 < 0.1 + 0.05: still breaching
+    assert d.reading(T0 + 5).mutation_factor == 0.0
+    d.record_node_report(report(1000, T0 + 10, 16 * MiB))
+    assert d.reading(T0 + 10).mutation_factor > 0.0
+
+
+def test_a_shared_data_and_metadata_volume_lowers_the_cluster_factor_and_a_data_only_one_is_ignored():
+    d = decider()
+    d.record_node_report(report(2, T0, 0, roles=("broker",), holds=("data",)))
+    assert (d.reading(T0).factor, d.reading(T0).mutation_factor) == (1.0, 1.0)
+    d.record_node_report(report(3, T0, 5 * MiB, roles=("broker", "controller"), holds=("data", "metadata")))
+    assert (d.reading(T0).factor, d.reading(T0).mutation_factor) == (0.0, 0.0)
+    assert d.decision(T0).state.value == "PAUSE"
+
+
+def test_a_controller_that_stops_reporting_is_forgotten_one_validity_duration_after_its_last_report():
+    d = decider()
+    d.record_node_report(report(1000, T0, 5 * MiB))
+    assert d.reading(T0 + VALIDITY).mutation_factor == 0.0
+    assert d.reading(T0 + VALIDITY).next_change_at == T0 + VALIDITY
+    assert d.reading(T0 + VALIDITY + 0.001).mutation_factor == 1.0
+
+
+def test_a_fenced_broker_keeps_its_last_metadata_report_while_rounds_list_it_fenced_with_keep():
+    for keep, expected in ((True, 0.0), (False, 1.0)):
+        d = decider(keep_fenced=keep)
+        d.record_node_report(report(3, T0, 5 * MiB, roles=("broker", "controller")))
+        d.record_node_report(report(1000, T0, 5 * MiB))  # controller-only: never in DescribeCluster
+        at = T0 + VALIDITY - 1
+        d.apply_round(ObservationRound(at - 0.1, at, active_brokers=(1, 2), fenced_brokers=(3,)))
+        later = T0 + VALIDITY + 10
+        step = d.metadata.at(later)
+        assert [v.verdict.volume.broker_id for v in step.volumes] == ([3] if keep else [])
+        assert d.reading(later).mutation_factor == expected
+
+
+def test_without_metadata_limits_reports_are_listed_and_every_factor_stays_1():
+    d = decider(policy=None)
+    d.record_node_report(report(3, T0, 0, roles=("broker", "controller"), holds=("data", "metadata")))
+    reading = d.reading(T0)
+    assert (reading.factor, reading.mutation_factor) == (1.0, 1.0)
+    assert [v.verdict.volume.broker_id for v in d.metadata.at(T0).volumes] == [3]
+    assert d.metadata.at(T0 + 10 * VALIDITY).mutation_factor == 1.0
+
+
+def test_with_no_report_in_view_the_mutation_factor_is_initial_then_the_fallback_and_produce_is_untouched():
+    d = decider(fallback=0.0)
+    assert d.metadata.at(T0 + VALIDITY).source is FactorSource.INITIAL
+    late = T0 + VALIDITY + 0.001
+    assert d.metadata.at(late).source is FactorSource.FALLBACK
+    assert (d.reading(late).mutation_factor, d.metadata.at(late).data_factor) == (0.0, 1.0)
+    d.record_node_report(report(1000, late, 90 * MiB))
+    assert d.metadata.at(late).source is FactorSource.OBSERVED and d.reading(late).mutation_factor == 1.0
