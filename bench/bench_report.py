@@ -39,6 +39,7 @@ every 30 s) for the 1-minute load average to drop below 1.5 before each run.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -93,7 +94,7 @@ def round_text(shape: Shape, volumes: list[tuple[int, str, float]], i: int) -> s
     limits = f',"limit_kind":"min-available-ratio","hard_limit":{HARD!r},"soft_limit":{SOFT!r},"volume_status":'
     tail = (
         f',"cluster_factor":{cluster!r},"state":"{state}","source":"observed","round_complete":true,'
-        f'"check_interval_seconds":{shape.interval!r},"enforced":true,"canary_brokers":null}}\n'
+        f'"check_interval_seconds":{shape.interval!r},"enforced":true,"canary_brokers":null,"holds":"data","mutation_factor":1.0}}\n'
     )
     lines = []
     for (broker, log_dir, _), free, ratio in zip(volumes, usable, ratios):
@@ -322,7 +323,10 @@ def incremental(args, work: Path) -> None:
         raise SystemExit(f"--only: unknown part(s) {', '.join(sorted(unknown))}; choose from {', '.join(PARTS)}")
     rows = args.rows[0] if args.rows else INCREMENTAL_ROWS
     history = Path(args.history) if args.history else work / "history"
-    marker = history / f".generated-{rows}"  # a hidden file: the report and the cache skip it
+    # A hidden file (the report and the cache skip it), named after the size and the writer's
+    # fields: a history generated before a field was declared is generated again.
+    fields = hashlib.sha256(",".join(FIELD_NAMES).encode()).hexdigest()[:12]
+    marker = history / f".generated-{rows}-{fields}"
     if not marker.exists():
         shutil.rmtree(history, ignore_errors=True)
         history.mkdir(parents=True)
