@@ -9,6 +9,8 @@ from dataclasses import replace
 
 from app.decision.decision import Decision, VolumeState
 from app.decision.factor import FactorReading, FactorSource, ThrottleFactorHolder
+from app.decision.fill_rate import NOT_ESTIMATED, TimeToFull
+from app.decision.horizon import HorizonRule
 from app.decision.metadata import MetadataStep, MetadataWatch
 from app.decision.policy import Evaluation, StoragePolicy, VolumeStatus, VolumeVerdict
 from app.decision.timeline import Step, Timeline, ViewTimeline
@@ -31,6 +33,7 @@ class ThrottleDecider:
         started_at: float,
         enabled: bool = True,
         keep_fenced: bool = True,
+        horizon_seconds: float | None = None,
         metadata_policy: StoragePolicy | None = None,
     ) -> None:
         self.policy = policy
@@ -46,6 +49,8 @@ class ThrottleDecider:
         self.last_success_at = started_at
         self._breaching: frozenset[VolumeKey] = frozenset()
         self._view: Timeline | None = None  # the latest round's view of the cache over time
+        # Time to full: only with a horizon; without one the decisions are the level rules' alone.
+        self.horizon = HorizonRule(policy, horizon_seconds) if horizon_seconds is not None else None
         # The nodes' own reports of their volumes, and the metadata limits that judge them.
         self.metadata = MetadataWatch(metadata_policy, NodeReportBook(validity_seconds, keep_fenced), fallback, started_at)
 
@@ -57,9 +62,15 @@ class ThrottleDecider:
             self.fenced_brokers = round_.fenced_brokers
             self.metadata.confirm_fenced(frozenset(round_.fenced_brokers), now)
         self.metadata.evict_expired(now)
+        times_to_full: dict[VolumeKey, TimeToFull] | None = None
+        if self.horizon is not None:
+            # The factor the observations were made under: the one in force as the round began.
+            times_to_full = self.horizon.record(round_.observations, self.holder.read(round_.started_at).factor)
         self.cache.record_round(round_)
         self.evicted = self.cache.evict_expired(now)
-        view = ViewTimeline(self.policy, self.cache.by_expiry(), self._breaching, now, self.validity_seconds)
+        if self.horizon is not None:
+            self.horizon.forget(volume.key for volume in self.evicted)
+        view = ViewTimeline(self.policy, self.cache.by_expiry(), self._breaching, now, self.validity_seconds, times_to_full)
         step = view.at(now)
         assert step is not None  # nothing in the cache has expired at now
         evaluation = step.evaluation
@@ -135,9 +146,16 @@ class ThrottleDecider:
             log_dirs=len(step.volumes) if step is not None else 0,
             fenced=tuple(self.cache.fenced_volumes(step.volumes)) if shown else (),
             volumes=step.volumes if shown else (),
+            fill_rates=self.horizon.rates if self.horizon is not None else None,
             metadata=metadata,
             metadata_policy=self.metadata.policy,
         )
+
+    def time_to_full(self, volume: VolumeObservation) -> TimeToFull | None:
+        """The fill rate and time to the hard limit of ``volume``; None without a horizon."""
+        if self.horizon is None:
+            return None
+        return self.horizon.estimate(volume) if volume.capacity_known and volume.error is None else NOT_ESTIMATED
 
     def volumes(self, now: float) -> list[VolumeState]:
         """Every observation in the view at ``now`` with the verdict it was given."""
@@ -154,6 +172,7 @@ class ThrottleDecider:
                 expires_at=self.cache.expires_at(volume),
                 broker_active=volume.broker_id in active,
                 broker_fenced=volume.broker_id in fenced,
+                time_to_full=self.time_to_full(volume),
             )
             for volume in sorted(step.volumes, key=lambda v: v.key)
         ]

@@ -3,14 +3,15 @@ the history turns into rows and the metrics read."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from app.decision.enforcement import ENFORCE_EVERYWHERE, Enforcement
 from app.decision.factor import FactorReading, FactorSource
+from app.decision.fill_rate import TimeToFull
 from app.decision.metadata import UNLIMITED, MetadataStep
 from app.decision.policy import Evaluation, State, StoragePolicy, VolumeVerdict
-from app.observation.model import ObservationRound, VolumeObservation
+from app.observation.model import ObservationRound, VolumeKey, VolumeObservation
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,9 @@ class Decision:
     # Whether the factor bites, and on which brokers; the decider leaves it to whoever holds the
     # enforcement in force (the quota service) to set.
     enforcement: Enforcement = ENFORCE_EVERYWHERE
+    # With a horizon: the fill rate (bytes/s) the horizon rule estimated for each volume in the
+    # latest round (None while a trend is too short); None without a horizon.
+    fill_rates: Mapping[VolumeKey, float | None] | None = None
     # The metadata volumes the nodes reported, judged by the metadata limits (None: none set).
     metadata: MetadataStep = UNLIMITED
     metadata_policy: StoragePolicy | None = None
@@ -70,6 +74,15 @@ class Decision:
             return ()
         return self.evaluation.breaching or self.evaluation.ramping
 
+    @property
+    def rule(self) -> str | None:
+        """The rule that set the factor: the reason of the volume asking for the least factor
+        ("hard limit", "soft limit", "time to full", a log dir error); None when none did."""
+        listed = self.listed
+        if not listed or self.factor >= 1.0:
+            return None
+        return min(listed, key=lambda v: v.factor).reason
+
 
 @dataclass(frozen=True, slots=True)
 class VolumeState:
@@ -80,3 +93,4 @@ class VolumeState:
     expires_at: float  # when it leaves the view unless a round renews it
     broker_active: bool
     broker_fenced: bool
+    time_to_full: TimeToFull | None = None  # fill rate and time to the hard limit, with a horizon

@@ -8,14 +8,19 @@
 - A log dir reported with an error is treated as breaching (an offline disk must never make
   the cluster look healthier); a log dir without capacity figures (-1) cannot be judged and
   is reported as such.
+- Time to full (optional, app/decision/horizon.py): a volume that would reach its hard limit
+  within the horizon asks for the factor that keeps the horizon left; a volume's factor is
+  the least of its level factor and its time factor, and the reason names the rule that set it.
 - The cluster factor is the minimum over all volumes: the largest delay wins.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+from app.decision.fill_rate import TimeToFull
 
 from app.observation.model import VolumeKey, VolumeObservation
 
@@ -65,7 +70,8 @@ class VolumeVerdict:
     volume: VolumeObservation
     status: VolumeStatus
     factor: float
-    reason: str
+    reason: str  # the rule that set the factor: "hard limit", "soft limit", "time to full", ...
+    time_to_full: TimeToFull | None = None  # with a horizon, when the volume's time is at risk
 
 
 @dataclass(frozen=True)
@@ -91,8 +97,32 @@ def _measure(policy: StoragePolicy, volume: VolumeObservation) -> float:
     return volume.usable_bytes / total if total > 0 else 0.0
 
 
-def judge_volume(policy: StoragePolicy, volume: VolumeObservation, was_breaching: bool = False) -> VolumeVerdict:
+TIME_TO_FULL = "time to full"
+# The rules that can set a factor, as the history names them; a verdict's reason starts with one.
+FACTOR_RULES = ("hard limit", "soft limit", TIME_TO_FULL, "log dir error")
+
+
+def rule_of(reason: str | None) -> str | None:
+    """The rule a verdict's reason names ("hard limit (hysteresis)" is the hard limit's; "log
+    dir error KAFKA_STORAGE_ERROR" a log dir error's); None for a volume no rule slows."""
+    if reason:
+        for rule in FACTOR_RULES:
+            if reason.startswith(rule):
+                return rule
+    return None
+
+
+def judge_volume(
+    policy: StoragePolicy, volume: VolumeObservation, was_breaching: bool = False, time_to_full: TimeToFull | None = None
+) -> VolumeVerdict:
     """The factor one volume asks for, and why."""
+    verdict = _judge_level(policy, volume, was_breaching)
+    if time_to_full is not None and time_to_full.factor < verdict.factor and verdict.status is not VolumeStatus.UNJUDGED:
+        return VolumeVerdict(volume, VolumeStatus.RAMPING, time_to_full.factor, TIME_TO_FULL, time_to_full)
+    return verdict
+
+
+def _judge_level(policy: StoragePolicy, volume: VolumeObservation, was_breaching: bool) -> VolumeVerdict:
     if volume.error is not None:
         return VolumeVerdict(volume, VolumeStatus.BREACHING, 0.0, f"log dir error {volume.error}")
     if not volume.capacity_known:
@@ -113,8 +143,10 @@ def evaluate(
     policy: StoragePolicy,
     volumes: Iterable[VolumeObservation],
     previously_breaching: frozenset[VolumeKey] = frozenset(),
+    times_to_full: Mapping[VolumeKey, TimeToFull] | None = None,
 ) -> Evaluation:
-    """Apply the policy to every volume; the cluster factor is the minimum."""
+    """Apply the policy to every volume; the cluster factor is the minimum. ``times_to_full``
+    holds the volumes the horizon rule would slow (none without a horizon)."""
     factor = 1.0
     breaching: list[VolumeVerdict] = []
     ramping: list[VolumeVerdict] = []
@@ -133,9 +165,10 @@ def evaluate(
                 measured = volume.usable_bytes
             else:
                 measured = volume.usable_bytes / volume.total_bytes if volume.total_bytes > 0 else 0.0
-            if measured > quick_ok_above:
+            if measured > quick_ok_above and (not times_to_full or volume.key not in times_to_full):
                 continue
-        verdict = judge_volume(policy, volume, volume.key in previously_breaching)
+        key = volume.key
+        verdict = judge_volume(policy, volume, key in previously_breaching, times_to_full.get(key) if times_to_full else None)
         if verdict.status is VolumeStatus.BREACHING:
             breaching.append(verdict)
         elif verdict.status is VolumeStatus.RAMPING:

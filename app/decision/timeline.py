@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import bisect
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from app.decision.fill_rate import TimeToFull
 
 from app.decision.policy import Evaluation, StoragePolicy, evaluate
 from app.observation.model import VolumeKey, VolumeObservation
@@ -97,6 +99,7 @@ class ViewTimeline(Timeline):
         previously_breaching: frozenset[VolumeKey],
         start: float,
         validity_seconds: float,
+        times_to_full: Mapping[VolumeKey, TimeToFull] | None = None,
     ) -> None:
         # An empty view is valid for the validity duration: a cluster without log dirs to
         # judge is judged healthy, as a round.
@@ -105,6 +108,7 @@ class ViewTimeline(Timeline):
         self._policy = policy
         self._breaching = previously_breaching
         self._start = start
+        self._times_to_full = times_to_full
         self._steps: dict[int, Step] = {}
 
     @property
@@ -121,7 +125,7 @@ class ViewTimeline(Timeline):
             volumes: list[VolumeObservation] = []
             for bound in self._bounds[index:]:
                 volumes += self._groups.get(bound, ())
-            evaluation = evaluate(self._policy, volumes, self._breaching)
+            evaluation = evaluate(self._policy, volumes, self._breaching, self._times_to_full)
             start = self._start if index == 0 else self._bounds[index - 1]
             step = self._steps[index] = Step(start, self._bounds[index], evaluation, volumes)
         return step

@@ -8,9 +8,10 @@ from typing import Any
 
 from app.history.schema import FIELD_NAMES
 from app.decision.decision import Decision
+from app.decision.fill_rate import seconds_to_limit
 from app.decision.metadata import MetadataVerdict
 from app.observation.node_reports import DATA
-from app.decision.policy import VolumeStatus
+from app.decision.policy import LimitKind, VolumeStatus, VolumeVerdict, rule_of
 from app.timefmt import iso_instant
 from app.observation.model import ObservationRound, VolumeObservation
 
@@ -23,6 +24,9 @@ _VOLUME_FIELDS = (
     "observed_at", "observation_age_seconds", "kept", "volume_status", "volume_factor",
 )  # fmt: skip
 _OWN_FIELDS = 9  # the volume's own fields come before the limits, its verdict after them
+_UNRATED = object()  # a volume the horizon rule has no rate for (or no horizon)
+# A volume's time to full (with a horizon) and the rule that slows it: after the round's fields.
+_TIME_FIELDS = ("fill_rate_bytes_per_second", "seconds_to_hard_limit", "volume_rule")
 
 
 class _Provenance:
@@ -80,6 +84,22 @@ def _enforcement_fields(decision: Decision) -> dict[str, Any]:
     return {"enforced": decision.enforced, "canary_brokers": ",".join(map(str, canary)) if canary else None}
 
 
+def _time_to_full(decision: Decision, volume: VolumeObservation) -> tuple[float | None, float | None]:
+    """The fill rate the horizon rule estimated for ``volume`` and the seconds to its hard limit
+    at that rate (both None without a horizon or an estimate)."""
+    rates = decision.fill_rates
+    if rates is None or volume.key not in rates:
+        return None, None
+    rate = rates[volume.key]
+    policy = decision.policy
+    hard = policy.hard_level if policy.kind is LimitKind.MIN_AVAILABLE_BYTES else policy.hard_level * volume.total_bytes
+    return rate, seconds_to_limit(volume.usable_bytes, hard, rate)
+
+
+def _volume_rule(verdict: VolumeVerdict | None) -> str | None:
+    return rule_of(verdict.reason) if verdict is not None else None
+
+
 def _metadata_rows(round_: ObservationRound, decision: Decision, common: dict[str, Any]) -> list[HistoryRow]:
     """One row per metadata log volume, judged by the metadata limits."""
     policy = decision.metadata_policy
@@ -105,6 +125,7 @@ def _metadata_rows(round_: ObservationRound, decision: Decision, common: dict[st
                 "soft_limit": policy.soft_level,
                 "volume_status": verdict.status.value,
                 "volume_factor": verdict.factor,
+                **dict.fromkeys(_TIME_FIELDS),
                 "holds": ",".join(sorted(volume.entry.holds)),
             }
         )
@@ -125,6 +146,7 @@ def _common_fields(round_: ObservationRound, decision: Decision, check_interval_
         "round_complete": round_.complete,
         "check_interval_seconds": check_interval_seconds,
         **_enforcement_fields(decision),
+        "rule": rule_of(decision.rule),
         "mutation_factor": decision.mutation_factor,
     }
 
@@ -155,11 +177,12 @@ def round_rows(round_: ObservationRound, decision: Decision, check_interval_seco
                 "kept": provenance.kept(volume),
                 "volume_status": verdict.status.value if verdict else VolumeStatus.OK.value,
                 "volume_factor": verdict.factor if verdict else 1.0,
+                **dict(zip(_TIME_FIELDS, (*_time_to_full(decision, volume), _volume_rule(verdict)))),
                 "holds": DATA,
             }
         )
     if not rows:
-        rows.append({**common, **dict.fromkeys(_VOLUME_FIELDS), "holds": None})
+        rows.append({**common, **dict.fromkeys(_VOLUME_FIELDS + _TIME_FIELDS), "holds": None})
     rows += _metadata_rows(round_, decision, common)
     # The declared field order, so every line reads the same.
     return [{name: row[name] for name in FIELD_NAMES} for row in rows]
@@ -170,7 +193,7 @@ ROW_ENCODER = json.JSONEncoder(separators=(",", ":"))
 # round_lines writes the fields in this order; the schema declares it.
 assert tuple(FIELD_NAMES) == ("time", *_VOLUME_FIELDS[:_OWN_FIELDS], "limit_kind", "hard_limit", "soft_limit", *_VOLUME_FIELDS[_OWN_FIELDS:],
                               "cluster_factor", "state", "source", "round_complete", "check_interval_seconds", "enforced", "canary_brokers",
-                              "holds", "mutation_factor")
+                              *_TIME_FIELDS, "rule", "holds", "mutation_factor")
 
 
 def round_lines(round_: ObservationRound, decision: Decision, check_interval_seconds: float) -> str:
@@ -192,29 +215,47 @@ def round_lines(round_: ObservationRound, decision: Decision, check_interval_sec
         ',"limit_kind":' + encode(policy.kind.value) + ',"hard_limit":' + encode(policy.hard_level)
         + ',"soft_limit":' + encode(policy.soft_level) + ',"volume_status":'
     )
-    tail = (
+    round_fields = (
         ',"cluster_factor":' + encode(decision.factor) + ',"state":' + encode(decision.state.value)
         + ',"source":' + encode(decision.source.value) + ',"round_complete":' + encode(round_.complete)
         + ',"check_interval_seconds":' + encode(check_interval_seconds)
         + "".join(f',"{name}":' + encode(value) for name, value in _enforcement_fields(decision).items())
+    )
+    tail = (
+        ',"rule":' + encode(rule_of(decision.rule))
         + ',"holds":' + encode(DATA) + ',"mutation_factor":' + encode(decision.mutation_factor) + "}\n"
     )
     ok = encode(VolumeStatus.OK.value) + ',"volume_factor":' + encode(1.0)
+    untimed = ',"fill_rate_bytes_per_second":null,"seconds_to_hard_limit":null,"volume_rule":'
+    rates = decision.fill_rates
+    hard, by_bytes = policy.hard_level, policy.kind is LimitKind.MIN_AVAILABLE_BYTES
     lines = []
     provenance = _Provenance(round_)
     # A broker's log dirs share their provenance (one answer, one time): encoded once per broker and time.
     provenances: dict[tuple[int, float], str] = {}
     for volume in view:
-        verdict = listed.get(volume.key)
+        key = (volume.broker_id, volume.log_dir)
+        verdict = listed.get(key)
         judged = ok if verdict is None else encode(verdict.status.value) + ',"volume_factor":' + encode(verdict.factor)
         ratio = volume.available_ratio  # finite: JSON writes it as repr does
         source = (volume.broker_id, volume.observed_at)
         if (came_from := provenances.get(source)) is None:
             came_from = provenances[source] = provenance.encoded(volume)
+        rate = _UNRATED if rates is None else rates.get(key, _UNRATED)
+        if rate is _UNRATED:
+            timed = untimed
+        else:
+            # Finite numbers: JSON writes them as repr does.
+            seconds = seconds_to_limit(volume.usable_bytes, hard if by_bytes else hard * volume.total_bytes, rate)
+            timed = (
+                f',"fill_rate_bytes_per_second":{"null" if rate is None else repr(rate)},'
+                f'"seconds_to_hard_limit":{"null" if seconds is None else repr(seconds)},"volume_rule":'
+            )
         lines.append(
             f'{head}{volume.broker_id},"log_dir":{text(volume.log_dir)},"total_bytes":{volume.total_bytes},'
             f'"usable_bytes":{volume.usable_bytes},"available_ratio":{"null" if ratio is None else repr(ratio)},'
-            f'"log_dir_error":{"null" if volume.error is None else text(volume.error)}{came_from}{limits}{judged}{tail}'
+            f'"log_dir_error":{"null" if volume.error is None else text(volume.error)}{came_from}{limits}{judged}'
+            f'{round_fields}{timed}{"null" if verdict is None else encode(_volume_rule(verdict))}{tail}'
         )
     metadata_rows = _metadata_rows(round_, decision, _common_fields(round_, decision, check_interval_seconds))
     lines += [ROW_ENCODER.encode({name: row[name] for name in FIELD_NAMES}) + "\n" for row in metadata_rows]

@@ -59,6 +59,19 @@ HISTORY_FIELDS: tuple[HistoryField, ...] = (
     HistoryField("enforced", "boolean", "Whether enforcement was on (false: shadow mode, the shims applied quotas unscaled); null before it was recorded"),
     HistoryField("canary_brokers", "string", "With enforced, the only brokers that enforced (comma-separated ids); null: every broker"),
     HistoryField(
+        "fill_rate_bytes_per_second",
+        "double",
+        "With a horizon (throttle.service.ramp.horizon): the volume's net fill rate as the service estimated it (positive while "
+        "filling); null without a horizon, while the trend is too short, or on a row without a volume",
+    ),
+    HistoryField(
+        "seconds_to_hard_limit",
+        "double",
+        "With a horizon: seconds until the volume reaches its hard limit at that rate, 0 at or below it; null while not filling",
+    ),
+    HistoryField("volume_rule", "string", "The rule that set this volume's factor: hard limit, soft limit, time to full, log dir error; null when none slows it"),
+    HistoryField("rule", "string", "The rule that set cluster_factor (that of the volume asking for the least); null when none did (OPEN)"),
+    HistoryField(
         "holds",
         "string",
         "What the volume holds: data (a log dir DescribeLogDirs reports, judged by the storage limits), metadata (a node's "

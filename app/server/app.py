@@ -73,6 +73,7 @@ def decider_from(settings: Settings, clock: Clock) -> ThrottleDecider:
         started_at=clock(),
         enabled=settings.observation_enabled,
         keep_fenced=settings.fenced_broker_observations == "keep",
+        horizon_seconds=settings.ramp_horizon.total_seconds() if settings.ramp_horizon is not None else None,
         metadata_policy=metadata_policy(settings),
     )
 

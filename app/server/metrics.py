@@ -34,7 +34,7 @@ from prometheus_fastapi_instrumentator.metrics import Info as RequestInfo
 
 from app.decision.decision import Decision
 from app.decision.factor import FactorSource
-from app.decision.policy import Evaluation, LimitKind, State, VolumeStatus
+from app.decision.policy import FACTOR_RULES, Evaluation, LimitKind, State, VolumeStatus, rule_of
 from app.observation.model import ObservationRound, VolumeObservation
 from app.quotas.service import QuotaService
 from app.server.conditional import WAIT_PARAMETER
@@ -218,6 +218,7 @@ class DecisionCollector(Collector):
                 value=decision.last_success_at,
             )
         yield from _limit_levels(decision)
+        yield from _rule_and_time_to_full(decision)
         yield from _metadata(decision)
 
 
@@ -265,6 +266,40 @@ def _metadata(decision: Decision) -> Iterator[GaugeMetricFamily]:
         if policy.soft_level is not None:
             levels.add_metric(["soft"], policy.soft_level)
         yield levels
+
+
+def _rule_and_time_to_full(decision: Decision) -> Iterator[GaugeMetricFamily | StateSetMetricFamily]:
+    """Which rule set the factor, and the fill rate and time to the hard limit of the volumes the
+    horizon rule lists (a handful at most: reading every volume's trend at each scrape would cost
+    what a round costs)."""
+    rule = rule_of(decision.rule)
+    yield StateSetMetricFamily(
+        "kafka_throttle_rule",
+        "The rule that set the factor: 1 for hard limit, soft limit, time to full or log dir error, 0 for the others (all 0 when open)",
+        value={name: name == rule for name in FACTOR_RULES},
+    )
+    timed = [v for v in decision.listed if v.time_to_full is not None]
+    if not timed:
+        return
+    rate = GaugeMetricFamily(
+        "kafka_throttle_volume_fill_rate_bytes_per_second",
+        "Net fill rate of a volume the horizon rule slows (the median of the slopes across half its recent trend)",
+        labels=["broker_id", "log_dir"],
+    )
+    left = GaugeMetricFamily(
+        "kafka_throttle_volume_seconds_to_hard_limit",
+        "Seconds until that volume reaches its hard limit at its fill rate",
+        labels=["broker_id", "log_dir"],
+    )
+    for verdict in timed:
+        assert verdict.time_to_full is not None
+        labels = [str(verdict.volume.broker_id), verdict.volume.log_dir]
+        if verdict.time_to_full.fill_rate is not None:
+            rate.add_metric(labels, verdict.time_to_full.fill_rate)
+        if verdict.time_to_full.seconds_to_hard_limit is not None:
+            left.add_metric(labels, verdict.time_to_full.seconds_to_hard_limit)
+    yield rate
+    yield left
 
 
 class QuotaStoreCollector(Collector):

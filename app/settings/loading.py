@@ -39,6 +39,7 @@ from app.settings.model import (
     property_name,
 )
 from app.redaction import HIDDEN, SHOWN_VALUE_CHARS, bounded, is_secret_key, quoted, shown_value
+from app.decision.horizon import HORIZON_CHECK_INTERVALS
 from app.settings.durations import format_duration
 from app.settings.limits import LIMIT_FIELDS, METADATA_LIMITS, limit_rules
 from app.settings.properties import MalformedEntry, PropertiesSyntaxError, escape_key, read_properties
@@ -206,6 +207,14 @@ def _cross_field_problems(s: Settings, origin_of: dict[str, str], given_raw: Map
                 f"a duration longer than the check interval ({format_duration(s.storage_check_interval)}), "
                 "or every factor expires before the next round",
             )
+    horizon = s.ramp_horizon
+    if horizon is not None and interval_known and s.observation_enabled and horizon < s.storage_check_interval * HORIZON_CHECK_INTERVALS:
+        # The fill rate is fitted on the observations of the last quarter of the horizon: 3 at least.
+        problem(
+            "ramp_horizon",
+            f"a duration of at least {HORIZON_CHECK_INTERVALS} check intervals "
+            f"({format_duration(s.storage_check_interval * HORIZON_CHECK_INTERVALS)}), so that a quarter of it holds 3 observations",
+        )
     bootstrap = "kafka_admin_bootstrap_servers"
     if observing:
         if valid(bootstrap):

@@ -21,7 +21,8 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from app.decision.enforcement import Enforcement, parse_broker_ids
 from app.redaction import HIDDEN, is_secret_key, quoted, secret_values_of
-from app.settings.durations import DURATION_HINT, parse_duration
+from app.decision.horizon import HORIZON_CHECK_INTERVALS, MIN_HORIZON_SECONDS
+from app.settings.durations import DURATION_HINT, format_duration, parse_duration
 
 STATIC_PREFIX = "client.quota.callback.static."
 # $XDG_STATE_HOME/kafka-throttle-service, as a user service would; containers set /var/lib/...
@@ -176,6 +177,14 @@ class Settings(BaseSettings):
         STATIC_PREFIX + "storage.per.volume.limit.hysteresis.ratio",
         "a number in [0.0, 1.0], only with a ratio hard limit",
         "A volume that breached the hard limit stays breaching until its ratio exceeds limit + this.",
+    )
+    ramp_horizon: timedelta | None = setting(
+        None,
+        SERVICE_PREFIX + "ramp.horizon",
+        DURATION_HINT + ", at least " + format_duration(timedelta(seconds=MIN_HORIZON_SECONDS)) + " (Kafka enforces a factor over an 11 s quota window) "
+        f"and {HORIZON_CHECK_INTERVALS} check intervals",
+        "Time to full: keep every volume at least this long from its hard limit at its current fill rate "
+        "(see docs/architecture.md); unset: only the limit levels throttle.",
     )
     metadata_limit_min_available_bytes: int | None = setting(
         None,
@@ -445,6 +454,7 @@ class Settings(BaseSettings):
         "storage_check_interval",
         "throttle_factor_validity_duration",
         "kafka_request_timeout",
+        "ramp_horizon",
         "http_head_timeout",
         "http_idle_timeout",
         mode="before",
@@ -453,6 +463,13 @@ class Settings(BaseSettings):
     def _iso_duration(cls, value: Any) -> Any:
         if isinstance(value, str):
             return parse_duration(value)
+        return value
+
+    @field_validator("ramp_horizon")
+    @classmethod
+    def _horizon_long_enough(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value.total_seconds() < MIN_HORIZON_SECONDS:
+            raise ValueError("shorter than the minimum")
         return value
 
     @field_validator(

@@ -1,32 +1,38 @@
 """Fill rate and projected time to the hard limit, per volume still present at the end.
 
-The trend: the volume's observations in the last FORECAST_WINDOW_SECONDS (1 h) before its own
-last one, from the last time in that window that it gained space by more than the noise (a
-delete, a retention run): how fast a volume filled before a free says nothing about it now.
-Fill rate = minus the least-squares slope of usable bytes over time across the trend (bytes/s;
-positive while the volume fills), given with the observations and the seconds it rests on.
-Time to the hard limit = (usable - hard limit in bytes) / fill rate from the last observation,
-when the volume fills; 0 when it is already at or below the limit; none when it is not
-filling or the trend holds fewer than two observations. A ratio limit is turned into bytes
-with the volume's total bytes. A volume no longer present (its broker left) gets no forecast."""
+The fill rate is the service's own estimator (app/decision/fill_rate.py), run on the volume's
+observations as the service made them: each observation once, at its own time (``observed_at``;
+a kept one repeats in later rounds' rows), the last FORECAST_WINDOW_SECONDS (1 h) before the
+volume's own last one, from the last time it gained space by more than the noise (a delete, a
+retention run): how fast a volume filled before a free says nothing about it now. Fill rate =
+minus the median of the slopes across half that trend (bytes/s; positive while the volume
+fills), given with the observations and the seconds it rests on. Time to the hard limit =
+(usable - hard limit in bytes) / fill rate from the last observation, when the volume fills; 0
+when it is already at or below the limit; none when it is not filling or the trend holds fewer
+than three observations. A ratio limit is turned into bytes with the volume's total bytes. A
+volume no longer present (its broker left) gets no forecast. Given the same observations and
+window (and the service's count of them), the figures are the ones the service computed live."""
 
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
+from app.decision.fill_rate import GAIN_CONTEXT, replay, seconds_to_limit
 from spark.analysis.episodes import VOLUME, volume_rows
 from spark.analysis.gaps import HistoryEnd, still_present
 from spark.reading.history import epoch_seconds
 
 FORECAST_WINDOW_SECONDS = 3600.0
-# A rise of usable bytes from one observation to the next of up to this share of the capacity,
-# and at most GAIN_NOISE_MAX_BYTES, is noise (index files trimmed at a segment roll: up to
-# segment.index.bytes, 10 MiB; other files on the disk); a larger one is space gained (a
-# segment deleted), and the trend starts again there. The cap keeps a large volume's retention
-# runs visible: 0.1% of 10 TiB is 10 GiB, more than a segment.
-GAIN_NOISE_RATIO = 0.001
-GAIN_NOISE_MAX_BYTES = 64 * 1024 * 1024
+_TREND = T.StructType(
+    [
+        T.StructField("fill_rate", T.DoubleType()),
+        T.StructField("start", T.DoubleType()),
+        T.StructField("observations", T.LongType()),
+        T.StructField("seconds", T.DoubleType()),
+    ]
+)
 
 
 def fitted_rows() -> Column:
@@ -36,63 +42,70 @@ def fitted_rows() -> Column:
 
 
 def _in_window(volumes: DataFrame, end: HistoryEnd, window_seconds: float):
+    """Each present volume's observations once each (t: when it was made), those of the window
+    and the GAIN_CONTEXT ones before them (what a gain at the window's start is judged against)."""
+
     def step(rows: DataFrame) -> DataFrame:
-        present = volumes.filter(still_present(epoch_seconds("last_seen"), end, F.col("gap_limit")))
-        last_seen = present.select(*VOLUME, epoch_seconds("last_fitted").alias("last_t"))
-        with_t = rows.withColumn("t", epoch_seconds("time"))
-        return with_t.join(F.broadcast(last_seen), list(VOLUME)).filter(F.col("t") >= F.col("last_t") - F.lit(window_seconds))
+        present = volumes.filter(still_present(epoch_seconds("last_seen"), end, F.col("gap_limit"))).select(*VOLUME)
+        made = rows.withColumn("t", F.unix_micros(F.coalesce("observed_at", "time")) / F.lit(1_000_000.0))
+        once = made.dropDuplicates([*VOLUME, "t"])
+        in_order = Window.partitionBy(*VOLUME).orderBy("t")
+        cut = F.max("t").over(Window.partitionBy(*VOLUME)) - F.lit(window_seconds)
+        return (
+            once.join(F.broadcast(present), list(VOLUME))
+            .withColumn("cut", cut)
+            .withColumn("context_end", F.lead("t", GAIN_CONTEXT).over(in_order))
+            .filter((F.col("t") >= F.col("cut")) | (F.col("context_end") >= F.col("cut")))
+        )
 
     return step
 
 
-def _since_last_gain(rows: DataFrame) -> DataFrame:
-    """The rows of the window from the last one that gained space by more than the noise."""
-    in_order = Window.partitionBy(*VOLUME).orderBy("t")
-    rise = F.col("usable_bytes") - F.lag("usable_bytes").over(in_order)
-    noise = F.least(F.col("total_bytes") * F.lit(GAIN_NOISE_RATIO), F.lit(GAIN_NOISE_MAX_BYTES))
-    gained = F.coalesce(rise > noise, F.lit(False))
-    trend_from = F.max(F.when(F.col("gained"), F.col("t"))).over(Window.partitionBy(*VOLUME))
-    return (
-        rows.withColumn("gained", gained)
-        .withColumn("trend_from", trend_from)
-        .filter(F.col("trend_from").isNull() | (F.col("t") >= F.col("trend_from")))
-    )
+def _trend_fit(window_seconds: float):
+    """The service's estimator on one volume's observations (a Python function: the same code
+    as the live decision, not a second implementation in Spark's functions)."""
+
+    def fit(observations, usable_bytes, hard_bytes):  # no hints: Spark would read them as a pandas UDF's
+        trend = replay(((o["t"], o["usable_bytes"], o["total_bytes"]) for o in observations), window_seconds)
+        return trend.fill_rate, trend.start, trend.observations, seconds_to_limit(usable_bytes, hard_bytes, trend.fill_rate)
+
+    return F.udf(fit, _TREND, useArrow=False)
 
 
-def _fitted(rows: DataFrame) -> DataFrame:
-    # Time relative to the last observation keeps the regression well conditioned.
-    x = F.col("t") - F.col("last_t")
-    y = F.col("usable_bytes").cast("double")
-    latest = F.max_by(F.struct("time", "usable_bytes", "total_bytes", "limit_kind", "hard_limit"), "t")
-    return rows.groupBy(*VOLUME).agg(
-        F.min("time").alias("trend_start"),
-        F.count(F.lit(1)).alias("trend_observations"),
-        ((F.max(F.unix_micros("time")) - F.min(F.unix_micros("time"))) / F.lit(1_000_000.0)).alias("trend_seconds"),
-        F.regr_slope(y, x).alias("slope"),
-        latest.alias("latest"),
-    )
+def _fitted(window_seconds: float):
+    def step(rows: DataFrame) -> DataFrame:
+        latest = F.max_by(F.struct("t", "usable_bytes", "total_bytes", "limit_kind", "hard_limit"), "t")
+        grouped = rows.groupBy(*VOLUME).agg(
+            F.sort_array(F.collect_list(F.struct("t", "usable_bytes", "total_bytes"))).alias("observations"), latest.alias("latest")
+        )
+        last = F.col("latest")
+        hard_bytes = F.when(last["limit_kind"] == "min-available-ratio", last["hard_limit"] * last["total_bytes"]).otherwise(last["hard_limit"])
+        return grouped.withColumn("hard_bytes", hard_bytes).withColumn(
+            "trend", _trend_fit(window_seconds)("observations", last["usable_bytes"], "hard_bytes")
+        )
+
+    return step
+
+
+def _instant(seconds: Column) -> Column:
+    return F.timestamp_micros(F.round(seconds * F.lit(1_000_000.0)).cast("long"))
 
 
 def _projected(rows: DataFrame) -> DataFrame:
-    latest = F.col("latest")
-    hard_bytes = F.when(latest["limit_kind"] == "min-available-ratio", latest["hard_limit"] * latest["total_bytes"]).otherwise(
-        latest["hard_limit"]
-    )
-    fill_rate = F.lit(0.0) - F.col("slope")  # not -slope: no "-0.0" for a flat volume
-    headroom = latest["usable_bytes"] - hard_bytes
-    seconds = F.when(headroom <= 0, F.lit(0.0)).when(fill_rate > 0, headroom / fill_rate)
+    latest, trend = F.col("latest"), F.col("trend")
+    seconds = trend["seconds"]
     return rows.select(
         *VOLUME,
-        "trend_start",
-        latest["time"].alias("last_observed"),
-        "trend_observations",
-        "trend_seconds",
+        _instant(trend["start"]).alias("trend_start"),
+        _instant(latest["t"]).alias("last_observed"),
+        trend["observations"].alias("trend_observations"),
+        (latest["t"] - trend["start"]).alias("trend_seconds"),
         latest["usable_bytes"].alias("usable_bytes"),
         latest["total_bytes"].alias("total_bytes"),
-        hard_bytes.alias("hard_limit_bytes"),
-        fill_rate.alias("fill_rate_bytes_per_second"),
+        F.col("hard_bytes").alias("hard_limit_bytes"),
+        trend["fill_rate"].alias("fill_rate_bytes_per_second"),
         seconds.alias("seconds_to_hard_limit"),
-        F.timestamp_micros((F.unix_micros(latest["time"]) + seconds * 1_000_000).cast("long")).alias("projected_at"),
+        _instant(latest["t"] + seconds).alias("projected_at"),
     )
 
 
@@ -103,8 +116,7 @@ def fill_forecast(rows: DataFrame, volumes: DataFrame, end: HistoryEnd, window_s
         rows.transform(volume_rows)
         .filter(fitted_rows())
         .transform(_in_window(volumes, end, window_seconds))
-        .transform(_since_last_gain)
-        .transform(_fitted)
+        .transform(_fitted(window_seconds))
         .transform(_projected)
         .orderBy(F.col("seconds_to_hard_limit").asc_nulls_last(), *VOLUME)
     )

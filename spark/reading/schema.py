@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import types as T
 
+from app.decision.policy import FACTOR_RULES
 from app.history.schema import HISTORY_FIELDS
 
 
@@ -40,6 +41,9 @@ RULES: dict[str, Rule] = {
     "state": Rule(required=True, allowed=("OPEN", "THROTTLE", "PAUSE")),
     "source": Rule(required=True, allowed=("observed", "last-valid", "fallback", "initial")),
     "check_interval_seconds": Rule(required=True, minimum=0, above_minimum=True),
+    "seconds_to_hard_limit": Rule(minimum=0),
+    "volume_rule": Rule(allowed=FACTOR_RULES),
+    "rule": Rule(allowed=FACTOR_RULES),
     "holds": Rule(allowed=("data", "metadata", "data,metadata")),
     "mutation_factor": Rule(minimum=0, maximum=1),
 }
@@ -71,7 +75,7 @@ KINDS = {field.name: field.kind for field in HISTORY_FIELDS}
 HISTORY_SCHEMA = T.StructType([T.StructField(field.name, _SPARK_TYPES[field.kind], nullable=True) for field in HISTORY_FIELDS])
 
 # The fields the report uses and keeps after the checks (the others are checked, then dropped).
-UNUSED_FIELDS = frozenset({"volume_factor", "cluster_factor"})
+UNUSED_FIELDS = frozenset({"volume_factor", "cluster_factor", "fill_rate_bytes_per_second", "seconds_to_hard_limit", "volume_rule", "rule"})
 REPORT_SCHEMA = T.StructType([f for f in HISTORY_SCHEMA.fields if f.name not in UNUSED_FIELDS])
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import csv
 import json
-import statistics
 from datetime import timedelta
 from pathlib import Path
 
@@ -164,10 +163,12 @@ def test_rises_within_the_noise_do_not_restart_the_trend(report):
     filling = forecast_of(output)["/data/g"]
     window = range(LAST_OBSERVING - 60, LAST_OBSERVING + 1)  # the last hour before the last observation
     assert (filling["trend_start"], filling["trend_observations"], float(filling["trend_seconds"])) == (t(window[0]), "61", 3600.0)
-    slope = statistics.linear_regression([60.0 * i for i in window], [float(g(i)) for i in window]).slope
-    assert float(filling["fill_rate_bytes_per_second"]) == pytest.approx(-slope, rel=1e-9)
+    # The rises every 10 rounds are noise: the median of the slopes across half the trend reads
+    # the fill beneath them, 0.5 MiB a round.
+    rate = MiB / 2 / 60
+    assert float(filling["fill_rate_bytes_per_second"]) == pytest.approx(rate, rel=1e-6)
     headroom = g(LAST_OBSERVING) - 8 * MiB
-    assert float(filling["seconds_to_hard_limit"]) == pytest.approx(headroom / -slope, rel=1e-6)
+    assert float(filling["seconds_to_hard_limit"]) == pytest.approx(headroom / rate, rel=1e-6)
 
 
 def test_no_forecast_for_a_volume_no_longer_present(report):

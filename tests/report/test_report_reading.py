@@ -24,13 +24,13 @@ from hypothesis import strategies as st
 
 from app.history.schema import FIELD_NAMES, HISTORY_FIELDS
 from spark.reading.history import SKIP_REASON, read_history, skipped_by_reason
-from spark.reading.schema import INSTANT_PATTERN, RULES, Rule
+from spark.reading.schema import INSTANT_PATTERN, RULES, UNUSED_FIELDS, Rule
 
 from .synthetic import at, no_volume_row, volume_row
 
 KIND = {field.name: field.kind for field in HISTORY_FIELDS}
 INT_RANGE = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
-READ_FIELDS = [name for name in FIELD_NAMES if name not in ("volume_factor", "cluster_factor")]
+READ_FIELDS = [name for name in FIELD_NAMES if name not in UNUSED_FIELDS]
 
 
 class Unreadable(Exception):
@@ -140,6 +140,10 @@ NEAR_MISSES = {
     "log_dir_error": ["KAFKA_STORAGE_ERROR"],
     "check_interval_seconds": [0, 0.0, -60.0, 30],
     "cluster_factor": [1.01, -0.01, 0],
+    "seconds_to_hard_limit": [-1.0, -0.001, 0, 120.5],
+    "fill_rate_bytes_per_second": [-1048576.0, 0, 1e12],
+    "volume_rule": ["time to Full", "hard limit (hysteresis)", "time to full"],
+    "rule": ["log dir error KAFKA_STORAGE_ERROR", "soft limit"],
 }
 
 

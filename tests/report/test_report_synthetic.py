@@ -135,7 +135,7 @@ def test_time_in_states_per_day_splits_at_midnight(report):
     assert float(second["source_fallback_seconds"]) == 0.0
 
 
-def test_fill_rate_is_the_least_squares_slope_of_the_last_hour_and_projects_the_hard_limit(report):
+def test_fill_rate_is_the_services_estimate_over_the_last_hour_and_projects_the_hard_limit(report):
     _, output = report
     forecast = {row["log_dir"]: row for row in read_csv(output, "forecast")}
     g = forecast["/data/g"]

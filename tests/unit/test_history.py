@@ -78,6 +78,31 @@ def test_the_lines_written_are_the_rows_encoded_one_by_one(policy):
             assert round_lines(round_, decision, interval) == expected
 
 
+def test_with_a_horizon_each_row_carries_the_volumes_fill_rate_time_to_the_hard_limit_and_the_rule():
+    """Volume 1 fills at 1 MiB/s with 32 MiB of room above the hard limit (32 s, within the 60 s
+    horizon: the time rule slows it), volume 2 is flat, volume 3 is below the soft limit."""
+    policy = StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, 8 * MiB, 12 * MiB)
+    decider = ThrottleDecider(policy, 300.0, 0.0, started_at=T0 - 100, horizon_seconds=60.0)
+    for step in range(4):
+        at = T0 + step * 5.0
+        round_ = observed_round(at, {(1, "/a"): 40 * MiB + (3 - step) * 5 * MiB, (2, "/b"): 40 * MiB, (3, "/c"): 10 * MiB})
+        decider.apply_round(round_)
+    decision = decider.decision(round_.finished_at)
+    rows = {(r["broker_id"], r["log_dir"]): r for r in round_rows(round_, decision, 5.0)}
+    filling, flat, soft = rows[(1, "/a")], rows[(2, "/b")], rows[(3, "/c")]
+    assert filling["fill_rate_bytes_per_second"] == MiB
+    assert filling["seconds_to_hard_limit"] == 32.0
+    assert filling["volume_rule"] == "time to full" and 0 < filling["volume_factor"] < 1
+    assert (flat["fill_rate_bytes_per_second"], flat["seconds_to_hard_limit"], flat["volume_rule"]) == (0.0, None, None)
+    assert soft["volume_rule"] == "soft limit" and soft["volume_factor"] == 0.5
+    assert {r["rule"] for r in rows.values()} == {decision.rule} == {"time to full"}  # it asks for less than 0.5
+    assert round_lines(round_, decision, 5.0) == "".join(ROW_ENCODER.encode(row) + "\n" for row in round_rows(round_, decision, 5.0))
+    # Without a horizon the fields are null; the rule is still named.
+    plain = decided(round_)
+    (row, *_) = round_rows(round_, plain, 5.0)
+    assert (row["fill_rate_bytes_per_second"], row["seconds_to_hard_limit"]) == (None, None)
+
+
 def test_a_round_that_observed_nothing_writes_one_row_without_a_volume():
     round_ = ObservationRound(T0 - 1, T0, error="DescribeCluster failed")
     decider = ThrottleDecider(POLICY, 300.0, 0.0, started_at=T0 - 1000)

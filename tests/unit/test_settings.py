@@ -118,6 +118,20 @@ def test_soft_limit_must_be_strictly_looser_and_of_the_same_kind():
     assert ok.storage_per_volume_soft_limit_min_available_bytes == 1000000001
 
 
+def test_a_horizon_is_off_unless_set_and_at_least_a_minute_and_twelve_check_intervals():
+    assert load_settings(environ=MINIMAL).ramp_horizon is None
+    short = problems(environ={**MINIMAL, "THROTTLE_SERVICE_RAMP_HORIZON": "PT59S"})
+    assert len(short) == 1 and short[0].startswith("throttle.service.ramp.horizon='PT59S'")
+    assert "at least PT1M (Kafka enforces a factor over an 11 s quota window)" in short[0]
+    few_rounds = problems(environ={**MINIMAL, "THROTTLE_SERVICE_RAMP_HORIZON": "PT10M"})  # the check interval is PT1M
+    assert few_rounds == [
+        "throttle.service.ramp.horizon='PT10M' (from environment variable THROTTLE_SERVICE_RAMP_HORIZON): "
+        "allowed: a duration of at least 12 check intervals (PT12M), so that a quarter of it holds 3 observations"
+    ]
+    fast = {**MINIMAL, "CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_CHECK_INTERVAL": "PT5S", "THROTTLE_SERVICE_RAMP_HORIZON": "PT1M"}
+    assert load_settings(environ=fast).ramp_horizon == timedelta(minutes=1)
+
+
 def test_request_timeout_must_be_below_the_check_interval():
     lines = problems(environ={**MINIMAL, "THROTTLE_SERVICE_KAFKA_REQUEST_TIMEOUT": "PT1M"})
     assert lines == [

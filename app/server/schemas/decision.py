@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.decision.decision import Decision
 from app.decision.factor import FactorSource
+from app.decision.fill_rate import TimeToFull
 from app.decision.metadata import MetadataStep, MetadataVerdict
 from app.decision.policy import LimitKind, State, StoragePolicy, VolumeStatus, VolumeVerdict
 from app.observation.model import ObservationRound, VolumeObservation
@@ -26,7 +27,13 @@ class VolumeEntry(BaseModel):
     available_ratio: float | None = Field(description="usable / total; null when not reported")
     observed_at: str
     factor: float = Field(description="The factor this volume asks for")
-    reason: str = Field(description="Why the volume is listed: hard limit, soft limit, log dir error, ...")
+    reason: str = Field(description="Why the volume is listed: hard limit, soft limit, time to full, log dir error, ...")
+    fill_rate_bytes_per_second: float | None = Field(
+        None, description="Net fill rate from the recent observations (positive while filling); null without a horizon or too few observations"
+    )
+    seconds_to_hard_limit: float | None = Field(
+        None, description="Seconds until the hard limit at that rate; null without a horizon or while not filling"
+    )
     broker_fenced: bool = Field(
         False, description="The broker is registered but fenced (stopped or halted): this is its last observation, kept"
     )
@@ -98,6 +105,9 @@ class ThrottleDecision(BaseModel):
         description="Registered but fenced brokers (stopped, or halted by a failed disk) whose last observation is in the view"
     )
     round: RoundSummary
+    rule: str | None = Field(
+        None, description="The rule that set the factor: hard limit, soft limit, time to full (or a log dir error); null when open"
+    )
     enforced: bool = Field(
         description="Whether enforcement is on: the brokers' shims apply this factor (all of them, or the canary_brokers); "
         "false in shadow mode, where every shim applies its quotas unscaled and reports what it would apply"
@@ -149,8 +159,11 @@ class ThrottleDecision(BaseModel):
     )
 
 
-def volume_entry(verdict: VolumeVerdict, fenced: Collection[int] = (), holds: Collection[str] = ("data",)) -> VolumeEntry:
+def volume_entry(
+    verdict: VolumeVerdict, fenced: Collection[int] = (), time_to_full: TimeToFull | None = None, holds: Collection[str] = ("data",)
+) -> VolumeEntry:
     volume = verdict.volume
+    estimate = time_to_full or verdict.time_to_full
     return VolumeEntry(
         broker_id=volume.broker_id,
         log_dir=volume.log_dir,
@@ -160,6 +173,8 @@ def volume_entry(verdict: VolumeVerdict, fenced: Collection[int] = (), holds: Co
         observed_at=iso_instant(volume.observed_at) or "",
         factor=verdict.factor,
         reason=verdict.reason,
+        fill_rate_bytes_per_second=estimate.fill_rate if estimate else None,
+        seconds_to_hard_limit=estimate.seconds_to_hard_limit if estimate else None,
         broker_fenced=volume.broker_id in fenced,
         holds=sorted(holds),
     )
@@ -230,6 +245,7 @@ def decision_response(decision: Decision) -> ThrottleDecision:
         active_log_dirs=decision.log_dirs,
         fenced_brokers=fenced_brokers(decision.fenced),
         round=round_summary(decision.latest_round),
+        rule=decision.rule,
         enforced=decision.enforced,
         canary_brokers=list(decision.enforcement.canary_brokers),
         metadata=metadata_decision(decision.metadata, decision.metadata_policy),

@@ -75,7 +75,7 @@ class VolumesView(BaseModel):
 def volumes_view(decider: ThrottleDecider, now: float) -> VolumesView:
     entries = [
         CachedVolume(
-            **volume_entry(volume.verdict, (volume.observation.broker_id,) if volume.broker_fenced else ()).model_dump(),
+            **volume_entry(volume.verdict, (volume.observation.broker_id,) if volume.broker_fenced else (), volume.time_to_full).model_dump(),
             age_seconds=round(max(0.0, now - volume.observation.observed_at), 3),
             broker_active=volume.broker_active,
             expires_at=iso_instant(volume.expires_at) or "",

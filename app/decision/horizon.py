@@ -1,0 +1,215 @@
+"""Time left, not only space left: the factor that keeps every volume at least a horizon away
+from its hard limit at its current net fill rate. Pure: rounds carry their time, no I/O.
+
+Per volume the rule keeps the trend of its last MAX_TREND_OBSERVATIONS observations (no older
+than a quarter of the horizon; a gain of space above the noise starts the trend again), each
+with the factor that was in force when it was made (app/decision/fill_rate.py, the estimator
+the report's forecast uses too). Every round, for every volume:
+
+    fill rate r   = the median of the slopes across half the trend, bytes/s
+    time left     = (usable - hard level in bytes) / r      while r > 0
+
+and, unless the cluster was paused as the round began (nothing to tell the demand from, and
+nothing slower than a pause), for a volume that could ask for less than 1:
+
+    demand    d   = the median, over the pairs of observations (i, j) at least half the
+                    trend apart, of (usable_i - usable_j) / the integral of the factors in
+                    force from t_i to t_j: what the producers would write unthrottled
+    target    t   = (usable - hard level in bytes) / (horizon + 11 s + half the trend)
+    factor        = min(1, t / d)  when d > 0, else 1
+
+The rule takes hold of a volume only when that factor is below (horizon + 11 s) / (horizon +
+11 s + half the trend), and lets go of one it holds when the factor comes back to 1; a
+volume held whose broker does not answer keeps its figures while its last observation is in
+the view, as its level verdict does.
+
+The target adds to the horizon Kafka's quota window (11 s: a cut shows in what producers
+write only over it, and meanwhile the volume fills at the old rate) and half the trend (the
+slope is the rate of about half a trend ago: while the rule slows a fill, the time left at
+the estimated rate is about that much shorter than at the rate written now; aiming at the
+horizon plus the quota window alone held it about 6% under the horizon, and the bursts of a
+throttled producer's writes took it under 0.8 x).
+
+A volume that has not filled at all over the last quota window less two check intervals
+(7 s at 2 s; at least the last interval) asks for no time factor: the producers stopped,
+and the slope, which lags a stop by half the trend, does not hold the throttle after it.
+
+At a steady factor the volume fills at t, the rate that leaves the target's time: the loop
+converges on the rate the horizon allows instead of swinging between throttled and open.
+
+Bounded work a round: the rate of every volume (a few microseconds each: a sort of at most
+8 slopes); the demand (at most 36 pairs) only for a volume whose headroom would not last the
+target's time even at its rate over the least factor in force over its trend (a screen on
+the fill rate r: the volumes that can ask for a factor below 1).
+
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+
+from app.decision.fill_rate import NOT_ESTIMATED, FillTrend, TimeToFull, median_of, seconds_to_limit
+from app.decision.policy import LimitKind, StoragePolicy
+from app.observation.model import VolumeKey, VolumeObservation
+
+# Kafka averages a quota over quota.window.num (11) samples of quota.window.size.seconds (1 s):
+# a factor takes up to that long to show in what producers write (KIP-13; docs/shim.md).
+KAFKA_QUOTA_WINDOW_SECONDS = 11.0
+# The shortest horizon accepted: a factor needs the quota window to take effect, and the rule
+# needs a few observations of the slowed fill to see it; a horizon of at least about five quota
+# windows keeps that settling a small part of the time the horizon promises.
+MIN_HORIZON_SECONDS = 60.0
+# The trend is fitted on the last quarter of the horizon, which must hold 3 observations at least.
+HORIZON_CHECK_INTERVALS = 12
+# The most observations a trend keeps: the estimator's cost a volume is bounded by it.
+MAX_TREND_OBSERVATIONS = 16
+# Below this mean factor in force the demand cannot be told from what was written.
+MIN_FACTOR_FOR_DEMAND = 0.001
+
+NO_RATES: Mapping[VolumeKey, float | None] = MappingProxyType({})
+
+
+def _stopped(times: list[float], usable: list[float]) -> bool:
+    """No net fill over the last quota window less two check intervals: the producers stopped
+    (a throttled one still writes every second or so). The slope lags a stop by half the trend;
+    this lets the throttle go within a check interval and the quota window of the stop: the
+    first observation after the stop comes up to an interval after it, the round that sees the
+    span up to an interval after that, and the interval left over is for that round itself,
+    the shim's poll and Kafka's re-reading of the quota."""
+    last = times[-1]
+    span = KAFKA_QUOTA_WINDOW_SECONDS - 2 * (last - times[-2])
+    for index in range(len(times) - 2, -1, -1):
+        if last - times[index] >= span:
+            return usable[-1] >= usable[index]
+    return False
+
+
+def hard_limit_bytes(policy: StoragePolicy, volume: VolumeObservation) -> float:
+    if policy.kind is LimitKind.MIN_AVAILABLE_BYTES:
+        return policy.hard_level
+    return policy.hard_level * volume.total_bytes
+
+
+class HorizonRule:
+    def __init__(self, policy: StoragePolicy, horizon_seconds: float) -> None:
+        if horizon_seconds < MIN_HORIZON_SECONDS:
+            raise ValueError(f"the horizon must be at least {MIN_HORIZON_SECONDS:g} s")
+        self.policy = policy
+        self.horizon_seconds = horizon_seconds
+        self.window_seconds = horizon_seconds / 4
+        # What the rule aims at: the horizon, plus Kafka's quota window (a cut shows in what
+        # producers write only over it, and meanwhile the volume fills at the old rate), plus
+        # half the trend (the estimated rate is the rate of about half a trend ago: while the
+        # rule slows a fill, the time left at it is about that much shorter than at the rate
+        # written now).
+        self.reach_seconds = horizon_seconds + KAFKA_QUOTA_WINDOW_SECONDS + self.window_seconds / 2
+        # A volume the rule does not hold yet is taken hold of only when its demand would reach
+        # the hard limit within the horizon and the quota window (a factor below this); one it
+        # holds is let go when the factor comes to 1. The band, half the trend, is about the
+        # noise of the demand a throttled producer's bursts leave: without it the factor
+        # flickered between 1 and 0.95 for half a minute before the rule held for good.
+        self.take_hold_below = (horizon_seconds + KAFKA_QUOTA_WINDOW_SECONDS) / self.reach_seconds
+        self._trends: dict[VolumeKey, FillTrend] = {}
+        # The latest round's: every estimated volume's fill rate, and the volumes at risk.
+        self.rates: Mapping[VolumeKey, float | None] = NO_RATES
+        self._at_risk: Mapping[VolumeKey, TimeToFull] = MappingProxyType({})
+        self._held_at: dict[VolumeKey, float] = {}  # the time of the observation each was held on
+
+    def record(self, observations: Iterable[VolumeObservation], factor_in_force: float) -> dict[VolumeKey, TimeToFull]:
+        """Add a round's observations; return the volumes whose time factor is below 1. The
+        rates of every volume the rule estimates are in ``rates`` afterwards (a new mapping
+        each round: a reader may keep the one it took)."""
+        at_risk: dict[VolumeKey, TimeToFull] = {}
+        rates = dict(self.rates)  # a kept observation's volume keeps its rate until a newer one comes
+        reach = self.reach_seconds
+        held, take_hold_below = self._at_risk, self.take_hold_below
+        by_ratio = self.policy.kind is LimitKind.MIN_AVAILABLE_RATIO
+        hard = self.policy.hard_level
+        trends, window = self._trends, self.window_seconds
+        # Paused as the round began: nothing is written to tell the demand from, and no factor
+        # is below 0; the rates are still estimated (the history and /volumes carry them).
+        paused = factor_in_force < MIN_FACTOR_FOR_DEMAND
+        # This loop runs for every volume every round: what it does is kept inline and small.
+        for volume in observations:
+            total, usable, at = volume.total_bytes, volume.usable_bytes, volume.observed_at
+            if volume.error is not None or total < 0 or usable < 0:
+                continue
+            key = (volume.broker_id, volume.log_dir)
+            trend = trends.get(key)
+            if trend is None:
+                trend = trends[key] = FillTrend(window, MAX_TREND_OBSERVATIONS)
+            if not trend.add(at, usable, total, factor_in_force):
+                continue  # the same observation again (a broker that did not answer): see below
+            rate = rates[key] = trend.rate()
+            if rate is None or rate <= 0 or paused:
+                continue
+            headroom = usable - (hard * total if by_ratio else hard)
+            if headroom * max(min(trend.weights), MIN_FACTOR_FOR_DEMAND) >= reach * rate:
+                continue  # even at the least factor in force, the demand leaves the reach (a screen on r)
+            estimate = self._estimate(trend, volume, rate)
+            if estimate.factor < (1.0 if key in held else take_hold_below):
+                at_risk[key] = estimate
+        # A volume held whose broker did not answer keeps its figures while its last
+        # observation is in the view (as its level verdict does), and stays held.
+        held_at, last_held_at = {}, self._held_at
+        for key in at_risk:
+            held_at[key] = trends[key].times[-1]
+        for key, estimate in held.items():
+            if key not in at_risk and (trend := trends.get(key)) is not None and trend.times[-1] == last_held_at[key]:
+                at_risk[key], held_at[key] = estimate, last_held_at[key]
+        self._held_at = held_at
+        self.rates = rates
+        self._at_risk = at_risk
+        return at_risk
+
+    def estimate(self, volume: VolumeObservation) -> TimeToFull:
+        """The fill rate, time to the hard limit and time factor of ``volume`` as the latest
+        round left them (for reads)."""
+        key = volume.key
+        at_risk = self._at_risk.get(key)
+        if at_risk is not None:
+            return at_risk
+        if key not in self.rates or volume.error is not None or not volume.capacity_known:
+            return NOT_ESTIMATED
+        rate = self.rates[key]
+        return TimeToFull(rate, seconds_to_limit(volume.usable_bytes, hard_limit_bytes(self.policy, volume), rate), 1.0)
+
+    def _estimate(self, trend: FillTrend, volume: VolumeObservation, rate: float) -> TimeToFull:
+        times, factors = trend.times, trend.weights
+        hard = hard_limit_bytes(self.policy, volume)
+        seconds = seconds_to_limit(volume.usable_bytes, hard, rate)
+        if _stopped(times, trend.usable):
+            return TimeToFull(rate, seconds, 1.0)
+        # The demand: the median, over every pair of observations at least half the trend
+        # apart, of the bytes written between them over the factor in force between them (the
+        # integral of the factors over the time: each pair weighs what was written against the
+        # factor that let it through). Pairs that span half the trend or more weigh the bursts of
+        # a throttled producer little; there are at most 36 of them, and only volumes that could
+        # ask for a factor below 1 count them.
+        usable, half = trend.usable, (len(times) + 1) // 2
+        in_force = [0.0]
+        for i in range(len(times) - 1):
+            in_force.append(in_force[-1] + factors[i] * (times[i + 1] - times[i]))
+        demand = median_of(
+            [
+                (usable[i] - usable[j]) / max(in_force[j] - in_force[i], MIN_FACTOR_FOR_DEMAND * (times[j] - times[i]))
+                for i in range(len(times) - half)
+                for j in range(i + half, len(times))
+            ]
+        )
+        if demand <= 0:
+            return TimeToFull(rate, seconds, 1.0)
+        target = max(volume.usable_bytes - hard, 0.0) / self.reach_seconds
+        return TimeToFull(rate, seconds, min(1.0, target / demand))
+
+    def forget(self, keys: Iterable[VolumeKey]) -> None:
+        """Drop the trends of volumes that left the view (bounded memory): called after ``record``,
+        before the round's rates are handed on."""
+        rates = self.rates if isinstance(self.rates, dict) else {}
+        at_risk = self._at_risk if isinstance(self._at_risk, dict) else {}
+        for key in keys:
+            self._trends.pop(key, None)
+            rates.pop(key, None)
+            at_risk.pop(key, None)
+            self._held_at.pop(key, None)
