@@ -77,6 +77,10 @@ def _volumes(shape: Shape) -> list[tuple[int, str, float]]:
     return [(b, f"/var/lib/kafka/data-{d}", (b * shape.log_dirs + d) * 0.618) for b in range(1, shape.brokers + 1) for d in range(shape.log_dirs)]
 
 
+# The rule that set a volume's factor, by its verdict (the writer's volume_rule), as JSON.
+_RULES = {"breaching": '"hard limit"', "ramping": '"soft limit"', "ok": "null"}
+
+
 def round_text(shape: Shape, volumes: list[tuple[int, str, float]], i: int) -> str:
     """Round ``i``'s lines as the service's writer encodes them (``app.history.rows.round_lines``):
     every declared field, in order; each volume's available bytes swing so that it crosses the
@@ -89,12 +93,15 @@ def round_text(shape: Shape, volumes: list[tuple[int, str, float]], i: int) -> s
     worst = min(ratios)
     state = "PAUSE" if worst <= HARD else "THROTTLE" if worst <= SOFT else "OPEN"
     cluster = 0.0 if worst <= HARD else min(1.0, (worst - HARD) / (SOFT - HARD))
+    state_rule = {"PAUSE": '"hard limit"', "THROTTLE": '"soft limit"', "OPEN": "null"}[state]
+    end = f',"rule":{state_rule},"holds":"data","mutation_factor":1.0}}\n'
     head = f'{{"time":"{stamp}","broker_id":'
     provenance = f',"observed_at":"{observed}","observation_age_seconds":0.18,"kept":null'
     limits = f',"limit_kind":"min-available-ratio","hard_limit":{HARD!r},"soft_limit":{SOFT!r},"volume_status":'
     tail = (
         f',"cluster_factor":{cluster!r},"state":"{state}","source":"observed","round_complete":true,'
-        f'"check_interval_seconds":{shape.interval!r},"enforced":true,"canary_brokers":null,"holds":"data","mutation_factor":1.0}}\n'
+        f'"check_interval_seconds":{shape.interval!r},"enforced":true,"canary_brokers":null'
+        ',"fill_rate_bytes_per_second":null,"seconds_to_hard_limit":null,"volume_rule":'
     )
     lines = []
     for (broker, log_dir, _), free, ratio in zip(volumes, usable, ratios):
@@ -102,7 +109,7 @@ def round_text(shape: Shape, volumes: list[tuple[int, str, float]], i: int) -> s
         factor = 0.0 if ratio <= HARD else min(1.0, (ratio - HARD) / (SOFT - HARD))
         lines.append(
             f'{head}{broker},"log_dir":"{log_dir}","total_bytes":{TOTAL},"usable_bytes":{free},"available_ratio":{ratio!r},'
-            f'"log_dir_error":null{provenance}{limits}"{status}","volume_factor":{factor!r}{tail}'
+            f'"log_dir_error":null{provenance}{limits}"{status}","volume_factor":{factor!r}{tail}{_RULES[status]}{end}'
         )
     return "".join(lines)
 
