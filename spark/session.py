@@ -22,10 +22,12 @@ _QUIET_LOGGERS = ("org.apache.spark.sql.execution.window.WindowExec",)
 # For a local master started here (spark-submit brings its own settings): the JVM is
 # started by this process, so its memory and collector can still be chosen (the throughput
 # collector: about 10% less CPU than G1 for this batch job); few shuffle partitions suit
-# one machine.
+# one machine. The JIT compiles the strict reader's generated checks although their method
+# is over HotSpot's 8,000-byte limit for compiling (DontCompileHugeMethods): left
+# interpreted, they cost more CPU than parsing the JSON (BENCHMARKS.md, the cache section).
 _LOCAL = {
     "spark.driver.memory": "4g",
-    "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
+    "spark.driver.extraJavaOptions": "-XX:+UseParallelGC -XX:-DontCompileHugeMethods",
     "spark.sql.shuffle.partitions": "8",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",

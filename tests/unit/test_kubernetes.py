@@ -30,6 +30,7 @@ DATA_DIR = "/var/lib/kafka-throttle-service"
 # Values of the Secrets the Deployment reads, for loading its settings here.
 SECRET_VALUES = {
     "THROTTLE_SERVICE_ADMIN_TOKEN": "a-token-of-sixteen-characters",
+    "THROTTLE_SERVICE_NODE_TOKEN": "another-token-of-sixteen",
     "CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_SASL_JAAS_CONFIG": (
         'org.apache.kafka.common.security.scram.ScramLoginModule required username="throttle-service" password="secret";'
     ),
