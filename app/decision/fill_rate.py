@@ -75,7 +75,7 @@ class FillTrend:
     any number), each with a weight the caller keeps beside it (the live rule: the factor in
     force when it was made)."""
 
-    __slots__ = ("window_seconds", "max_observations", "times", "usable", "weights", "_previous", "_before", "_slopes")
+    __slots__ = ("window_seconds", "max_observations", "times", "usable", "weights", "fill_rate", "_previous", "_before", "_slopes")
 
     def __init__(self, window_seconds: float, max_observations: int | None = None) -> None:
         self.window_seconds = window_seconds
@@ -83,11 +83,14 @@ class FillTrend:
         self.times: list[float] = []
         self.usable: list[float] = []
         self.weights: list[float] = []
+        # The rate of the trend as it stands (``rate()``), worked out as each observation comes:
+        # the live rule reads it for every volume every round, without a call.
+        self.fill_rate: float | None = None
         # The usable bytes of the last two observations added, trend or not: what a gain is judged against.
         self._previous: float | None = None
         self._before: float | None = None
-        # The slopes across half the trend, oldest pair first, while the trend's length holds
-        # (an observation in, one out: one slope in, one out); None: to be computed afresh.
+        # The slopes across half the trend, oldest pair first (an observation in, one out: one
+        # slope in, one out); None while the trend is too short for a rate.
         self._slopes: list[float] | None = None
 
     def add(self, at: float, usable: float, total_bytes: float, weight: float = 1.0) -> bool:
@@ -96,14 +99,17 @@ class FillTrend:
         if times and at <= times[-1]:
             return False
         previous, before = self._previous, self._before
-        noise = total_bytes * GAIN_NOISE_RATIO
-        if noise > GAIN_NOISE_MAX_BYTES:
-            noise = GAIN_NOISE_MAX_BYTES
-        if previous is not None and usable - previous > noise and (before is None or usable - before > noise):
-            times.clear(), values.clear(), weights.clear()  # space gained: the trend starts again here
-            self._slopes = None
+        # Only a rise can be a gain while the noise is not negative (a known capacity): a volume
+        # that did not gain space skips the noise (most of them, every round).
+        if previous is not None and (usable > previous or total_bytes < 0):
+            noise = gain_noise_bytes(total_bytes)
+            if usable - previous > noise and (before is None or usable - before > noise):
+                times.clear(), values.clear(), weights.clear()  # space gained: the trend starts again here
+                self._slopes = None
         self._before, self._previous = previous, usable
-        times.append(at), values.append(usable), weights.append(weight)
+        times.append(at)
+        values.append(usable)
+        weights.append(weight)
         oldest = at - self.window_seconds
         drop = 0
         while times[drop] < oldest:
@@ -120,19 +126,20 @@ class FillTrend:
         else:
             if drop:
                 del times[:drop], values[:drop], weights[:drop]
-            self._slopes = None
+            if len(times) < MIN_TREND_OBSERVATIONS:
+                self._slopes = self.fill_rate = None
+                return True
+            slopes = self._slopes = half_trend_slopes(times, values)
+        # median_of, inline: this runs for every volume every round, and the call cost as much as the sort.
+        ordered = sorted(slopes)
+        count = len(ordered)
+        self.fill_rate = 0.0 - (ordered[(count - 1) // 2] + ordered[count // 2]) / 2  # not -slope: no "-0.0" for a flat volume
         return True
 
     def rate(self) -> float | None:
         """Bytes a second the volume fills (positive while it fills, negative while it frees);
         None while the trend holds fewer than MIN_TREND_OBSERVATIONS."""
-        times = self.times
-        if len(times) < MIN_TREND_OBSERVATIONS:
-            return None
-        slopes = self._slopes
-        if slopes is None:
-            slopes = self._slopes = half_trend_slopes(times, self.usable)
-        return 0.0 - median_of(slopes)  # not -slope: no "-0.0" for a flat volume
+        return self.fill_rate
 
 
 @dataclass(frozen=True, slots=True)

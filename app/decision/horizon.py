@@ -141,11 +141,14 @@ class HorizonRule:
                 trend = trends[key] = FillTrend(window, MAX_TREND_OBSERVATIONS)
             if not trend.add(at, usable, total, factor_in_force):
                 continue  # the same observation again (a broker that did not answer): see below
-            rate = rates[key] = trend.rate()
+            rate = rates[key] = trend.fill_rate
             if rate is None or rate <= 0 or paused:
                 continue
             headroom = usable - (hard * total if by_ratio else hard)
-            if headroom * max(min(trend.weights), MIN_FACTOR_FOR_DEMAND) >= reach * rate:
+            beyond = reach * rate
+            # The least factor in force is at least MIN_FACTOR_FOR_DEMAND in the screen below: a
+            # volume that passes it at that factor passes it at any (most do), without the min.
+            if headroom * MIN_FACTOR_FOR_DEMAND >= beyond or headroom * max(min(trend.weights), MIN_FACTOR_FOR_DEMAND) >= beyond:
                 continue  # even at the least factor in force, the demand leaves the reach (a screen on r)
             estimate = self._estimate(trend, volume, rate)
             if estimate.factor < (1.0 if key in held else take_hold_below):

@@ -10,6 +10,7 @@ from app.decision.fill_rate import GAIN_NOISE_MAX_BYTES, FillTrend, fill_rate, h
 GiB = 1024**3
 MiB = 1024**2
 TOTAL = 100 * GiB  # noise: min(0.1% = 102 MiB, 64 MiB) = 64 MiB
+NOISE = 64 * MiB
 
 
 def series(rate: float, count: int, interval: float = 5.0, start: float = 50 * GiB):
@@ -117,9 +118,16 @@ def test_the_trend_grown_one_observation_at_a_time_gives_the_rate_of_its_observa
     median of the slopes across half the trend it holds, computed afresh."""
     trend = FillTrend(window_seconds=60.0, max_observations=most)
     at, usable = 0.0, 50 * GiB
+    seen: list[tuple[float, float]] = []
     for gap, change in steps:
         at, usable = at + gap, usable - change
         trend.add(at, usable, TOTAL)
+        seen.append((at, usable))
+        # The trend written plainly: since the last gain above the noise that also clears the
+        # observation before the one it rises from, within the window, the last ``most``.
+        start = max([k for k in range(1, len(seen)) if seen[k][1] - seen[k - 1][1] > NOISE and (k < 2 or seen[k][1] - seen[k - 2][1] > NOISE)], default=0)
+        plain = [t for t, _ in seen[start:] if t >= at - 60.0][-most if most else None :]
+        assert trend.times == plain
         rate = trend.rate()
         if len(trend.times) < 3:
             assert rate is None

@@ -13,9 +13,12 @@ import random
 from collections import deque
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.decision.decider import ThrottleDecider
-from app.decision.horizon import KAFKA_QUOTA_WINDOW_SECONDS, MIN_HORIZON_SECONDS, HorizonRule
+from app.decision.fill_rate import half_trend_slope
+from app.decision.horizon import KAFKA_QUOTA_WINDOW_SECONDS, MIN_HORIZON_SECONDS, HorizonRule, hard_limit_bytes
 from app.decision.policy import LimitKind, StoragePolicy, evaluate
 from app.observation.model import ObservationRound, VolumeObservation
 
@@ -299,3 +302,43 @@ def test_a_volume_held_keeps_its_time_factor_while_its_broker_does_not_answer():
     rule.forget([volume.key])  # it left the view
     assert rule.record([other], held[volume.key].factor) == {}
     assert rule.estimate(volume).factor == 1.0
+
+
+@settings(max_examples=150, derandomize=True, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(1.0, 40.0),  # seconds to the next round
+            st.sampled_from([0.0, 0.001, 0.1, 0.3, 1.0]),  # the factor in force as it begins
+            st.lists(st.integers(-2 * MiB, 12 * MiB), min_size=4, max_size=4),  # bytes a volume's producers would write; < 0: freed
+            st.lists(st.booleans(), min_size=4, max_size=4),  # which brokers answer
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    st.sampled_from([(LimitKind.MIN_AVAILABLE_BYTES, HARD), (LimitKind.MIN_AVAILABLE_RATIO, 0.05)]),
+)
+def test_the_rounds_rates_and_factors_are_those_of_the_rule_written_plainly(rounds, limit):
+    """Every round, each volume observed anew has the rate of its trend computed afresh, and is
+    at risk exactly when the rule written without shortcuts says so: the screen on the least
+    factor in force, then the time factor against the band (or 1 for a volume held)."""
+    rule = HorizonRule(StoragePolicy(*limit), HORIZON)
+    at, usable = 0.0, [2 * GiB + i * 700 * MiB for i in range(4)]
+    for gap, factor, written, answers in rounds:
+        at += gap
+        usable = [max(u - int(w * factor if w > 0 else w), 0) for u, w in zip(usable, written)]  # the factor slows the writes
+        observations = [VolumeObservation(b, "/data", 20 * GiB, usable[b], at) for b in range(4) if answers[b]]
+        held = dict(rule._at_risk)
+        at_risk = rule.record(observations, factor)
+        for volume in observations:
+            trend = rule._trends[volume.key]
+            plain = 0.0 - half_trend_slope(trend.times, trend.usable) if len(trend.times) >= 3 else None
+            assert rule.rates[volume.key] == plain
+            if plain is None or plain <= 0 or factor < 0.001:
+                expected = None
+            elif (volume.usable_bytes - hard_limit_bytes(rule.policy, volume)) * max(min(trend.weights), 0.001) >= rule.reach_seconds * plain:
+                expected = None
+            else:
+                estimate = rule._estimate(trend, volume, plain)
+                expected = estimate if estimate.factor < (1.0 if volume.key in held else rule.take_hold_below) else None
+            assert at_risk.get(volume.key, None) == expected
