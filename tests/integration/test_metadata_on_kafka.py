@@ -23,18 +23,18 @@ Needs java, Maven and root (tmpfs mounts)."""
 from __future__ import annotations
 
 import os
-import subprocess
 import time
-from datetime import datetime
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from devtools.devcluster import LocalKafkaCluster, ensure_kafka_jars
+from devtools.devcluster import LocalKafkaCluster
 
 from .conftest import VOLUME_MIB, MiB, RunningService, free_port, launch_service
+from .mutation_probe import MutationProbe
 from .shim_harness import LoadProducer, wait_until
 
 CHECK = 1.0
@@ -49,44 +49,6 @@ COMBINED = 3
 RATE = 256 * 1024  # offered per partition: far above the 64 KiB/s floor
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="tmpfs mounts need root")
-
-
-class MutationProbe:
-    """Apache Kafka's Java Admin client (tests/integration/java/MutationProbe.java), in one JVM
-    for the module: it speaks CreateTopics v6+, the versions whose controller-mutation quota is
-    strict (KIP-599), so a mutation over the quota is refused with THROTTLING_QUOTA_EXCEEDED.
-    librdkafka (confluent-kafka) sends CreateTopics v4 at most, for which Kafka applies the quota
-    permissively: the topics are created and the answer only carries a throttle time
-    (test_an_older_admin_client_is_throttled_not_refused below)."""
-
-    def __init__(self, bootstrap: str) -> None:
-        source = Path(__file__).parent / "java" / "MutationProbe.java"
-        self._process = subprocess.Popen(
-            ["java", "-cp", f"{ensure_kafka_jars()}/*", str(source), bootstrap],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
-        )
-
-    def create(self, *topics: str) -> dict[str, list[str]]:
-        """One CreateTopics from a new Admin client: topic -> ["CREATED"],
-        ["THROTTLING_QUOTA_EXCEEDED", "<ms>"] or ["FAILED", ...]."""
-        assert self._process.stdin is not None and self._process.stdout is not None
-        self._process.stdin.write(" ".join(topics) + "\n")
-        self._process.stdin.flush()
-        answers = {}
-        while (line := self._process.stdout.readline().strip()) != "END":
-            assert line, "the probe exited"
-            topic, answer = line.split(" ", 1)
-            answers[topic] = answer.split(" ")
-        return answers
-
-    def close(self) -> None:
-        if self._process.stdin is not None:
-            self._process.stdin.close()
-        try:
-            self._process.wait(10)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
 
 
 class Stack:

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from devtools.commands import run_command
-from devtools.devcluster import LocalKafkaCluster, ensure_kafka_jars
+from devtools.devcluster import LocalKafkaCluster
 from devtools.devcluster.shim import shim_broker_config
 from devtools.stand_in_service import StandInService
 
-from .conftest import MiB, VOLUME_MIB
+from .conftest import VOLUME_MIB, MiB
+from .mutation_probe import MutationProbe
 from .shim_harness import wait_until
 
 METADATA_MIB = 16
@@ -82,18 +82,13 @@ def quorum(stub: StandInService, shim_jar: Path) -> Iterator[LocalKafkaCluster]:
         cluster.stop()
 
 
-def create_topics(cluster: LocalKafkaCluster, *topics: str, retry_ms: int = 0) -> dict[str, list[str]]:
-    """One CreateTopics of one-partition topics from the Java Admin client, without retrying on
-    quota violations unless ``retry_ms`` (then retrying, as by default, within that API timeout):
-    topic -> ["CREATED"], ["THROTTLING_QUOTA_EXCEEDED", "<ms>"] or ["FAILED", ...]."""
-    source = Path(__file__).parent / "java" / "CreateTopicsProbe.java"
-    retry = ["true", str(retry_ms)] if retry_ms else ["false", "30000"]
-    command = ["java", "-cp", f"{ensure_kafka_jars()}/*", source, cluster.bootstrap_servers, *retry, *topics]
-    result = run_command(command, 120)
-    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
-    answers = dict(line.split(" ", 1) for line in result.stdout.splitlines() if line.split(" ", 1)[0] in topics)
-    assert set(answers) == set(topics), result.stdout
-    return {topic: answer.split(" ") for topic, answer in answers.items()}
+@pytest.fixture(scope="module")
+def probe(quorum: LocalKafkaCluster) -> Iterator[MutationProbe]:
+    started = MutationProbe(quorum.bootstrap_servers)
+    try:
+        yield started
+    finally:
+        started.close()
 
 
 def log_count(cluster: LocalKafkaCluster, node_id: int, text: str) -> int:
@@ -168,29 +163,29 @@ def test_every_node_controllers_included_reports_its_metadata_volume(quorum, stu
         assert 4 <= recent.get(node, 0) <= 11, (node, recent)
 
 
-def test_mutation_factor_zero_refuses_topic_creation_with_a_finite_throttle_and_one_allows_it(quorum, stub):
-    assert create_topics(quorum, "open-a") == {"open-a": ["CREATED"]}
+def test_mutation_factor_zero_refuses_topic_creation_with_a_finite_throttle_and_one_allows_it(quorum, stub, probe):
+    assert probe.create("open-a") == {"open-a": ["CREATED"]}
 
     before = {nid: log_count(quorum, nid, HARD_LIMIT_LINE) for nid in voters(quorum)}
     stub.table(0.0)
     wait_for_voters(quorum, HARD_LIMIT_LINE, before)
-    answers = create_topics(quorum, "hard-a", "hard-b")
+    answers = probe.create("hard-a", "hard-b")
     # Kafka's token bucket admits one request while it is not in debt: the first topic.
     assert sorted(answer[0] for answer in answers.values()) == ["CREATED", "THROTTLING_QUOTA_EXCEEDED"], answers
     throttle_ms = next(int(answer[1]) for answer in answers.values() if answer[0] == "THROTTLING_QUOTA_EXCEEDED")
     assert ADMIN_DEFAULT_API_TIMEOUT_MS < throttle_ms < INT_MAX_MS, throttle_ms
     assert throttle_ms <= 89_000 + 1_000, "0.89 partitions of debt at 0.01 partitions/s"
-    refused = create_topics(quorum, "hard-c")
+    refused = probe.create("hard-c")
     assert refused["hard-c"][0] == "THROTTLING_QUOTA_EXCEEDED", refused
     assert 0 < int(refused["hard-c"][1]) < INT_MAX_MS
     # An Admin client that retries on quota violations (the default) gives up when its API
     # timeout ends before the throttle does, instead of retrying into an admission.
     started = time.monotonic()
-    retried = create_topics(quorum, "hard-d", retry_ms=15_000)
+    retried = probe.create("hard-d", retry_ms=15_000)
     assert retried["hard-d"][0] == "THROTTLING_QUOTA_EXCEEDED", retried
     assert time.monotonic() - started < 15 + 15, "within its timeout (plus the JVM's start)"
 
     restored = {nid: log_count(quorum, nid, "mutation factor 1.0 on node") for nid in voters(quorum)}
     stub.table(1.0)
     wait_for_voters(quorum, "mutation factor 1.0 on node", restored)
-    assert create_topics(quorum, "open-b", "open-c") == {"open-b": ["CREATED"], "open-c": ["CREATED"]}
+    assert probe.create("open-b", "open-c") == {"open-b": ["CREATED"], "open-c": ["CREATED"]}

@@ -1,6 +1,7 @@
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -15,12 +16,14 @@ import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.errors.ThrottlingQuotaExceededException;
 
 /**
- * A long-lived CreateTopics probe for tests that time a recovery: one JVM, one new Admin client
- * per request (a client refused with a throttle time holds back its next request to that node
- * for that time, KIP-219). Reads one request per line on stdin (topic names, one partition each,
- * in one CreateTopics, never retried on quota violations), prints one line per topic,
- * {@code <topic> CREATED}, {@code <topic> THROTTLING_QUOTA_EXCEEDED <throttle ms>} or
- * {@code <topic> FAILED <exception>}, then {@code END}.
+ * A long-lived CreateTopics probe with the Java Admin API, which speaks the versions whose
+ * controller-mutation quota is strict (KIP-599). One JVM, one new Admin client per request (a
+ * client refused with a throttle time holds back its next request to that node for that time,
+ * KIP-219). Reads one request per line on stdin,
+ * {@code <retry on quota violation: true|false> <timeout ms> <topic>...} (one partition each, in
+ * one CreateTopics), prints one line per topic, {@code <topic> CREATED},
+ * {@code <topic> THROTTLING_QUOTA_EXCEEDED <throttle ms>} or {@code <topic> FAILED <exception>},
+ * then {@code END}.
  *
  * <p>{@code MutationProbe <bootstrap>}
  */
@@ -29,12 +32,14 @@ public class MutationProbe {
         BufferedReader input = new BufferedReader(new InputStreamReader(System.in));
         String line;
         while ((line = input.readLine()) != null) {
+            String[] words = line.trim().split("\\s+");
             Properties properties = new Properties();
             properties.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
             properties.put(AdminClientConfig.CLIENT_ID_CONFIG, "mutation-probe");
-            CreateTopicsOptions options = new CreateTopicsOptions().retryOnQuotaViolation(false).timeoutMs(15000);
+            CreateTopicsOptions options = new CreateTopicsOptions().retryOnQuotaViolation(Boolean.parseBoolean(words[0]))
+                    .timeoutMs(Integer.parseInt(words[1]));
             List<NewTopic> topics = new ArrayList<>();
-            for (String name : line.trim().split("\\s+")) {
+            for (String name : Arrays.asList(words).subList(2, words.length)) {
                 topics.add(new NewTopic(name, Optional.of(1), Optional.empty()));
             }
             try (Admin admin = Admin.create(properties)) {
@@ -53,7 +58,6 @@ public class MutationProbe {
                 }
             }
             System.out.println("END");
-            System.out.flush();
         }
     }
 }
