@@ -25,7 +25,7 @@ Without metadata limits the watch still lists the reports (``/volumes``) but eve
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from app.decision.factor import FactorSource
@@ -125,8 +125,7 @@ class MetadataWatch:
         else:
             self._listed.pop(report.node_id, None)
         if verdicts:
-            expiry = self.book.expires_at(report)
-            self._latest_expiry = expiry if self._latest_expiry is None else max(self._latest_expiry, expiry)
+            self._extend_view(report)
 
     def confirm_fenced(self, fenced_brokers: frozenset[int], at: float) -> None:
         """A round listed ``fenced_brokers`` as fenced: their broker-role nodes' reports stay."""
@@ -134,8 +133,12 @@ class MetadataWatch:
         for node_id in fenced_brokers:
             judged = self._judged.get(node_id)
             if judged is not None and judged.verdicts:
-                expiry = self.book.expires_at(judged.report)
-                self._latest_expiry = expiry if self._latest_expiry is None else max(self._latest_expiry, expiry)
+                self._extend_view(judged.report)
+
+    def _extend_view(self, report: NodeReport) -> None:
+        """Some metadata volume is in the view at least until ``report`` expires."""
+        expiry = self.book.expires_at(report)
+        self._latest_expiry = expiry if self._latest_expiry is None else max(self._latest_expiry, expiry)
 
     def evict_expired(self, now: float) -> None:
         for report in self.book.evict_expired(now):
@@ -145,17 +148,7 @@ class MetadataWatch:
     def at(self, now: float) -> MetadataStep:
         expires_at = self.book.expires_at
         listed = [j for j in self._listed.values() if now <= expires_at(j.report)]
-        judged = tuple(
-            sorted(
-                (
-                    MetadataVerdict(v, e, j.report.roles, expires_at(j.report))
-                    for j in listed
-                    for v, e in zip(j.verdicts, j.entries, strict=True)
-                    if v.factor < 1.0
-                ),
-                key=lambda m: m.verdict.volume.key,
-            )
-        )
+        judged = tuple(m for m in self._verdicts(listed) if m.verdict.factor < 1.0)
         # What changes the factors by itself: a listed report expiring, or the last one.
         in_view = self._latest_expiry is not None and now <= self._latest_expiry
         changes = [expires_at(j.report) for j in listed]
@@ -173,13 +166,16 @@ class MetadataWatch:
         return MetadataStep(self.fallback, 1.0, FactorSource.FALLBACK, limited, (), None)
 
     def _all_volumes(self, now: float) -> tuple[MetadataVerdict, ...]:
+        return self._verdicts(j for j in self._judged.values() if now <= self.book.expires_at(j.report))
+
+    def _verdicts(self, judged: Iterable[_Judged]) -> tuple[MetadataVerdict, ...]:
+        """The metadata volumes of these judged reports, by key."""
         expires_at = self.book.expires_at
         return tuple(
             sorted(
                 (
                     MetadataVerdict(v, e, j.report.roles, expires_at(j.report))
-                    for j in self._judged.values()
-                    if now <= expires_at(j.report)
+                    for j in judged
                     for v, e in zip(j.verdicts, j.entries, strict=True)
                 ),
                 key=lambda m: m.verdict.volume.key,
