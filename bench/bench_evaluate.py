@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import argparse
 import gc
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from app.server.app import create_app
+from cpu_time import median_cpu_ms
 from devtools.commands import run_command
 from app.decision.policy import LimitKind, StoragePolicy, evaluate
 from app.settings import load_settings
@@ -48,16 +48,6 @@ def service(brokers: int, dirs: int):
     return create_app(settings, observe=False)
 
 
-def cpu_ms(fn, repeat: int) -> float:
-    samples = []
-    for _ in range(repeat):
-        gc.collect()
-        start = time.process_time()
-        fn()
-        samples.append((time.process_time() - start) * 1000)
-    return statistics.median(samples)
-
-
 def rss_child(brokers: int, dirs: int) -> None:
     app = service(brokers, dirs)
     observer = app.state.service.loop
@@ -87,14 +77,14 @@ def main() -> None:
     observer = service(args.brokers, args.dirs).state.service.loop
     observer.apply_round(round_)  # warm: series and cache exist, as in steady state
 
-    baseline = cpu_ms(lambda: min(v.usable_bytes for v in volumes), args.repeat)
-    policy_only = cpu_ms(lambda: evaluate(policy, volumes), args.repeat)
+    baseline = median_cpu_ms(lambda: min(v.usable_bytes for v in volumes), args.repeat)
+    policy_only = median_cpu_ms(lambda: evaluate(policy, volumes), args.repeat)
 
     def whole_round() -> None:
         now = time.time()
         observer.apply_round(ObservationRound(now, now, round_.active_brokers, round_.observations))
 
-    full = cpu_ms(whole_round, args.repeat)
+    full = median_cpu_ms(whole_round, args.repeat)
     rss_kb = int(run_command([sys.executable, __file__, "--rss-child", "--brokers", str(args.brokers), "--dirs", str(args.dirs)],
                              600, check=True, cwd=ROOT).stdout.strip())
     idle_kb = int(run_command([sys.executable, __file__, "--rss-child", "--brokers", "0", "--dirs", "0"], 600, check=True, cwd=ROOT).stdout.strip())

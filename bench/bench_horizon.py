@@ -22,7 +22,6 @@ The rule's cost is given as a share of it."""
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
 import statistics
 import tempfile
@@ -34,6 +33,7 @@ from app.decision.policy import LimitKind, StoragePolicy
 from app.observation.model import ObservationRound, VolumeObservation
 from app.server.app import create_app
 from app.settings import load_settings
+from cpu_time import cpu_ms
 
 GiB = 1024**3
 MiB = 1024**2
@@ -95,13 +95,6 @@ def service(horizon: str | None):
         **extra,
     )
     return create_app(settings, observe=False).state.service.loop
-
-
-def cpu_ms(fn) -> float:
-    gc.collect()
-    start = time.process_time()
-    fn()
-    return (time.process_time() - start) * 1000
 
 
 def measure(brokers: int, dirs: int, count: int, paused: bool) -> tuple[float, float, float, str]:

@@ -15,7 +15,6 @@ default poll interval (5 s) with the HTTP exchange."""
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import statistics
 import sys
@@ -29,6 +28,7 @@ from app.clock import ManualClock
 from app.observation.model import ObservationRound, VolumeObservation
 from app.server.app import create_app
 from app.settings import load_settings
+from cpu_time import median_cpu_ms
 
 GiB = 1024**3
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,16 +68,6 @@ def make_app(clock: ManualClock, metadata: bool):
         **limits,
     )
     return create_app(settings, clock=clock, observe=False)
-
-
-def median_cpu_ms(fn, repeat: int) -> float:
-    samples = []
-    for _ in range(repeat):
-        gc.collect()
-        start = time.process_time()
-        fn()
-        samples.append((time.process_time() - start) * 1000)
-    return statistics.median(samples)
 
 
 def reports_over_http(nodes: int, dirs: int, rounds: int) -> tuple[float, float, int]:
