@@ -32,6 +32,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from devtools.devcluster import LocalKafkaCluster
+from devtools.devcluster.shim import shim_broker_config
 
 from .conftest import VOLUME_MIB, MiB, RunningService, free_port, launch_service
 from .mutation_probe import MutationProbe
@@ -85,14 +86,15 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(shim_jar: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     port = free_port()
-    shim = {
-        "client.quota.callback.class": "io.kafkathrottle.shim.ServiceQuotaCallback",
-        "client.quota.callback.service.url": f"http://127.0.0.1:{port}",
-        "client.quota.callback.service.token": NODE_TOKEN,
-        "client.quota.callback.service.poll.interval.ms": str(int(POLL * 1000)),
-        "client.quota.callback.service.long.poll.wait.ms": "10000",
-        "client.quota.callback.service.request.timeout.ms": "2000",
-    }
+    shim = shim_broker_config(
+        f"http://127.0.0.1:{port}",
+        **{
+            "client.quota.callback.service.token": NODE_TOKEN,
+            "client.quota.callback.service.poll.interval.ms": str(int(POLL * 1000)),
+            "client.quota.callback.service.long.poll.wait.ms": "10000",
+            "client.quota.callback.service.request.timeout.ms": "2000",
+        },
+    )
     cluster = LocalKafkaCluster(
         brokers=3,
         log_dir_size_mib=VOLUME_MIB,
