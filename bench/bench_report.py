@@ -295,7 +295,7 @@ def spark_parses(history: Path, work: Path, master: str, repeat: int) -> dict[st
     # Left on, Spark's optimizer would give each field its own from_json of the line (one
     # parse per field read) once the checks refer to the fields one by one.
     text_settings = {"spark.sql.optimizer.enableJsonExpressionOptimization": "false"}
-    ways = {"json source": (lambda: _json(spark, path, path), {}), "text + from_json": (from_text, text_settings)}
+    ways = {"json source": (lambda: _json(spark, [path]), {}), "text + from_json": (from_text, text_settings)}
     plain = "plain json source"
     results: dict[str, list[tuple[float, float, str]]] = {name: [] for name in [*ways, plain]}
 

@@ -11,16 +11,17 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from spark.analysis.backtest import LimitSet, Outcome, backtest, page_view
-from spark.analysis.brokers import broker_summary, fenced_time, volume_summary
+from spark.analysis import partials
+from spark.analysis.brokers import broker_summary, fenced_time
 from spark.analysis.chart_data import closest_volume_series, state_timeline
 from spark.analysis.enforcement import with_enforcement
-from spark.analysis.episodes import DATA, VOLUME, data_rows, metadata_rows, violation_episodes
+from spark.analysis.episodes import DATA, VOLUME, data_rows, violation_episodes
 from spark.analysis.forecast import FORECAST_WINDOW_SECONDS, fill_forecast
 from spark.analysis.gaps import HistoryEnd
-from spark.analysis.states import decisions, held_rounds, rounds, time_in_states, unexplained_rounds
+from spark.analysis.states import held_rounds, rounds, time_in_states, unexplained_rounds
 from spark.output import ReportOutput
 from spark.page.html_report import render_page
-from spark.reading.history import epoch_seconds, line_counts, read_history, skipped_by_reason
+from spark.reading.history import epoch_seconds, line_counts, read_history
 from spark.report import PAGE_ROWS, Report
 
 TABLES = ("episodes", "time_in_states", "brokers", "forecast")
@@ -75,18 +76,18 @@ def _check_every_limit_is_explained(report: Report, round_rows: DataFrame, progr
         progress(f"  unexplained: {example['time']} {example['state']} ({example['source']})")
 
 
-def _with_metadata_episodes(data_episodes: DataFrame, metadata: DataFrame, last_round: float, max_gap_seconds: float | None) -> DataFrame:
+def _with_metadata_episodes(data_episodes: DataFrame, derived: dict[str, DataFrame], rows: DataFrame, last_round: float, max_gap_seconds: float | None) -> DataFrame:
     """The data volumes' episodes and the metadata log volumes' (judged by the metadata limits
     the service had), each named by what its volume holds, in the episodes' order."""
     episodes = data_episodes
-    if metadata.isEmpty():  # a service without metadata limits: nothing more to compute
+    if not partials.has_metadata(derived):  # a service without metadata limits: nothing more to compute
         return episodes
-    volumes = volume_summary(metadata, max_gap_seconds)
-    holds = metadata.groupBy(*VOLUME).agg(F.max("holds").alias("holds"))
+    volumes = partials.volume_summary(derived, partials.METADATA, max_gap_seconds)
+    metadata = partials.episode_rows(derived, rows, partials.METADATA)
     found = (
         violation_episodes(metadata, volumes, _history_end(volumes, last_round), max_gap_seconds)
         .transform(with_enforcement(metadata))
-        .join(F.broadcast(holds), list(VOLUME))
+        .join(F.broadcast(volumes.select(*VOLUME, "holds")), list(VOLUME))
     )
     return episodes.unionByName(found).repartition(1).sortWithinPartitions(*VOLUME, "limit", "start")
 
@@ -118,12 +119,16 @@ def run_report(
     progress(f"reading {input_path}")
     output = ReportOutput(spark, output_path)
     try:
-        history = read_history(spark, input_path, output.path(PARSED), since, until, cache)
+        history = read_history(spark, input_path, output.path(PARSED), since, until, cache, partials.derive)
         if cache is not None:
-            progress(f"cache {cache}: parsed {len(history.parsed_days)} days, reused {len(history.reused_days)}")
+            progress(
+                f"cache {cache}: parsed {len(history.parsed_days)} days, reused {len(history.reused_days)} "
+                f"(files: parsed {history.parsed_files}, reused {history.reused_files})"
+            )
+        derived = history.derived
         # One row per round and decision, counting the lines read: the rounds for the states
         # and the timeline come from it, and so do the counts of rows and skipped lines.
-        round_decisions = decisions(history.lines).persist()
+        round_decisions = partials.round_decisions(derived).persist()
         read = line_counts(round_decisions)
         if read.rows == 0:
             raise EmptyHistory(f"no history rows in {input_path} ({read.skipped_lines} lines skipped)")
@@ -131,35 +136,39 @@ def run_report(
         report = Report(input_path, output.directory, read.rows, read.skipped_lines, read.first_time, read.last_time, max_gap_seconds, forecast_window_seconds)
         report.parsed_days, report.reused_days = history.parsed_days, history.reused_days
         if read.skipped_lines:
-            report.skipped_by_reason = skipped_by_reason(history.lines)
+            report.skipped_by_reason = partials.skipped_by_reason(derived)
         done("read", f"read {read.rows:,} rows, skipped {read.skipped_lines:,} lines{_reasons(report.skipped_by_reason)}")
         # The metadata log volumes' rows give episodes of their own; every other table is the
-        # data volumes'.
+        # data volumes'. The episodes and the per-volume summary come from each file's share
+        # (``partials``); the forecast, the charts and the backtest read the rows they need.
         rows = history.rows.transform(data_rows)
 
         round_rows = rounds(round_decisions).persist()  # one row per round
-        volumes = volume_summary(rows, max_gap_seconds).persist()  # one row per volume
+        volumes = partials.volume_summary(derived, partials.DATA, max_gap_seconds).persist()  # one row per volume
         end = _history_end(volumes, read.last_time)
+        episode_rows = partials.episode_rows(derived, history.rows).persist()
         # Small tables, each computed once: written twice and shown, and the broker summary
         # builds on the episodes and the forecast.
-        # Every data episode's steps, the backtest's candidate sets' too (their columns are the same).
-        def data_steps(episodes: DataFrame) -> DataFrame:
-            return episodes.transform(with_enforcement(rows)).withColumn("holds", F.lit(DATA))
+        # Every data episode's steps (whether enforced, from the rows they started in).
+        def data_steps(of: DataFrame):
+            return lambda episodes: episodes.transform(with_enforcement(of)).withColumn("holds", F.lit(DATA))
 
-        data_episodes = violation_episodes(rows, volumes, end, max_gap_seconds).transform(data_steps).persist()
-        episodes = _with_metadata_episodes(data_episodes, history.rows.transform(metadata_rows), read.last_time, max_gap_seconds).persist()
-        forecast = fill_forecast(rows, volumes, end, forecast_window_seconds).persist()
+        data_episodes = violation_episodes(episode_rows, volumes, end, max_gap_seconds).transform(data_steps(episode_rows)).persist()
+        episodes = _with_metadata_episodes(data_episodes, derived, history.rows, read.last_time, max_gap_seconds).persist()
+        forecast = fill_forecast(partials.forecast_rows(derived, rows, volumes, end, forecast_window_seconds), volumes, end, forecast_window_seconds).persist()
+        fenced = fenced_time(partials.fenced_rounds(derived), held_rounds(round_rows, max_gap_seconds))
         tables = {
             "episodes": episodes,
             "time_in_states": time_in_states(round_rows, max_gap_seconds).persist(),
-            "brokers": broker_summary(volumes, data_episodes, forecast, end, fenced_time(rows, held_rounds(round_rows, max_gap_seconds))).persist(),
+            "brokers": broker_summary(volumes, data_episodes, forecast, end, fenced).persist(),
             "forecast": forecast,
         }
         names = list(TABLES)
         cached: list[DataFrame] = []
         if limit_sets:  # the history judged again under each candidate set, beside the live one
             live = Outcome(data_episodes, round_rows)
-            tried = backtest(rows, volumes, end, live, list(limit_sets), max_gap_seconds, data_steps, cached)
+            # The candidate sets' episodes start in rows of their own: looked up among all rows.
+            tried = backtest(rows, volumes, end, live, list(limit_sets), max_gap_seconds, data_steps(rows), cached)
             tables.update({name: table.persist() for name, table in tried.items()})
             names += tried
         for name in names:
@@ -183,7 +192,7 @@ def run_report(
         output.write_text("report.html", render_page(report))
         done("html", f"wrote {output.path('report.html')}")
         report.seconds["total"] = time.perf_counter() - started
-        for table in (*tables.values(), *cached, data_episodes, round_rows, round_decisions, volumes):
+        for table in (*tables.values(), *cached, data_episodes, episode_rows, round_rows, round_decisions, volumes):
             table.unpersist()
     finally:
         output.delete(PARSED)  # the parsed copy of the history

@@ -16,11 +16,16 @@ def judged() -> Column:
     return (F.col("total_bytes") > 0) & (F.col("usable_bytes") >= 0)
 
 
+def headroom() -> Column:
+    """How close the row came to (or how far below) its hard limit, as a ratio (of a judged row)."""
+    hard_ratio = F.when(F.col("limit_kind") == "min-available-ratio", F.col("hard_limit")).otherwise(F.col("hard_limit") / F.col("total_bytes"))
+    return F.col("available_ratio") - hard_ratio
+
+
 def volume_summary(rows: DataFrame, max_gap_seconds: float | None = None) -> DataFrame:
     """One row per volume, from one pass over every row (a hash aggregation): what the broker
     summary, the chart's choice of volumes, the episodes' volume numbers and the forecast's
-    windows need."""
-    hard_ratio = F.when(F.col("limit_kind") == "min-available-ratio", F.col("hard_limit")).otherwise(F.col("hard_limit") / F.col("total_bytes"))
+    windows need. (The report makes it from each file's share: ``partials.volume_summary``.)"""
     return (
         rows.transform(volume_rows)
         .groupBy("broker_id", "log_dir")
@@ -32,7 +37,7 @@ def volume_summary(rows: DataFrame, max_gap_seconds: float | None = None) -> Dat
             F.min("available_ratio").alias("min_available_ratio"),
             F.max(gap_limit(max_gap_seconds)).alias("gap_limit"),
             # how close it came to (or how far below) its hard limit, as a ratio
-            F.min(F.when(judged(), F.col("available_ratio") - hard_ratio)).alias("headroom"),
+            F.min(F.when(judged(), headroom())).alias("headroom"),
             F.max(F.when(fitted_rows(), F.col("time"))).alias("last_fitted"),  # where the forecast's window ends
         )
     )
@@ -65,11 +70,11 @@ def _episode_totals(episodes: DataFrame) -> DataFrame:
     )
 
 
-def fenced_time(rows: DataFrame, held: DataFrame) -> DataFrame:
+def fenced_time(fenced_rounds: DataFrame, held: DataFrame) -> DataFrame:
     """Per broker that was fenced: ``fenced_seconds``, the time the decisions held a fenced
     broker's kept observation (a round counts until the next, as in the time in states).
-    ``held``: ``states.held_rounds(...)``."""
-    fenced_rounds = rows.filter(F.col("kept") == F.lit("fenced")).select("broker_id", "time").distinct()
+    ``fenced_rounds``: (broker_id, time) of the rounds that kept a fenced broker's observation,
+    once each (``partials.fenced_rounds``); ``held``: ``states.held_rounds(...)``."""
     seconds = held.select("time", (F.col("held_until") - F.col("t")).alias("seconds"))
     return fenced_rounds.join(F.broadcast(seconds), "time").groupBy("broker_id").agg(F.sum("seconds").alias("fenced_seconds"))
 

@@ -41,13 +41,18 @@ def fitted_rows() -> Column:
     return (F.col("usable_bytes") >= 0) & (F.col("total_bytes") >= 0) & F.col("log_dir_error").isNull()
 
 
+def observed_seconds() -> Column:
+    """When the row's observation was made (epoch seconds): a kept one's own time, not the round's."""
+    return F.unix_micros(F.coalesce("observed_at", "time")) / F.lit(1_000_000.0)
+
+
 def _in_window(volumes: DataFrame, end: HistoryEnd, window_seconds: float):
     """Each present volume's observations once each (t: when it was made), those of the window
     and the GAIN_CONTEXT ones before them (what a gain at the window's start is judged against)."""
 
     def step(rows: DataFrame) -> DataFrame:
         present = volumes.filter(still_present(epoch_seconds("last_seen"), end, F.col("gap_limit"))).select(*VOLUME)
-        made = rows.withColumn("t", F.unix_micros(F.coalesce("observed_at", "time")) / F.lit(1_000_000.0))
+        made = rows.withColumn("t", observed_seconds())
         once = made.dropDuplicates([*VOLUME, "t"])
         in_order = Window.partitionBy(*VOLUME).orderBy("t")
         cut = F.max("t").over(Window.partitionBy(*VOLUME)) - F.lit(window_seconds)

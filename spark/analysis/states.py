@@ -17,14 +17,15 @@ STATES = ("OPEN", "THROTTLE", "PAUSE")
 SOURCES = ("observed", "last-valid", "fallback", "initial")
 
 
-def decisions(lines: DataFrame) -> DataFrame:
+def decisions(lines: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
     """Every line read (``History.lines``, valid or not) grouped by time, state and source,
     with the number of lines: about one row per round, from which the rounds come and the
     lines are counted (``reading.line_counts``).
 
     Grouped by the text columns here, in a hash table (Spark aggregates a text value in a
-    sort, not in a hash table), so that ``rounds`` aggregates text over few rows."""
-    return lines.groupBy("time", "state", "source").agg(
+    sort, not in a hash table), so that ``rounds`` aggregates text over few rows. ``by``: more
+    columns to group by (a file's: ``partials.derive``)."""
+    return lines.groupBy(*by, "time", "state", "source").agg(
         F.count(F.lit(1)).alias("lines"),
         F.max("check_interval_seconds").alias("check_interval_seconds"),
         F.max("round_complete").alias("round_complete"),

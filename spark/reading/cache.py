@@ -1,108 +1,230 @@
-"""The parsed-history cache (``--cache DIR``): each day's partition of the history parsed and
-checked once, kept as Parquet, and read again only when its files change.
+"""The parsed-history cache (``--cache DIR``): each file of the history parsed and checked once,
+kept as Parquet together with the partial results the report derives from it, and read again
+only when the file changes.
 
-A day is known by a key over its files: each file's name, size and modification time (to the
-nanosecond). The service only appends to the current hour's file (its size grows) and
-retention deletes whole files (the list changes); an edit by hand changes the modification
-time. The key is cheap: it reads no file's content, so a warm run costs a listing of the
-history's folders, not a read of its bytes (hashing the content would read all of them again
-each run, the very cost the cache is there to save). A file rewritten in place to the same
-size within the same nanosecond would go unnoticed; nothing the service does rewrites.
+A file is known by a key over its path in the history, its size and its modification time (to
+the nanosecond), and the fields the reader declares. The service only appends to the current
+hour's file (its size grows) and retention deletes whole files (they leave the listing); an
+edit by hand changes the modification time. The key is cheap: it reads no file's content, so
+a run over an unchanged history costs a listing of its folders, not a read of its bytes
+(hashing the content would read all of them again each run, the very cost the cache is there
+to save). A file rewritten in place to the same size within the same nanosecond would go
+unnoticed; nothing the service does rewrites.
 
-Layout: ``DIR/date=YYYY-MM-DD/<key>/`` holds that day's lines as ``checked_lines`` gives them
-(kept and skipped, with their reason). A day whose key changed is parsed again and its older
-copy deleted; days no longer in the history (retention) are deleted from the cache too.
+Layout: ``DIR/<table>/chunk=<key>/`` holds one table of one file: ``lines`` (every line as
+``checked_lines`` gives it, kept and skipped, with its reason) and each table the report
+derives per file (``analysis.partials``). ``DIR/done/<key>`` marks a file whose tables are
+all in place: a run stopped half-way leaves no file half-cached. The files not in the history
+any more (retention) leave the cache too. Without ``--cache`` the same layout is built in a
+scratch folder of the output and deleted at the end.
+
 The cache works on a history folder the driver reads as files (a local or mounted path)."""
 
 from __future__ import annotations
 
 import hashlib
-import shutil
+import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from app.history.schema import FIELD_NAMES, PARTITION_PREFIX
 
-# What a cached day holds; a day whose files hold no line is kept as this empty marker.
-EMPTY_DAY = "EMPTY"
+# What a cached file holds changed: every file is parsed again once.
+CACHE_VERSION = "2"
+CHUNK = "chunk"  # the column naming the file a row came from (its key)
+LINES = "lines"
+_DONE = "done"
 _STAGING = "staging-"
+_FILE_PATH = "file_path"
+
+# From the raw JSON reader of some files (its ``_metadata`` column still there) to
+# ``checked_lines``, keeping the FILE_PATH column.
+Parse = Callable[[list[str]], DataFrame]
+# From the lines of some files (with CHUNK) to the tables derived per file, each with CHUNK.
+Derive = Callable[[DataFrame], dict[str, DataFrame]]
 
 
 @dataclass(frozen=True)
-class Day:
-    date: str  # YYYY-MM-DD
-    folder: Path  # the history's partition
-    key: str  # over its files' names, sizes and modification times
+class HistoryFile:
+    path: str  # as Hadoop's FileSystem and Spark's readers take it
+    uri: str  # as Spark's ``_metadata.file_path`` names it (escaped)
+    date: str | None  # YYYY-MM-DD of its date partition; None for a file outside one
+    key: str  # over its place in the history, size and modification time
 
 
 @dataclass(frozen=True)
-class CachedRead:
-    lines: DataFrame  # every line of the days read, as ``checked_lines`` gives them
-    parsed_days: tuple[str, ...]  # the days parsed in this run (new or changed)
-    reused_days: tuple[str, ...]  # the days read from the cache
+class Cached:
+    tables: dict[str, DataFrame]  # LINES and each derived table, over every file, with CHUNK
+    files: tuple[HistoryFile, ...]
+    parsed: tuple[HistoryFile, ...]  # the files parsed in this run (new or changed)
+
+    @property
+    def parsed_days(self) -> tuple[str, ...]:
+        """The days with at least one file parsed in this run."""
+        return tuple(sorted({f.date for f in self.parsed if f.date is not None}))
+
+    @property
+    def reused_days(self) -> tuple[str, ...]:
+        """The days whose every file came from the cache."""
+        parsed = set(self.parsed_days)
+        return tuple(sorted({f.date for f in self.files if f.date is not None} - parsed))
 
 
-def history_days(path: str, since: datetime | None = None, until: datetime | None = None) -> list[Day]:
-    """The date partitions of the history at ``path`` within [since, until] (by day)."""
-    days = []
-    for folder in sorted(Path(path).glob(f"{PARTITION_PREFIX}*")):
-        date = folder.name.removeprefix(PARTITION_PREFIX)
-        if not folder.is_dir() or (since is not None and date < since.date().isoformat()) or (until is not None and date > until.date().isoformat()):
+class _FileSystem:
+    """Hadoop's FileSystem, the one Spark reads and writes with: the history and the cache may
+    be local folders or shared storage (hdfs://, s3a://, ...) alike."""
+
+    def __init__(self, spark: SparkSession, path: str) -> None:
+        jvm = spark.sparkContext._jvm
+        self._Path = jvm.org.apache.hadoop.fs.Path
+        self._fs = self._Path(path).getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        self.local = self._fs.getUri().getScheme() == "file"
+
+    def path(self, path: str):
+        return self._fs.makeQualified(self._Path(path))
+
+    def list(self, path: str) -> list:
+        """The entries of a folder, by name; [] when it is not there."""
+        folder = self.path(path)
+        if not self._fs.exists(folder):
+            return []
+        return sorted(self._fs.listStatus(folder), key=lambda status: status.getPath().getName())
+
+    def uri(self, path: str) -> str:
+        return str(self._Path(path).toUri().toString())
+
+    def status(self, path: str):
+        """The file's or folder's FileStatus; None when it is not there."""
+        return self._fs.getFileStatus(self.path(path)) if self.exists(path) else None
+
+    def exists(self, path: str) -> bool:
+        return bool(self._fs.exists(self.path(path)))
+
+    def move(self, source: str, target: str) -> None:
+        self._fs.delete(self.path(target), True)
+        self._fs.mkdirs(self.path(target).getParent())
+        if not self._fs.rename(self.path(source), self.path(target)):
+            raise OSError(f"could not move {source} to {target}")
+
+    def delete(self, path: str) -> None:
+        self._fs.delete(self.path(path), True)
+
+    def touch(self, path: str) -> None:
+        self._fs.create(self.path(path), True).close()
+
+    def mkdirs(self, path: str) -> None:
+        self._fs.mkdirs(self.path(path))
+
+
+def _visible(name: str) -> bool:
+    return not name.startswith((".", "_"))  # Spark's rule for hidden files
+
+
+def _in_range(date: str, since: datetime | None, until: datetime | None) -> bool:
+    return not ((since is not None and date < since.date().isoformat()) or (until is not None and date > until.date().isoformat()))
+
+
+def _modified(fs: _FileSystem, status) -> int:
+    """The file's modification time: to the nanosecond on a local disk, else as the store keeps it."""
+    if fs.local:
+        return os.stat(status.getPath().toUri().getPath()).st_mtime_ns
+    return int(status.getModificationTime())
+
+
+def history_files(spark: SparkSession, path: str, since: datetime | None = None, until: datetime | None = None) -> list[HistoryFile]:
+    """The files of the history at ``path`` (one file, or a folder of files and of
+    date=YYYY-MM-DD partitions), in order; only the partitions within [since, until] by day."""
+    fs = _FileSystem(spark, path)
+    found: list[tuple[object, str, str | None]] = []
+    top = fs.status(path)
+    for entry in ([] if top is None or top.isFile() else fs.list(path)):
+        name = entry.getPath().getName()
+        if not _visible(name):
             continue
-        digest = hashlib.sha256()
-        digest.update(",".join(FIELD_NAMES).encode() + b"\n")  # a day parsed before a field was declared lacks it
-        for file in sorted(folder.iterdir()):
-            if file.is_file() and not file.name.startswith((".", "_")):
-                status = file.stat()
-                digest.update(f"{file.name}\0{status.st_size}\0{status.st_mtime_ns}\n".encode())
-        days.append(Day(date, folder, digest.hexdigest()[:32]))
-    return days
+        if entry.isFile():
+            found.append((entry, name, None))
+        elif entry.isDirectory() and name.startswith(PARTITION_PREFIX):
+            date = name.removeprefix(PARTITION_PREFIX)
+            if _in_range(date, since, until):
+                folder = entry.getPath().toString()
+                found += [(file, f"{name}/{file.getPath().getName()}", date) for file in fs.list(folder) if file.isFile() and _visible(file.getPath().getName())]
+    if top is not None and top.isFile():
+        found.append((top, top.getPath().getName(), None))
+    files = []
+    for status, relative, date in found:
+        digest = hashlib.sha256(f"{CACHE_VERSION}\n{','.join(FIELD_NAMES)}\n{relative}\0{status.getLen()}\0{_modified(fs, status)}".encode())
+        # A letter first: a key is never read back as a number.
+        path = status.getPath().toString()  # the reader is given this text, and names the file by its URI
+        files.append(HistoryFile(path, fs.uri(path), date, "k" + digest.hexdigest()[:32]))
+    return files
 
 
-def _cached(cache: Path, day: Day) -> Path:
-    return cache / f"{PARTITION_PREFIX}{day.date}" / day.key
+def _chunk_dir(cache: str, table: str, key: str) -> str:
+    return f"{cache}/{table}/{CHUNK}={key}"
 
 
-def read_cached(spark: SparkSession, path: str, cache_dir: str, parse, since: datetime | None = None, until: datetime | None = None) -> CachedRead:
-    """The lines of the history at ``path``, from the cache at ``cache_dir``; the days not in it
-    (or changed) are parsed first, all in one Spark job, by ``parse`` (a function from the JSON
-    reader of some folders to ``checked_lines``, keeping the partition column)."""
-    cache = Path(cache_dir)
-    cache.mkdir(parents=True, exist_ok=True)
-    days = history_days(path, since, until)
-    stale = [day for day in days if not _cached(cache, day).exists()]
+def _parse_into(spark: SparkSession, staging: str, stale: list[HistoryFile], parse: Parse, derive: Derive) -> list[str]:
+    """Parse the stale files into ``staging``, their lines and derived tables; the tables' names."""
+    keys = spark.createDataFrame([(f.uri, f.key) for f in stale], f"{_FILE_PATH} string, {CHUNK} string")
+    parsed = parse([f.path for f in stale]).join(F.broadcast(keys), _FILE_PATH, "left")
+    unknown = F.raise_error(F.concat(F.lit("a line of a file not listed: "), F.col(_FILE_PATH)))
+    parsed = parsed.withColumn(CHUNK, F.coalesce(F.col(CHUNK), unknown)).drop(_FILE_PATH)
+    parsed.write.partitionBy(CHUNK).parquet(f"{staging}/{LINES}")
+    written = _FileSystem(spark, staging).exists(f"{staging}/{LINES}")
+    lines = spark.read.parquet(f"{staging}/{LINES}") if written else empty_lines(spark, parsed.schema)
+    derived = derive(lines)
+    if written:
+        for name, table in derived.items():
+            table.write.partitionBy(CHUNK).parquet(f"{staging}/{name}")
+    return [LINES, *derived]
+
+
+def empty_lines(spark: SparkSession, schema) -> DataFrame:
+    return spark.createDataFrame([], schema)
+
+
+def read_cached(spark: SparkSession, files: list[HistoryFile], cache: str, parse: Parse, derive: Derive, prune: bool = True) -> Cached:
+    """The history's ``files`` from the cache at ``cache``: the files not in it (or changed)
+    are parsed first, all in one Spark job, by ``parse``, and their tables derived by ``derive``.
+    ``prune``: ``files`` is the whole history, so files no longer in it leave the cache."""
+    cache = cache.rstrip("/")
+    fs = _FileSystem(spark, cache)
+    fs.mkdirs(f"{cache}/{_DONE}")
+    done = {status.getPath().getName() for status in fs.list(f"{cache}/{_DONE}")}
+    stale = [f for f in files if f.key not in done]
+    for leftover in fs.list(cache):  # from a run that was stopped
+        if leftover.getPath().getName().startswith(_STAGING):
+            fs.delete(leftover.getPath().toString())
     if stale:
-        staging = cache / f"{_STAGING}{uuid.uuid4().hex}"
-        parsed: DataFrame = parse([str(day.folder) for day in stale])
-        column = PARTITION_PREFIX.rstrip("=")
-        parsed.withColumn(column, F.col(column).cast("string")).write.partitionBy(column).parquet(str(staging))
-        for day in stale:
-            target = _cached(cache, day)
-            shutil.rmtree(target.parent, ignore_errors=True)  # the day's older copies
-            target.parent.mkdir(parents=True)
-            written = staging / f"{PARTITION_PREFIX}{day.date}"
-            if written.exists():
-                written.rename(target)
-            else:
-                target.mkdir()
-                (target / EMPTY_DAY).touch()
-        shutil.rmtree(staging)
-    present = {f"{PARTITION_PREFIX}{day.date}" for day in days}
-    if since is None and until is None:  # days retention removed from the history
-        for folder in cache.glob(f"{PARTITION_PREFIX}*"):
-            if folder.name not in present:
-                shutil.rmtree(folder)
-    for leftover in cache.glob(f"{_STAGING}*"):  # from a run that was stopped
-        shutil.rmtree(leftover, ignore_errors=True)
-    with_lines = [str(_cached(cache, day)) for day in days if not (_cached(cache, day) / EMPTY_DAY).exists()]
-    stale_dates = {day.date for day in stale}
-    return CachedRead(
-        spark.read.parquet(*with_lines) if with_lines else None,
-        tuple(sorted(stale_dates)),
-        tuple(day.date for day in days if day.date not in stale_dates),
-    )
+        staging = f"{cache}/{_STAGING}{uuid.uuid4().hex}"
+        for name in _parse_into(spark, staging, stale, parse, derive):
+            for f in stale:
+                written = _chunk_dir(staging, name, f.key)
+                if fs.exists(written):
+                    fs.move(written, _chunk_dir(cache, name, f.key))
+                else:
+                    fs.delete(_chunk_dir(cache, name, f.key))
+        for f in stale:
+            fs.touch(f"{cache}/{_DONE}/{f.key}")
+        fs.delete(staging)
+    tables_present = [status.getPath().getName() for status in fs.list(cache) if status.isDirectory() and status.getPath().getName() != _DONE]
+    if prune:
+        current = {f.key for f in files}
+        for key in done - current:
+            fs.delete(f"{cache}/{_DONE}/{key}")
+        for table in tables_present:
+            for folder in fs.list(f"{cache}/{table}"):
+                if folder.getPath().getName().removeprefix(f"{CHUNK}=") not in current:
+                    fs.delete(folder.getPath().toString())
+    tables = {}
+    for table in tables_present:
+        chunks = {status.getPath().getName() for status in fs.list(f"{cache}/{table}")}
+        present = [_chunk_dir(cache, table, f.key) for f in files if f"{CHUNK}={f.key}" in chunks]
+        if present:
+            tables[table] = spark.read.option("basePath", f"{cache}/{table}").parquet(*present)
+    return Cached(tables, tuple(files), tuple(stale))

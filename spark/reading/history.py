@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from app.history.schema import PARTITION_PREFIX
-from spark.reading.cache import history_days, read_cached
+from spark.reading.cache import CHUNK, LINES, Derive, empty_lines, history_files, read_cached
 from spark.reading.schema import (
     HISTORY_SCHEMA,
     INSTANT_PATTERN,
@@ -35,22 +35,20 @@ PARTITION_COLUMN = PARTITION_PREFIX.rstrip("=")
 # Why a line was skipped (schema.UNREADABLE or "<field>: <problem>"); null on a kept line.
 SKIP_REASON = "skip_reason"
 LINES_SCHEMA = T.StructType([*REPORT_SCHEMA.fields, T.StructField(SKIP_REASON, T.StringType(), nullable=True)])
-# The parsed copy is written once and read a few times, whole, by this job: plain pages (no
-# dictionaries), and no min/max statistics or page checksums, which nothing here reads.
-_SCRATCH_PARQUET = {
-    "parquet.enable.dictionary": "false",
-    "parquet.column.statistics.enabled": "false",
-    "parquet.size.statistics.enabled": "false",
-    "parquet.page.write-checksum.enabled": "false",
-}
+_FILE_PATH = "file_path"  # the file a line came from, as Spark names it (cache.read_cached maps it to CHUNK)
 
 
 @dataclass(frozen=True)
 class History:
-    rows: DataFrame  # valid rows only, the fields of REPORT_SCHEMA, read from the parsed copy
-    lines: DataFrame  # every line read, valid or not (``valid()`` tells): the fields of REPORT_SCHEMA
-    parsed_days: tuple[str, ...] = ()  # with a cache: the days parsed in this run (YYYY-MM-DD)
-    reused_days: tuple[str, ...] = ()  # and the days read from the cache
+    rows: DataFrame  # valid rows only, the fields of REPORT_SCHEMA (and CHUNK), read from the parsed copy
+    lines: DataFrame  # every line read, valid or not (``valid()`` tells): the fields of REPORT_SCHEMA (and CHUNK)
+    # The tables ``derive`` made per file (``analysis.partials``), over the lines read; empty
+    # without ``derive``.
+    derived: dict[str, DataFrame] = field(default_factory=dict)
+    parsed_days: tuple[str, ...] = ()  # with a cache: the days with a file parsed in this run (YYYY-MM-DD)
+    reused_days: tuple[str, ...] = ()  # and the days read whole from the cache
+    parsed_files: int = 0  # with a cache: the files parsed in this run
+    reused_files: int = 0  # and those read from the cache
 
 
 @dataclass(frozen=True)
@@ -61,51 +59,65 @@ class LineCounts:
     last_time: float | None
 
 
-def _json(spark: SparkSession, base: str, *paths: str) -> DataFrame:
-    """The JSON lines under ``paths`` (folders of ``base``, the history folder), as READ_SCHEMA.
+def _json(spark: SparkSession, files: list[str]) -> DataFrame:
+    """The JSON lines of ``files``, as READ_SCHEMA, with the FILE_PATH each came from.
 
     PERMISSIVE: a line that does not convert whole (not JSON, a number or boolean field of
     another type) keeps its text in UNPARSED_LINE; the checks then skip it as UNREADABLE.
     Non-numeric numbers (NaN, "Infinity") are refused as JSON does. The text of a skipped
     line goes no further than ``checked_lines``."""
-    return (
+    raw = (
         spark.read.schema(READ_SCHEMA)
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", UNPARSED_LINE)
         .option("allowNonNumericNumbers", "false")
-        .option("basePath", base)
-        .json(list(paths))
+        .json(files)
     )
+    return raw.withColumn(_FILE_PATH, F.col("_metadata.file_path"))
 
 
 def read_history(
-    spark: SparkSession, path: str, parsed: str, since: datetime | None = None, until: datetime | None = None, cache: str | None = None
+    spark: SparkSession,
+    path: str,
+    parsed: str,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    cache: str | None = None,
+    derive: Derive | None = None,
 ) -> History:
-    """Read ``path`` (the history folder: date=YYYY-MM-DD/ partitions, or plain JSON lines).
+    """Read ``path`` (the history: a folder of date=YYYY-MM-DD partitions or of JSON lines
+    files, or one file).
 
-    The JSON is parsed once, into Parquet, and every table is computed from that copy: writing
-    it costs less than building Spark's in-memory cache of the same rows, and each report then
-    reads only the columns it needs. Without ``cache``, the copy is at ``parsed`` (a scratch
-    folder the caller deletes when the report is done); with it, each day is kept in the
-    cache folder and parsed again only when its files change (``cache.read_cached``).
+    Each file is parsed once, into Parquet, with the tables ``derive`` makes of its lines, and
+    every table of the report is computed from those: writing them costs less than building
+    Spark's in-memory cache of the same rows, and each report then reads only the columns it
+    needs. With ``cache`` (a folder), the files stay there and are parsed again only when they
+    change (``cache.read_cached``); without, the copy is at ``parsed`` (a scratch folder the
+    caller deletes when the report is done).
 
     Only the rows with ``since <= time < until`` are kept; the date partitions outside that
-    range are not read at all."""
-    if cache is not None and history_days(path):
-        cached = read_cached(spark, path, cache, lambda folders: checked_lines(_json(spark, path, *folders), keep=(PARTITION_COLUMN,)), since, until)
-        lines = cached.lines if cached.lines is not None else spark.createDataFrame([], LINES_SCHEMA)
+    range are not read at all. With either bound, the derived tables are made again from the
+    rows kept (a file's cached tables hold all its rows)."""
+    derive = derive or (lambda lines: {})
+    files = history_files(spark, path, since, until)
+    whole = since is None and until is None
+    cached = read_cached(
+        spark, files, cache or parsed, lambda paths: checked_lines(_json(spark, paths), keep=(_FILE_PATH,)), derive if whole else (lambda lines: {}), prune=whole
+    )
+    lines = cached.tables.get(LINES)
+    if lines is None:
+        lines = empty_lines(spark, T.StructType([*LINES_SCHEMA.fields, T.StructField(CHUNK, T.StringType())]))
+    if whole:
+        derived = dict(cached.tables)
+        for name, table in derive(lines).items():  # a table no file has a row of: empty
+            derived.setdefault(name, table)
+        del derived[LINES]
+    else:
         lines = _within(lines, since, until)
-        return History(lines.filter(valid()), lines, cached.parsed_days, cached.reused_days)
-    raw = _json(spark, path, path)
-    if PARTITION_COLUMN in raw.columns:  # prune whole days before parsing them
-        if since is not None:
-            raw = raw.filter(F.col(PARTITION_COLUMN) >= F.lit(since.date()))
-        if until is not None:
-            raw = raw.filter(F.col(PARTITION_COLUMN) <= F.lit(until.date()))
-    # Read and parse once: every report below starts from this copy.
-    _within(checked_lines(raw), since, until).write.mode("overwrite").options(**_SCRATCH_PARQUET).parquet(parsed)
-    lines = spark.read.parquet(parsed)
-    return History(lines.filter(valid()), lines)
+        derived = derive(lines)
+    counts = (len(cached.parsed), len(cached.files) - len(cached.parsed)) if cache is not None else (0, 0)
+    days = (cached.parsed_days, cached.reused_days) if cache is not None else ((), ())
+    return History(lines.filter(valid()), lines, derived, *days, *counts)
 
 
 def _within(lines: DataFrame, since: datetime | None, until: datetime | None) -> DataFrame:

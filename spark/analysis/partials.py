@@ -1,0 +1,194 @@
+"""What the report keeps of each history file beside its parsed lines, so that a run where one
+file changed computes again only that file's share (``reading.cache``), and how the shares of
+every file make the report's inputs again, exactly.
+
+Per file (``derive``), each table with the file's CHUNK:
+- ``decisions``: ``states.decisions`` of its lines (rounds, line counts; sums and maxima, so
+  the files' shares add up to the history's);
+- ``skipped``: its skipped lines counted by reason;
+- ``volumes``: per volume and what it holds (data / metadata), the volume summary's minima,
+  maxima and counts, its first and last observation in the file, whether any observation of
+  the file was in breach of a limit, and the last observation the forecast may fit;
+- ``breach_rows``: the rows the episodes need of it: every row of a volume that was in breach
+  of a limit somewhere in the file, and of the others their first and last row in the file;
+- ``fenced``: the rounds in which a fenced broker's observation was kept.
+
+Why ``breach_rows`` gives the episodes of every row: an episode is made of the rows in breach
+and looks at the row before and the row after each of them (``episodes._with_neighbours``).
+Within a file, a volume with a row in breach keeps all its rows; a row's neighbour in another
+file is that file's first or last row of the volume, when the files' times do not interleave
+for that volume. They do not for the files the service writes (one per hour, in time order);
+a volume whose files do interleave (files joined or edited by hand) is read whole instead
+(``episode_rows``)."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from app.decision.fill_rate import GAIN_CONTEXT
+from spark.analysis.brokers import headroom, judged
+from spark.analysis.episodes import DATA, VOLUME, data_rows, metadata_rows, volume_rows
+from spark.analysis.forecast import fitted_rows, observed_seconds
+from spark.analysis.gaps import HistoryEnd, gap_limit, still_present
+from spark.analysis.states import blames, decisions
+from spark.reading.cache import CHUNK
+from spark.reading.history import SKIP_REASON, epoch_seconds, valid
+
+HOLDS = "volume_holds"  # data / metadata: the episodes of each are apart
+METADATA = "metadata"
+DECISIONS, SKIPPED, VOLUMES, BREACH_ROWS, FENCED = "decisions", "skipped", "volumes", "breach_rows", "fenced"
+
+
+def _with_holds(lines: DataFrame) -> DataFrame:
+    holds = F.when(F.col("holds").isNull() | (F.col("holds") == F.lit(DATA)), F.lit(DATA)).when(F.col("holds").contains(METADATA), F.lit(METADATA))
+    return lines.filter(valid()).transform(volume_rows).withColumn(HOLDS, holds).filter(F.col(HOLDS).isNotNull())
+
+
+def derive(lines: DataFrame) -> dict[str, DataFrame]:
+    """The tables kept per file, from the lines (``History.lines``, with CHUNK) of some files."""
+    volume_lines = _with_holds(lines)
+    per_volume = (CHUNK, HOLDS, *VOLUME)
+    volumes = volume_lines.groupBy(*per_volume).agg(
+        F.min("time").alias("first_seen"),
+        F.max("time").alias("last_seen"),
+        F.count(F.lit(1)).alias("observations"),
+        F.min(F.when(F.col("usable_bytes") >= 0, F.col("usable_bytes"))).alias("min_usable_bytes"),
+        F.min("available_ratio").alias("min_available_ratio"),
+        F.max("check_interval_seconds").alias("check_interval_seconds"),
+        F.min(F.when(judged(), headroom())).alias("headroom"),
+        F.max(F.when(fitted_rows(), F.col("time"))).alias("last_fitted"),
+        F.max(F.when(fitted_rows(), observed_seconds())).alias("last_fitted_t"),
+        F.max(blames()).alias("in_breach"),
+        F.max("holds").alias("holds"),
+    )
+    keep = F.broadcast(volumes.select(*per_volume, F.col("first_seen").alias("_first"), F.col("last_seen").alias("_last"), "in_breach"))
+    kept = F.col("in_breach") | (F.col("time") == F.col("_first")) | (F.col("time") == F.col("_last"))
+    breach_rows = volume_lines.join(keep, list(per_volume)).filter(kept).drop("_first", "_last", "in_breach")
+    fenced = volume_lines.filter((F.col(HOLDS) == F.lit(DATA)) & (F.col("kept") == F.lit("fenced"))).select(CHUNK, "broker_id", "time").distinct()
+    return {
+        DECISIONS: decisions(lines, by=(CHUNK,)),
+        SKIPPED: lines.filter(F.col(SKIP_REASON).isNotNull()).groupBy(CHUNK, SKIP_REASON).count(),
+        VOLUMES: volumes,
+        BREACH_ROWS: breach_rows,
+        FENCED: fenced,
+    }
+
+
+def round_decisions(derived: dict[str, DataFrame]) -> DataFrame:
+    """``states.decisions`` of every line, from the files' shares."""
+    return derived[DECISIONS].groupBy("time", "state", "source").agg(
+        F.sum("lines").alias("lines"),
+        F.max("check_interval_seconds").alias("check_interval_seconds"),
+        F.max("round_complete").alias("round_complete"),
+        F.sum("blamed_volumes").alias("blamed_volumes"),
+        F.sum("breaching_volumes").alias("breaching_volumes"),
+    )
+
+
+def skipped_by_reason(derived: dict[str, DataFrame]) -> dict[str, int]:
+    """The skipped lines counted by reason, most first."""
+    counts = derived[SKIPPED].groupBy(SKIP_REASON).agg(F.sum("count").alias("count")).collect()
+    return {row[SKIP_REASON]: row["count"] for row in sorted(counts, key=lambda row: (-row["count"], row[SKIP_REASON]))}
+
+
+def _of(holds: str):
+    return lambda table: table.filter(F.col(HOLDS) == F.lit(holds))
+
+
+def volume_summary(derived: dict[str, DataFrame], holds: str = DATA, max_gap_seconds: float | None = None) -> DataFrame:
+    """``brokers.volume_summary`` of the volumes that hold ``holds``, from the files' shares,
+    with ``holds`` (the last kind the volume's rows named) and ``last_fitted_t`` (the time the
+    last observation the forecast may fit was made)."""
+    return (
+        derived[VOLUMES]
+        .transform(_of(holds))
+        .groupBy(*VOLUME)
+        .agg(
+            F.min("first_seen").alias("first_seen"),
+            F.max("last_seen").alias("last_seen"),
+            F.sum("observations").alias("observations"),
+            F.min("min_usable_bytes").alias("min_usable_bytes"),
+            F.min("min_available_ratio").alias("min_available_ratio"),
+            F.max(gap_limit(max_gap_seconds)).alias("gap_limit"),
+            F.min("headroom").alias("headroom"),
+            F.max("last_fitted").alias("last_fitted"),
+            F.max("last_fitted_t").alias("last_fitted_t"),
+            F.max("holds").alias("holds"),
+        )
+    )
+
+
+def chunk_ends(derived: dict[str, DataFrame]) -> dict[str, float]:
+    """Each file's last round (epoch seconds), of the files with a valid line."""
+    ends = derived[DECISIONS].filter(valid()).groupBy(CHUNK).agg(F.max(F.unix_micros("time")).alias("end")).collect()
+    return {row[CHUNK]: row["end"] / 1_000_000.0 for row in ends}
+
+
+def _interleaved(derived: dict[str, DataFrame], holds: str) -> list[tuple]:
+    """The volumes with a file whose times reach into an earlier file's (by first observation)."""
+    earlier = Window.partitionBy(*VOLUME).orderBy("first_seen", "last_seen").rowsBetween(Window.unboundedPreceding, -1)
+    spans = derived[VOLUMES].transform(_of(holds)).withColumn("reached", F.max("last_seen").over(earlier))
+    return [tuple(row) for row in spans.filter(F.col("first_seen") <= F.col("reached")).select(*VOLUME).distinct().collect()]
+
+
+def _one_of(volumes: list[tuple]) -> Column:
+    condition = F.lit(False)
+    for broker_id, log_dir in volumes:
+        condition = condition | ((F.col("broker_id") == F.lit(broker_id)) & (F.col("log_dir") == F.lit(log_dir)))
+    return condition
+
+
+def episode_rows(derived: dict[str, DataFrame], rows: DataFrame, holds: str = DATA) -> DataFrame:
+    """The rows the episodes of the volumes that hold ``holds`` need (see the module's note),
+    from ``breach_rows``; a volume whose files interleave in time from all its ``rows``
+    (``History.rows``)."""
+    kept = derived[BREACH_ROWS].transform(_of(holds)).drop(HOLDS)
+    interleaved = _interleaved(derived, holds)
+    if not interleaved:
+        return kept
+    whole = rows.transform(data_rows if holds == DATA else metadata_rows).filter(_one_of(interleaved))
+    return kept.filter(~_one_of(interleaved)).unionByName(whole)
+
+
+def fenced_rounds(derived: dict[str, DataFrame]) -> DataFrame:
+    """(broker_id, time) of every round that kept a fenced broker's observation."""
+    return derived[FENCED].select("broker_id", "time").distinct()
+
+
+def has_metadata(derived: dict[str, DataFrame]) -> bool:
+    return not derived[VOLUMES].transform(_of(METADATA)).isEmpty()
+
+
+def forecast_rows(derived: dict[str, DataFrame], rows: DataFrame, volumes: DataFrame, end: HistoryEnd, window_seconds: float) -> DataFrame:
+    """Of the data volumes' ``rows``, those ``forecast.fill_forecast`` needs: every observation
+    made from a little before the earliest window of a present volume (``volumes``:
+    ``volume_summary(...)``), read from the files that reach that far only. Exact when each
+    present volume has GAIN_CONTEXT observations between that start and its own window (the
+    ones the fit looks back on, which are then the latest before its window, as from every
+    row): checked, and all rows are given when one has not."""
+    present = volumes.filter(still_present(epoch_seconds("last_seen"), end, F.col("gap_limit")) & F.col("last_fitted_t").isNotNull())
+    cuts = present.select(*VOLUME, (F.col("last_fitted_t") - F.lit(window_seconds)).alias("cut"))
+    bounds = cuts.agg(F.min("cut").alias("cut")).first()
+    if bounds["cut"] is None:  # no volume to forecast
+        return rows
+    widest_gap = volumes.agg(F.max("gap_limit")).first()[0] or 0.0
+    start = bounds["cut"] - max(_LEAD_SECONDS, _LEAD_GAPS * widest_gap)
+    reaching = [chunk for chunk, last in chunk_ends(derived).items() if last >= start]
+    near = rows.filter(F.col(CHUNK).isin(reaching)).filter(observed_seconds() >= F.lit(start))
+    before_window = (
+        near.filter(fitted_rows())
+        .join(F.broadcast(cuts), list(VOLUME))
+        .filter(observed_seconds() < F.col("cut"))
+        .groupBy(*VOLUME)
+        .agg(F.count_distinct(observed_seconds()).alias("n"))
+    )
+    short = cuts.join(before_window, list(VOLUME), "left").filter(F.coalesce(F.col("n"), F.lit(0)) < F.lit(GAIN_CONTEXT))
+    return rows if not short.isEmpty() else near
+
+
+# How far before the earliest window the forecast's rows are read: enough for GAIN_CONTEXT
+# observations of a volume observed every round, gaps of the gap limit included (checked; all
+# rows otherwise).
+_LEAD_SECONDS = 600.0
+_LEAD_GAPS = 4
