@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 from app.history.schema import FIELD_NAMES, PARTITION_PREFIX
 
 # What a cached file holds changed: every file is parsed again once.
-CACHE_VERSION = "2"
+CACHE_VERSION = "3"
 CHUNK = "chunk"  # the column naming the file a row came from (its key)
 LINES = "lines"
 _DONE = "done"
@@ -174,12 +174,14 @@ def _parse_into(spark: SparkSession, staging: str, stale: list[HistoryFile], par
     parsed = parse([f.path for f in stale]).join(F.broadcast(keys), _FILE_PATH, "left")
     unknown = F.raise_error(F.concat(F.lit("a line of a file not listed: "), F.col(_FILE_PATH)))
     parsed = parsed.withColumn(CHUNK, F.coalesce(F.col(CHUNK), unknown)).drop(_FILE_PATH)
+    spark.sparkContext.setJobDescription(f"parse {len(stale)} history files")
     parsed.write.partitionBy(CHUNK).parquet(f"{staging}/{LINES}")
     written = _FileSystem(spark, staging).exists(f"{staging}/{LINES}")
     lines = spark.read.parquet(f"{staging}/{LINES}") if written else empty_lines(spark, parsed.schema)
     derived = derive(lines)
     if written:
         for name, table in derived.items():
+            spark.sparkContext.setJobDescription(f"derive {name} of {len(stale)} history files")
             table.write.partitionBy(CHUNK).parquet(f"{staging}/{name}")
     return [LINES, *derived]
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from spark.analysis import partials
 from spark.analysis.brokers import volume_summary
@@ -102,11 +103,14 @@ def test_the_episodes_from_the_rows_kept_per_file_are_those_of_every_row(histori
     assert {row["end_reason"] for row in whole} >= {"recovered", "gap", "ongoing"}  # the history has each kind of end
 
 
-def test_hourly_files_keep_only_the_rows_in_breach_and_each_file_s_first_and_last(histories):
+def test_of_a_volume_never_in_breach_only_each_slice_s_first_and_last_rows_are_kept(histories):
     history, _ = histories["regular"]
-    rows = history.rows.transform(data_rows).count()
-    kept = partials.episode_rows(history.derived, history.rows).count()
-    assert kept < rows / 2, (kept, rows)
+    never = (F.col("broker_id") == 1) & (F.col("log_dir") == "/data/b")
+    rows = history.rows.filter(never).count()
+    kept = partials.episode_rows(history.derived, history.rows).filter(never).count()
+    # A round a minute (two in an outage, without volumes), slices of five minutes: two rows
+    # of every five.
+    assert partials.SLICE_SECONDS == 300 and (rows, kept) == (ROUNDS - 2, ROUNDS // 5 * 2)
 
 
 def test_volumes_whose_files_interleave_are_read_whole(histories):
