@@ -7,6 +7,7 @@ seldom for the forecast's short read (all rows instead)."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from spark.analysis.gaps import HistoryEnd
 from spark.analysis.states import decisions
 from spark.reading.history import line_counts, read_history
 
-from .synthetic import MiB, at, write_rounds
+from .synthetic import MiB, at, instant, write_rounds
 
 START = at(2026, 9, 1, 9, 0)
 ROUNDS = 200  # a round a minute: four hourly files
@@ -45,6 +46,17 @@ def sparse() -> dict:
     return {**regular(), (4, "/data/s"): lambda i: 60 * MiB - i * 100_000 if i % 40 == 39 else None}
 
 
+def with_log_dir_errors(history: Path) -> None:
+    """Broker 3's /data/a offline for six rounds (breaching, with the error), twice."""
+    offline = {instant(START + timedelta(minutes=i)) for i in (*range(20, 26), *range(80, 86))}
+    for file in history.rglob("*.jsonl"):
+        rows = [json.loads(line) for line in file.read_text().splitlines()]
+        for row in rows:
+            if (row["broker_id"], row["log_dir"]) == (3, "/data/a") and row["time"] in offline:
+                row.update(log_dir_error="KAFKA_STORAGE_ERROR" if row["time"] < instant(START + timedelta(minutes=50)) else "OFFLINE", volume_status="breaching")
+        file.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
 def interleave(source: Path, target: Path) -> None:
     """The history's lines in two files of one folder, alternate rounds in each: every
     volume's two files overlap in time."""
@@ -64,6 +76,7 @@ def _sorted(table: DataFrame, columns: list[str] | None = None) -> list[tuple]:
 def histories(spark, tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("histories")
     write_rounds(root / "regular", START, ROUNDS, regular(), outage={150, 151})
+    with_log_dir_errors(root / "regular")
     write_rounds(root / "sparse", START, ROUNDS, sparse(), outage=set())
     interleave(root / "regular", root / "interleaved")
     read = {}
@@ -101,6 +114,8 @@ def test_the_episodes_from_the_rows_kept_per_file_are_those_of_every_row(histori
     whole = violation_episodes(rows, volume_summary(rows), end).collect()
     assert violation_episodes(kept, volumes, end).collect() == whole
     assert {row["end_reason"] for row in whole} >= {"recovered", "gap", "ongoing"}  # the history has each kind of end
+    if name != "sparse":
+        assert {row["log_dir_error"] for row in whole} == {None, "KAFKA_STORAGE_ERROR", "OFFLINE"}
 
 
 def test_of_a_volume_never_in_breach_only_each_slice_s_first_and_last_rows_are_kept(histories):
