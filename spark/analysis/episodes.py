@@ -99,6 +99,9 @@ _LEVEL = {"hard": "hard_limit", "soft": "soft_limit"}
 _NEIGHBOURS = ("status", "limit_kind", "hard_limit", "soft_limit")
 _KEPT = "kept"
 _ERROR_T = "error_t"
+# The fields of a row the episodes read (``violation_episodes``), and whether their rows were
+# enforced (``enforcement.with_enforcement``): what the rows kept for them per file hold.
+EPISODE_FIELDS = (*VOLUME, *_CARRIED, "limit_kind", "check_interval_seconds", "volume_status", _KEPT, "enforced")
 
 
 def _with_status(max_gap_seconds: float | None):

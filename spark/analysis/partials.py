@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 
 from app.decision.fill_rate import GAIN_CONTEXT
 from spark.analysis.brokers import headroom, judged
-from spark.analysis.episodes import DATA, VOLUME, data_rows, metadata_rows, volume_rows
+from spark.analysis.episodes import DATA, EPISODE_FIELDS, VOLUME, data_rows, metadata_rows, volume_rows
 from spark.analysis.forecast import fitted_rows, observed_seconds
 from spark.analysis.gaps import HistoryEnd, gap_limit, still_present
 from spark.analysis.states import blames, decisions
@@ -90,7 +90,7 @@ def derive(lines: DataFrame) -> dict[str, DataFrame]:
     )
     keep = F.broadcast(slices.select(*per_volume, _SLICE, F.col("first_seen").alias("_first"), F.col("last_seen").alias("_last"), "in_breach"))
     kept = F.col("in_breach") | (F.col("time") == F.col("_first")) | (F.col("time") == F.col("_last"))
-    breach_rows = volume_lines.join(keep, [*per_volume, _SLICE]).filter(kept).drop(_SLICE, "_first", "_last", "in_breach")
+    breach_rows = volume_lines.join(keep, [*per_volume, _SLICE]).filter(kept).select(CHUNK, HOLDS, *EPISODE_FIELDS)
     fenced = volume_lines.filter((F.col(HOLDS) == F.lit(DATA)) & (F.col("kept") == F.lit("fenced"))).select(CHUNK, "broker_id", "time").distinct()
     return {
         DECISIONS: decisions(lines, by=(CHUNK,)),
@@ -166,14 +166,14 @@ def _one_of(volumes: list[tuple]) -> Column:
 
 
 def episode_rows(derived: dict[str, DataFrame], rows: DataFrame, holds: str = DATA) -> DataFrame:
-    """The rows the episodes of the volumes that hold ``holds`` need (see the module's note),
-    from ``breach_rows``; a volume whose files interleave in time from all its ``rows``
-    (``History.rows``)."""
+    """The rows the episodes of the volumes that hold ``holds`` need (see the module's note), with
+    EPISODE_FIELDS, from ``breach_rows``; a volume whose files interleave in time from all its
+    ``rows`` (``History.rows``)."""
     kept = derived[BREACH_ROWS].transform(_of(holds)).drop(HOLDS)
     interleaved = _interleaved(derived, holds)
     if not interleaved:
         return kept
-    whole = rows.transform(data_rows if holds == DATA else metadata_rows).filter(_one_of(interleaved))
+    whole = rows.transform(data_rows if holds == DATA else metadata_rows).filter(_one_of(interleaved)).select(CHUNK, *EPISODE_FIELDS)
     return kept.filter(~_one_of(interleaved)).unionByName(whole)
 
 
@@ -193,13 +193,13 @@ def forecast_rows(derived: dict[str, DataFrame], rows: DataFrame, volumes: DataF
     present volume has GAIN_CONTEXT observations between that start and its own window (the
     ones the fit looks back on, which are then the latest before its window, as from every
     row): checked, and all rows are given when one has not."""
-    present = volumes.filter(still_present(epoch_seconds("last_seen"), end, F.col("gap_limit")) & F.col("last_fitted_t").isNotNull())
-    cuts = present.select(*VOLUME, (F.col("last_fitted_t") - F.lit(window_seconds)).alias("cut"))
-    bounds = cuts.agg(F.min("cut").alias("cut")).first()
+    present = still_present(epoch_seconds("last_seen"), end, F.col("gap_limit")) & F.col("last_fitted_t").isNotNull()
+    cut = F.col("last_fitted_t") - F.lit(window_seconds)
+    cuts = volumes.filter(present).select(*VOLUME, cut.alias("cut"))
+    bounds = volumes.agg(F.min(F.when(present, cut)).alias("cut"), F.max("gap_limit").alias("gap")).first()
     if bounds["cut"] is None:  # no volume to forecast
         return rows
-    widest_gap = volumes.agg(F.max("gap_limit")).first()[0] or 0.0
-    start = bounds["cut"] - max(_LEAD_SECONDS, _LEAD_GAPS * widest_gap)
+    start = bounds["cut"] - max(_LEAD_SECONDS, _LEAD_GAPS * (bounds["gap"] or 0.0))
     reaching = [chunk for chunk, last in chunk_ends(derived).items() if last >= start]
     near = rows.filter(F.col(CHUNK).isin(reaching)).filter(observed_seconds() >= F.lit(start))
     before_window = (

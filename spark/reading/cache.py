@@ -35,7 +35,7 @@ from pyspark.sql import functions as F
 from app.history.schema import FIELD_NAMES, PARTITION_PREFIX
 
 # What a cached file holds changed: every file is parsed again once.
-CACHE_VERSION = "3"
+CACHE_VERSION = "4"
 CHUNK = "chunk"  # the column naming the file a row came from (its key)
 LINES = "lines"
 _DONE = "done"
