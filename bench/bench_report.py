@@ -8,7 +8,7 @@ one file per UTC hour, the writer's fields in its order):
 
 - ``cold``: ``throttle-report --cache DIR`` with an empty cache;
 - ``warm``: rounds appended to the last day's last hour file (as the service does), then the
-  same command with the same cache: only that day is parsed again;
+  same command with the same cache: only that file is parsed again;
 - ``duckdb``: DuckDB's ``read_json`` of the same files with the fields' declared types, written
   to Parquet (the parse the cache does, without its checks), on 2 threads;
 - ``json``: the reader's parse step (``checked_lines`` into Parquet) from Spark's JSON data
@@ -157,10 +157,10 @@ def append_rounds(directory: Path, rows: int, shape: Shape, rounds: int) -> tupl
 class Run:
     wall: float
     job: float
-    parse: float | None  # with --cache: parsing the new or changed days into the cache
+    parse: float | None  # with --cache: parsing the new or changed files into the cache, with their derived tables
     read: float  # the read step: the parse and the pass that counts the lines and finds the rounds
     task_cpu: float  # CPU seconds of Spark's tasks (from its event log): steadier than wall time on a busy machine
-    parse_cpu: float | None  # of them, the parse job's (with --cache)
+    parse_cpu: float | None  # of them, the parse and derive jobs' (with --cache)
     rows: int
     skipped: int
     stdout: str
@@ -173,20 +173,22 @@ def _at(pattern: str, stdout: str) -> float | None:
 
 
 def _task_cpu(events: Path) -> tuple[float, float | None]:
-    """CPU seconds of every task in Spark's event logs under ``events``, and of the first job's
-    (the parse, with --cache: ``read_cached`` writes the parsed days before anything else runs)."""
-    total, first_job, stages_of_first = 0, 0, None
+    """CPU seconds of every task in Spark's event logs under ``events``, and of the jobs that
+    parse history files and derive their tables (``reading.cache`` names them so)."""
+    total, parsing, stages_parsing = 0, 0, set()
     for log in sorted(f for f in events.rglob("*") if f.is_file()):
         for line in log.open(errors="replace"):
-            if '"SparkListenerJobStart"' in line and stages_of_first is None:
-                stages_of_first = set(json.loads(line)["Stage IDs"])
+            if '"SparkListenerJobStart"' in line:
+                job = json.loads(line)
+                if job.get("Properties", {}).get("spark.job.description", "").startswith(("parse ", "derive ")):
+                    stages_parsing |= set(job["Stage IDs"])
             elif '"SparkListenerTaskEnd"' in line:
                 event = json.loads(line)
                 cpu = (event.get("Task Metrics") or {}).get("Executor CPU Time", 0)
                 total += cpu
-                if stages_of_first and event["Stage ID"] in stages_of_first:
-                    first_job += cpu
-    return total / 1e9, first_job / 1e9 if stages_of_first else None
+                if event["Stage ID"] in stages_parsing:
+                    parsing += cpu
+    return total / 1e9, parsing / 1e9 if stages_parsing else None
 
 
 def run_report(history: Path, output: Path, master: str, cache: Path | None = None) -> Run:
@@ -363,8 +365,8 @@ def incremental(args, work: Path) -> None:
         timings.update({"cold": cold.wall, "cold: job": cold.job, "cold: parse": cold.parse})
         cpus.update({"cold": cold.task_cpu, "cold: parse": cold.parse_cpu})
         print(
-            f"cold (empty cache): {cold.wall:.1f} s wall, job {cold.job:.1f} s (parse into the cache {cold.parse:.1f} s, read step {cold.read:.1f} s); "
-            f"task CPU {cold.task_cpu:.1f} s (parse {cold.parse_cpu:.1f} s); "
+            f"cold (empty cache): {cold.wall:.1f} s wall, job {cold.job:.1f} s (parse and derive into the cache {cold.parse:.1f} s, read step {cold.read:.1f} s); "
+            f"task CPU {cold.task_cpu:.1f} s (parse and derive {cold.parse_cpu:.1f} s); "
             f"load average before {before}, after {load()}",
             flush=True,
         )
@@ -379,12 +381,12 @@ def incremental(args, work: Path) -> None:
             os.truncate(last, size_before)  # the history as generated, for the next part or run
         print(_progress_lines(warm.stdout), end="")
         assert (warm.rows, warm.skipped) == (rows + appended, 0), f"the warm report kept {warm.rows:,} rows, skipped {warm.skipped:,}"
-        assert f"parsed 1 days, reused {len(days) - 1}" in warm.stdout, "the warm run did not parse exactly the last day"
+        assert f"parsed 1 days, reused {len(days) - 1} (files: parsed 1," in warm.stdout, "the warm run did not parse exactly the changed file"
         timings.update({"warm": warm.wall, "warm: job": warm.job, "warm: parse": warm.parse})
         cpus.update({"warm": warm.task_cpu, "warm: parse": warm.parse_cpu})
         print(
             f"warm ({days[-1]} changed: {appended:,} rows appended to {last.name}): {warm.wall:.1f} s wall, job {warm.job:.1f} s "
-            f"(parse of the last day {warm.parse:.1f} s, read step {warm.read:.1f} s); task CPU {warm.task_cpu:.1f} s (parse {warm.parse_cpu:.1f} s); load average before {before}, after {load()}",
+            f"(parse and derive of the changed file {warm.parse:.1f} s, read step {warm.read:.1f} s); task CPU {warm.task_cpu:.1f} s (parse and derive {warm.parse_cpu:.1f} s); load average before {before}, after {load()}",
             flush=True,
         )
     if "duckdb" in parts:

@@ -47,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--until", type=_instant, metavar="T", help="first instant to leave out")
     parser.add_argument("--master", metavar="URL", help="Spark master (default: spark-submit's, else local[*])")
     parser.add_argument(
-        "--cache", metavar="DIR", help="keep each day of the history parsed in DIR, and parse a day again only when its files change (a local or mounted path)"
+        "--cache", metavar="DIR", help="keep each file of the history parsed in DIR, with what the report derives from it, and parse a file again only when it changes (a local or HDFS path)"
     )
     parser.add_argument(
         "--max-gap", type=_seconds, metavar="SECONDS", help="observations further apart than this split episodes (default: 3 x the recorded check interval)"

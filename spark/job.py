@@ -111,6 +111,7 @@ def run_report(
 
     def done(step: str, message: str) -> None:
         nonlocal step_started
+        spark.sparkContext.setJobDescription(f"after {step}")  # Spark's UI and event log: which step a job is of
         now = time.perf_counter()
         report.seconds[step] = now - step_started
         step_started = now

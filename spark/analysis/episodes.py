@@ -98,6 +98,10 @@ _LEVEL = {"hard": "hard_limit", "soft": "soft_limit"}
 # Of the observations before and after each one, what the episodes compare with it.
 _NEIGHBOURS = ("status", "limit_kind", "hard_limit", "soft_limit")
 _KEPT = "kept"
+_ERROR_T = "error_t"
+# The fields of a row the episodes read (``violation_episodes``), and whether their rows were
+# enforced (``enforcement.with_enforcement``): what the rows kept for them per file hold.
+EPISODE_FIELDS = (*VOLUME, *_CARRIED, "limit_kind", "check_interval_seconds", "volume_status", _KEPT, "enforced")
 
 
 def _with_status(max_gap_seconds: float | None):
@@ -245,7 +249,10 @@ def _episodes(rows: DataFrame) -> DataFrame:
         F.min("available_ratio").alias("worst_available_ratio"),
         F.max("total_bytes").alias("total_bytes"),
         F.count(F.lit(1)).alias("observations"),
-        F.max_by("log_dir_error", F.when(F.col("log_dir_error").isNotNull(), F.col("t"))).alias("log_dir_error"),  # the last one
+        # When the last log dir error of the episode was observed: its text is looked up after
+        # (a text in the aggregation would make Spark sort every row in breach instead of
+        # aggregating them in a hash table).
+        F.max(F.when(F.col("log_dir_error").isNotNull(), F.col("t"))).alias(_ERROR_T),
     )
     return grouped.select(
         _VOLUME_ID,
@@ -261,8 +268,15 @@ def _episodes(rows: DataFrame) -> DataFrame:
         "worst_available_ratio",
         "total_bytes",
         "observations",
-        "log_dir_error",
+        _ERROR_T,
     )
+
+
+def _errors(rows: DataFrame) -> DataFrame:
+    """The log dir errors of the rows (``_with_status``), by volume and time: what an episode's
+    ``_ERROR_T`` names."""
+    with_error = rows.filter(F.col("log_dir_error").isNotNull())
+    return with_error.groupBy(_VOLUME_ID, F.col("t").alias(_ERROR_T)).agg(F.max("log_dir_error").alias("log_dir_error"))
 
 
 def _volume_ids(volumes: DataFrame) -> DataFrame:
@@ -277,14 +291,13 @@ def violation_episodes(rows: DataFrame, volumes: DataFrame, end: HistoryEnd, max
     """One row per episode, ordered by volume, limit kind and start. ``volumes``: one row per
     volume (``broker_id``, ``log_dir``), e.g. ``brokers.volume_summary(rows)``."""
     ids = F.broadcast(_volume_ids(volumes))
+    statused = rows.transform(volume_rows).join(ids, list(VOLUME)).transform(_with_status(max_gap_seconds))
     return (
-        rows.transform(volume_rows)
-        .join(ids, list(VOLUME))
-        .transform(_with_status(max_gap_seconds))
-        .transform(_with_neighbours)
+        statused.transform(_with_neighbours)
         .transform(_with_episode_numbers)
         .transform(_one_row_per_kind(end))
         .transform(_episodes)
+        .join(_errors(statused), [_VOLUME_ID, _ERROR_T], "left")
         .join(ids, _VOLUME_ID)
         .select(*VOLUME, *_EPISODE_COLUMNS)
         # Not orderBy: its range partitioning samples its input first, and no shuffle stands

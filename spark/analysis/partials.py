@@ -9,15 +9,17 @@ Per file (``derive``), each table with the file's CHUNK:
 - ``volumes``: per volume and what it holds (data / metadata), the volume summary's minima,
   maxima and counts, its first and last observation in the file, whether any observation of
   the file was in breach of a limit, and the last observation the forecast may fit;
-- ``breach_rows``: the rows the episodes need of it: every row of a volume that was in breach
-  of a limit somewhere in the file, and of the others their first and last row in the file;
+- ``breach_rows``: the rows the episodes need of it: every row of a volume in a slice of the
+  file (SLICE_SECONDS) where it was in breach of a limit, and of its other slices the first
+  and last row;
 - ``fenced``: the rounds in which a fenced broker's observation was kept.
 
 Why ``breach_rows`` gives the episodes of every row: an episode is made of the rows in breach
 and looks at the row before and the row after each of them (``episodes._with_neighbours``).
-Within a file, a volume with a row in breach keeps all its rows; a row's neighbour in another
-file is that file's first or last row of the volume, when the files' times do not interleave
-for that volume. They do not for the files the service writes (one per hour, in time order);
+Within a slice of a file, a volume with a row in breach keeps all its rows; a row's neighbour
+in another slice is that slice's first or last row of the volume, when the slices' times do not
+interleave for that volume: those of one file never do (a slice is a span of time), nor do two
+files' when the files' times do not interleave for that volume. They do not for the files the service writes (one per hour, in time order);
 a volume whose files do interleave (files joined or edited by hand) is read whole instead
 (``episode_rows``)."""
 
@@ -28,7 +30,7 @@ from pyspark.sql import functions as F
 
 from app.decision.fill_rate import GAIN_CONTEXT
 from spark.analysis.brokers import headroom, judged
-from spark.analysis.episodes import DATA, VOLUME, data_rows, metadata_rows, volume_rows
+from spark.analysis.episodes import DATA, EPISODE_FIELDS, VOLUME, data_rows, metadata_rows, volume_rows
 from spark.analysis.forecast import fitted_rows, observed_seconds
 from spark.analysis.gaps import HistoryEnd, gap_limit, still_present
 from spark.analysis.states import blames, decisions
@@ -38,6 +40,7 @@ from spark.reading.history import SKIP_REASON, epoch_seconds, valid
 HOLDS = "volume_holds"  # data / metadata: the episodes of each are apart
 METADATA = "metadata"
 DECISIONS, SKIPPED, VOLUMES, BREACH_ROWS, FENCED = "decisions", "skipped", "volumes", "breach_rows", "fenced"
+_SLICE = "slice"
 
 
 def _with_holds(lines: DataFrame) -> DataFrame:
@@ -45,26 +48,49 @@ def _with_holds(lines: DataFrame) -> DataFrame:
     return lines.filter(valid()).transform(volume_rows).withColumn(HOLDS, holds).filter(F.col(HOLDS).isNotNull())
 
 
+# The rows the episodes need are chosen per slice of SLICE_SECONDS of a file (see the module's
+# note: a slice stands for a file there, its times never interleave with another's): all rows
+# of a volume's slice with a row in breach, two of every other (the first and last). About a
+# fifteenth of a volume's rows at a round every 10 s outside its breaches.
+SLICE_SECONDS = 300
+# A volume's ``holds`` (``app.history.schema``) aggregated as its index here, so that Spark
+# aggregates in a hash table instead of sorting every row; in the order of the text, so that
+# the greatest index is the greatest text.
+_HOLDS_VALUES = ("data", "data,metadata", "metadata")
+
+
 def derive(lines: DataFrame) -> dict[str, DataFrame]:
     """The tables kept per file, from the lines (``History.lines``, with CHUNK) of some files."""
-    volume_lines = _with_holds(lines)
+    volume_lines = _with_holds(lines).withColumn(_SLICE, F.floor(F.unix_micros("time") / F.lit(SLICE_SECONDS * 1_000_000)))
     per_volume = (CHUNK, HOLDS, *VOLUME)
-    volumes = volume_lines.groupBy(*per_volume).agg(
-        F.min("time").alias("first_seen"),
-        F.max("time").alias("last_seen"),
-        F.count(F.lit(1)).alias("observations"),
-        F.min(F.when(F.col("usable_bytes") >= 0, F.col("usable_bytes"))).alias("min_usable_bytes"),
-        F.min("available_ratio").alias("min_available_ratio"),
-        F.max("check_interval_seconds").alias("check_interval_seconds"),
-        F.min(F.when(judged(), headroom())).alias("headroom"),
-        F.max(F.when(fitted_rows(), F.col("time"))).alias("last_fitted"),
-        F.max(F.when(fitted_rows(), observed_seconds())).alias("last_fitted_t"),
-        F.max(blames()).alias("in_breach"),
-        F.max("holds").alias("holds"),
+    # One pass over the rows, per slice; the volumes' summaries are made of the slices'.
+    slices = (
+        volume_lines.groupBy(*per_volume, _SLICE)
+        .agg(
+            F.min("time").alias("first_seen"),
+            F.max("time").alias("last_seen"),
+            F.count(F.lit(1)).alias("observations"),
+            F.min(F.when(F.col("usable_bytes") >= 0, F.col("usable_bytes"))).alias("min_usable_bytes"),
+            F.min("available_ratio").alias("min_available_ratio"),
+            F.max("check_interval_seconds").alias("check_interval_seconds"),
+            F.min(F.when(judged(), headroom())).alias("headroom"),
+            F.max(F.when(fitted_rows(), F.col("time"))).alias("last_fitted"),
+            F.max(F.when(fitted_rows(), observed_seconds())).alias("last_fitted_t"),
+            F.max(blames()).alias("in_breach"),
+            F.max(F.array_position(F.array(*[F.lit(v) for v in _HOLDS_VALUES]), F.col("holds"))).alias("holds"),
+        )
+        .persist()
     )
-    keep = F.broadcast(volumes.select(*per_volume, F.col("first_seen").alias("_first"), F.col("last_seen").alias("_last"), "in_breach"))
+    volumes = slices.groupBy(*per_volume).agg(
+        F.min("first_seen").alias("first_seen"),
+        F.max("last_seen").alias("last_seen"),
+        F.sum("observations").alias("observations"),
+        *[F.min(name).alias(name) for name in ("min_usable_bytes", "min_available_ratio", "headroom")],
+        *[F.max(name).alias(name) for name in ("check_interval_seconds", "last_fitted", "last_fitted_t", "in_breach", "holds")],
+    )
+    keep = F.broadcast(slices.select(*per_volume, _SLICE, F.col("first_seen").alias("_first"), F.col("last_seen").alias("_last"), "in_breach"))
     kept = F.col("in_breach") | (F.col("time") == F.col("_first")) | (F.col("time") == F.col("_last"))
-    breach_rows = volume_lines.join(keep, list(per_volume)).filter(kept).drop("_first", "_last", "in_breach")
+    breach_rows = volume_lines.join(keep, [*per_volume, _SLICE]).filter(kept).select(CHUNK, HOLDS, *EPISODE_FIELDS)
     fenced = volume_lines.filter((F.col(HOLDS) == F.lit(DATA)) & (F.col("kept") == F.lit("fenced"))).select(CHUNK, "broker_id", "time").distinct()
     return {
         DECISIONS: decisions(lines, by=(CHUNK,)),
@@ -98,7 +124,7 @@ def _of(holds: str):
 
 def volume_summary(derived: dict[str, DataFrame], holds: str = DATA, max_gap_seconds: float | None = None) -> DataFrame:
     """``brokers.volume_summary`` of the volumes that hold ``holds``, from the files' shares,
-    with ``holds`` (the last kind the volume's rows named) and ``last_fitted_t`` (the time the
+    with ``holds`` (the greatest text its rows had) and ``last_fitted_t`` (the time the
     last observation the forecast may fit was made)."""
     return (
         derived[VOLUMES]
@@ -114,7 +140,7 @@ def volume_summary(derived: dict[str, DataFrame], holds: str = DATA, max_gap_sec
             F.min("headroom").alias("headroom"),
             F.max("last_fitted").alias("last_fitted"),
             F.max("last_fitted_t").alias("last_fitted_t"),
-            F.max("holds").alias("holds"),
+            F.element_at(F.array(*[F.lit(v) for v in _HOLDS_VALUES]), F.max("holds").cast("int")).alias("holds"),
         )
     )
 
@@ -140,14 +166,14 @@ def _one_of(volumes: list[tuple]) -> Column:
 
 
 def episode_rows(derived: dict[str, DataFrame], rows: DataFrame, holds: str = DATA) -> DataFrame:
-    """The rows the episodes of the volumes that hold ``holds`` need (see the module's note),
-    from ``breach_rows``; a volume whose files interleave in time from all its ``rows``
-    (``History.rows``)."""
+    """The rows the episodes of the volumes that hold ``holds`` need (see the module's note), with
+    EPISODE_FIELDS, from ``breach_rows``; a volume whose files interleave in time from all its
+    ``rows`` (``History.rows``)."""
     kept = derived[BREACH_ROWS].transform(_of(holds)).drop(HOLDS)
     interleaved = _interleaved(derived, holds)
     if not interleaved:
         return kept
-    whole = rows.transform(data_rows if holds == DATA else metadata_rows).filter(_one_of(interleaved))
+    whole = rows.transform(data_rows if holds == DATA else metadata_rows).filter(_one_of(interleaved)).select(CHUNK, *EPISODE_FIELDS)
     return kept.filter(~_one_of(interleaved)).unionByName(whole)
 
 
@@ -167,13 +193,13 @@ def forecast_rows(derived: dict[str, DataFrame], rows: DataFrame, volumes: DataF
     present volume has GAIN_CONTEXT observations between that start and its own window (the
     ones the fit looks back on, which are then the latest before its window, as from every
     row): checked, and all rows are given when one has not."""
-    present = volumes.filter(still_present(epoch_seconds("last_seen"), end, F.col("gap_limit")) & F.col("last_fitted_t").isNotNull())
-    cuts = present.select(*VOLUME, (F.col("last_fitted_t") - F.lit(window_seconds)).alias("cut"))
-    bounds = cuts.agg(F.min("cut").alias("cut")).first()
+    present = still_present(epoch_seconds("last_seen"), end, F.col("gap_limit")) & F.col("last_fitted_t").isNotNull()
+    cut = F.col("last_fitted_t") - F.lit(window_seconds)
+    cuts = volumes.filter(present).select(*VOLUME, cut.alias("cut"))
+    bounds = volumes.agg(F.min(F.when(present, cut)).alias("cut"), F.max("gap_limit").alias("gap")).first()
     if bounds["cut"] is None:  # no volume to forecast
         return rows
-    widest_gap = volumes.agg(F.max("gap_limit")).first()[0] or 0.0
-    start = bounds["cut"] - max(_LEAD_SECONDS, _LEAD_GAPS * widest_gap)
+    start = bounds["cut"] - max(_LEAD_SECONDS, _LEAD_GAPS * (bounds["gap"] or 0.0))
     reaching = [chunk for chunk, last in chunk_ends(derived).items() if last >= start]
     near = rows.filter(F.col(CHUNK).isin(reaching)).filter(observed_seconds() >= F.lit(start))
     before_window = (

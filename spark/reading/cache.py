@@ -31,11 +31,12 @@ from datetime import datetime
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from app.history.schema import FIELD_NAMES, PARTITION_PREFIX
 
 # What a cached file holds changed: every file is parsed again once.
-CACHE_VERSION = "2"
+CACHE_VERSION = "4"
 CHUNK = "chunk"  # the column naming the file a row came from (its key)
 LINES = "lines"
 _DONE = "done"
@@ -174,12 +175,14 @@ def _parse_into(spark: SparkSession, staging: str, stale: list[HistoryFile], par
     parsed = parse([f.path for f in stale]).join(F.broadcast(keys), _FILE_PATH, "left")
     unknown = F.raise_error(F.concat(F.lit("a line of a file not listed: "), F.col(_FILE_PATH)))
     parsed = parsed.withColumn(CHUNK, F.coalesce(F.col(CHUNK), unknown)).drop(_FILE_PATH)
+    spark.sparkContext.setJobDescription(f"parse {len(stale)} history files")
     parsed.write.partitionBy(CHUNK).parquet(f"{staging}/{LINES}")
     written = _FileSystem(spark, staging).exists(f"{staging}/{LINES}")
     lines = spark.read.parquet(f"{staging}/{LINES}") if written else empty_lines(spark, parsed.schema)
     derived = derive(lines)
     if written:
         for name, table in derived.items():
+            spark.sparkContext.setJobDescription(f"derive {name} of {len(stale)} history files")
             table.write.partitionBy(CHUNK).parquet(f"{staging}/{name}")
     return [LINES, *derived]
 
@@ -188,10 +191,13 @@ def empty_lines(spark: SparkSession, schema) -> DataFrame:
     return spark.createDataFrame([], schema)
 
 
-def read_cached(spark: SparkSession, files: list[HistoryFile], cache: str, parse: Parse, derive: Derive, prune: bool = True) -> Cached:
+def read_cached(
+    spark: SparkSession, files: list[HistoryFile], cache: str, parse: Parse, derive: Derive, lines_schema: T.StructType, prune: bool = True
+) -> Cached:
     """The history's ``files`` from the cache at ``cache``: the files not in it (or changed)
     are parsed first, all in one Spark job, by ``parse``, and their tables derived by ``derive``.
-    ``prune``: ``files`` is the whole history, so files no longer in it leave the cache."""
+    ``lines_schema``: what ``parse`` gives, with CHUNK. ``prune``: ``files`` is the whole
+    history, so files no longer in it leave the cache."""
     cache = cache.rstrip("/")
     fs = _FileSystem(spark, cache)
     fs.mkdirs(f"{cache}/{_DONE}")
@@ -221,10 +227,15 @@ def read_cached(spark: SparkSession, files: list[HistoryFile], cache: str, parse
             for folder in fs.list(f"{cache}/{table}"):
                 if folder.getPath().getName().removeprefix(f"{CHUNK}=") not in current:
                     fs.delete(folder.getPath().toString())
+    # Each table read with the schema it was written with: Spark need not read the files'
+    # footers to find it (a job per table).
+    schemas = {LINES: lines_schema, **{name: table.schema for name, table in derive(empty_lines(spark, lines_schema)).items()}}
+    spark.sparkContext.setJobDescription("read the cached history")
     tables = {}
     for table in tables_present:
         chunks = {status.getPath().getName() for status in fs.list(f"{cache}/{table}")}
         present = [_chunk_dir(cache, table, f.key) for f in files if f"{CHUNK}={f.key}" in chunks]
         if present:
-            tables[table] = spark.read.option("basePath", f"{cache}/{table}").parquet(*present)
+            reader = spark.read.option("basePath", f"{cache}/{table}")
+            tables[table] = (reader.schema(schemas[table]) if table in schemas else reader).parquet(*present)
     return Cached(tables, tuple(files), tuple(stale))

@@ -101,12 +101,12 @@ def read_history(
     derive = derive or (lambda lines: {})
     files = history_files(spark, path, since, until)
     whole = since is None and until is None
-    cached = read_cached(
-        spark, files, cache or parsed, lambda paths: checked_lines(_json(spark, paths), keep=(_FILE_PATH,)), derive if whole else (lambda lines: {}), prune=whole
-    )
+    schema = T.StructType([*LINES_SCHEMA.fields, T.StructField(CHUNK, T.StringType())])
+    parse = lambda paths: checked_lines(_json(spark, paths), keep=(_FILE_PATH,))  # noqa: E731
+    cached = read_cached(spark, files, cache or parsed, parse, derive if whole else (lambda lines: {}), schema, prune=whole)
     lines = cached.tables.get(LINES)
     if lines is None:
-        lines = empty_lines(spark, T.StructType([*LINES_SCHEMA.fields, T.StructField(CHUNK, T.StringType())]))
+        lines = empty_lines(spark, schema)
     if whole:
         derived = dict(cached.tables)
         for name, table in derive(lines).items():  # a table no file has a row of: empty

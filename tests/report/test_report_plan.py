@@ -4,6 +4,7 @@ forecast reads the rows once."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -42,12 +43,15 @@ def physical_plan(table) -> str:
 
 def test_every_row_goes_through_the_episode_sort_once_and_the_episodes_are_not_range_sorted(history):
     """An orderBy on the episodes would sample its input, and with no shuffle between the
-    episodes and the sort by volume and time, sampling would run that sort a second time."""
+    episodes and the sort by volume and time, sampling would run that sort a second time. The
+    lookup of the episodes' last log dir error shuffles only the rows with an error."""
     volumes = volume_summary(history.rows)
     episodes = violation_episodes(history.rows, volumes, END)
     plan = physical_plan(episodes)
     assert "rangepartitioning" not in plan
-    assert plan.count("Exchange hashpartitioning(volume_id") == 1
+    assert len(re.findall(r"Exchange hashpartitioning\(volume_id#\d+, \d+\)", plan)) == 1
+    lookup = plan[plan.index("Exchange hashpartitioning(volume_id#", plan.index("BroadcastExchange")) :]
+    assert "isnotnull(log_dir_error" in lookup.split("FileScan")[0]
     assert episodes.count() == 2  # the hard and the soft episode: the plan is the one that runs
 
 

@@ -1,0 +1,164 @@
+"""The report's inputs made from each file's share (spark/analysis/partials.py) are the ones
+made from every row: the per-volume summary, the rounds, the episodes and the forecast, on
+histories where the shares are small (hourly files, volumes in breach for a while), where
+a volume's files interleave in time (read whole instead), and where a volume is observed too
+seldom for the forecast's short read (all rows instead)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from spark.analysis import partials
+from spark.analysis.brokers import volume_summary
+from spark.analysis.episodes import data_rows, metadata_rows, violation_episodes, volume_rows
+from spark.analysis.forecast import fill_forecast
+from spark.analysis.gaps import HistoryEnd
+from spark.analysis.states import decisions
+from spark.reading.history import line_counts, read_history
+
+from .synthetic import MiB, at, instant, write_rounds
+
+START = at(2026, 9, 1, 9, 0)
+ROUNDS = 200  # a round a minute: four hourly files
+WINDOW = 1800.0  # the forecast's window: half an hour, so most of the history is before it
+
+
+def regular() -> dict:
+    return {
+        (1, "/data/a"): lambda i: max(95 * MiB - i * MiB // 2, 2 * MiB),  # fills into the soft, then the hard limit
+        (1, "/data/b"): lambda i: 50 * MiB,  # never near
+        (2, "/data/a"): lambda i: 8 * MiB if 60 <= i < 75 or 130 <= i < 190 else 60 * MiB,  # two hard episodes
+        (2, "/data/b"): lambda i: None if 100 <= i < 110 else 70 * MiB - i * 10_000,  # a gap, filling slowly
+        (3, "/data/a"): lambda i: 15 * MiB if i % 50 < 3 else 30 * MiB,  # short soft breaches
+        (3, "/data/g"): lambda i: None if 100 <= i < 110 else 5 * MiB if i < 120 else 40 * MiB,  # in breach across a gap
+    }
+
+
+def sparse() -> dict:
+    """A volume observed every 40 minutes, up to the last round: fewer observations than the
+    forecast's short read needs."""
+    return {**regular(), (4, "/data/s"): lambda i: 60 * MiB - i * 100_000 if i % 40 == 39 else None}
+
+
+def with_log_dir_errors(history: Path) -> None:
+    """Broker 3's /data/a offline for six rounds (breaching, with the error), twice."""
+    offline = {instant(START + timedelta(minutes=i)) for i in (*range(20, 26), *range(80, 86))}
+    for file in history.rglob("*.jsonl"):
+        rows = [json.loads(line) for line in file.read_text().splitlines()]
+        for row in rows:
+            if (row["broker_id"], row["log_dir"]) == (3, "/data/a") and row["time"] in offline:
+                row.update(log_dir_error="KAFKA_STORAGE_ERROR" if row["time"] < instant(START + timedelta(minutes=50)) else "OFFLINE", volume_status="breaching")
+        file.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def interleave(source: Path, target: Path) -> None:
+    """The history's lines in two files of one folder, alternate rounds in each: every
+    volume's two files overlap in time."""
+    lines = sorted(line for file in source.rglob("*.jsonl") for line in file.read_text().splitlines())
+    target.mkdir()
+    times = sorted({json.loads(line)["time"] for line in lines})
+    odd = {t for n, t in enumerate(times) if n % 2}
+    (target / "a.jsonl").write_text("".join(line + "\n" for line in lines if json.loads(line)["time"] in odd))
+    (target / "b.jsonl").write_text("".join(line + "\n" for line in lines if json.loads(line)["time"] not in odd))
+
+
+def _sorted(table: DataFrame, columns: list[str] | None = None) -> list[tuple]:
+    return sorted((tuple(row) for row in table.select(*(columns or table.columns)).collect()), key=repr)
+
+
+@pytest.fixture(scope="module")
+def histories(spark, tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("histories")
+    write_rounds(root / "regular", START, ROUNDS, regular(), outage={150, 151})
+    with_log_dir_errors(root / "regular")
+    write_rounds(root / "sparse", START, ROUNDS, sparse(), outage=set())
+    interleave(root / "regular", root / "interleaved")
+    read = {}
+    for name in ("regular", "sparse", "interleaved"):
+        history = read_history(spark, str(root / name), str(root / f"{name}-parsed"), derive=partials.derive)
+        counts = line_counts(decisions(history.lines))
+        volumes = volume_summary(history.rows.transform(data_rows))
+        last_seen = volumes.agg({"last_seen": "max"}).first()[0].timestamp()
+        read[name] = (history, HistoryEnd(counts.last_time, last_seen))
+    return read
+
+
+NAMES = ("regular", "sparse", "interleaved")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_rounds_and_line_counts_from_the_shares_are_those_of_every_line(histories, name):
+    history, _ = histories[name]
+    assert _sorted(partials.round_decisions(history.derived)) == _sorted(decisions(history.lines))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_volume_summary_from_the_shares_is_that_of_every_row(histories, name):
+    history, _ = histories[name]
+    whole = volume_summary(history.rows.transform(data_rows))
+    assert _sorted(partials.volume_summary(history.derived), whole.columns) == _sorted(whole)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_episodes_from_the_rows_kept_per_file_are_those_of_every_row(histories, name):
+    history, end = histories[name]
+    rows = history.rows.transform(data_rows)
+    volumes = partials.volume_summary(history.derived)
+    kept = partials.episode_rows(history.derived, history.rows)
+    whole = violation_episodes(rows, volume_summary(rows), end).collect()
+    assert violation_episodes(kept, volumes, end).collect() == whole
+    assert {row["end_reason"] for row in whole} >= {"recovered", "gap", "ongoing"}  # the history has each kind of end
+    if name != "sparse":
+        assert {row["log_dir_error"] for row in whole} == {None, "KAFKA_STORAGE_ERROR", "OFFLINE"}
+
+
+def test_of_a_volume_never_in_breach_only_each_slice_s_first_and_last_rows_are_kept(histories):
+    history, _ = histories["regular"]
+    never = (F.col("broker_id") == 1) & (F.col("log_dir") == "/data/b")
+    rows = history.rows.filter(never).count()
+    kept = partials.episode_rows(history.derived, history.rows).filter(never).count()
+    # A round a minute (two in an outage, without volumes), slices of five minutes: two rows
+    # of every five.
+    assert partials.SLICE_SECONDS == 300 and (rows, kept) == (ROUNDS - 2, ROUNDS // 5 * 2)
+
+
+def test_volumes_whose_files_interleave_are_read_whole(histories):
+    history, _ = histories["interleaved"]
+    assert partials.episode_rows(history.derived, history.rows).count() == history.rows.transform(data_rows).transform(volume_rows).count()
+    regular_history, _ = histories["regular"]
+    assert partials._interleaved(regular_history.derived, partials.DATA) == []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_forecast_from_the_rows_near_the_end_is_that_of_every_row(histories, name):
+    history, end = histories[name]
+    rows = history.rows.transform(data_rows)
+    volumes = partials.volume_summary(history.derived)
+    near = partials.forecast_rows(history.derived, rows, volumes, end, WINDOW)
+    whole = fill_forecast(rows, volume_summary(rows), end, WINDOW).collect()
+    assert fill_forecast(near, volumes, end, WINDOW).collect() == whole
+    assert any(row["fill_rate_bytes_per_second"] for row in whole)
+
+
+def test_the_forecast_reads_only_the_last_files_of_regular_volumes_and_every_row_of_a_sparse_one(histories):
+    regular_history, regular_end = histories["regular"]
+    rows = regular_history.rows.transform(data_rows)
+    near = partials.forecast_rows(regular_history.derived, rows, partials.volume_summary(regular_history.derived), regular_end, WINDOW)
+    assert near.count() < rows.count() / 2
+    sparse_history, sparse_end = histories["sparse"]
+    rows = sparse_history.rows.transform(data_rows)
+    near = partials.forecast_rows(sparse_history.derived, rows, partials.volume_summary(sparse_history.derived), sparse_end, WINDOW)
+    assert near.count() == rows.count()
+
+
+def test_no_metadata_rows_means_no_metadata_share(histories):
+    history, _ = histories["regular"]
+    assert not partials.has_metadata(history.derived)
+    assert history.rows.transform(metadata_rows).isEmpty()
+
