@@ -232,10 +232,9 @@ def read_cached(
     schemas = {LINES: lines_schema, **{name: table.schema for name, table in derive(empty_lines(spark, lines_schema)).items()}}
     spark.sparkContext.setJobDescription("read the cached history")
     tables = {}
-    for table in tables_present:
+    for table in (name for name in tables_present if name in schemas):  # not the tables a run with other tables left
         chunks = {status.getPath().getName() for status in fs.list(f"{cache}/{table}")}
         present = [_chunk_dir(cache, table, f.key) for f in files if f"{CHUNK}={f.key}" in chunks]
         if present:
-            reader = spark.read.option("basePath", f"{cache}/{table}")
-            tables[table] = (reader.schema(schemas[table]) if table in schemas else reader).parquet(*present)
+            tables[table] = spark.read.option("basePath", f"{cache}/{table}").schema(schemas[table]).parquet(*present)
     return Cached(tables, tuple(files), tuple(stale))
