@@ -44,7 +44,15 @@ def runs(spark, tmp_path_factory):
     write_rounds(history, DAYS[-1].replace(hour=11), 30, volumes(), outage=set())  # today goes on
     one_day = report("one-day")
     uncached = report("uncached", use_cache=False)
-    return {"cold": cold, "unchanged": unchanged, "one_day": one_day, "uncached": uncached}
+
+    def between(name: str, use_cache: bool):  # the second and third days only
+        output = tmp_path_factory.mktemp(name)
+        result = run_report(spark, str(history), str(output), since=DAYS[1], until=DAYS[2].replace(hour=10, minute=30), cache=str(cache) if use_cache else None)
+        return result, csvs(output)
+
+    ranged = between("ranged", True), between("ranged-uncached", False)
+    after_range = report("after-range")
+    return {"cold": cold, "unchanged": unchanged, "one_day": one_day, "uncached": uncached, "ranged": ranged, "after_range": after_range}
 
 
 def test_a_cold_run_parses_every_day(runs):
@@ -64,3 +72,11 @@ def test_a_run_after_one_day_changed_parses_that_day_only_and_equals_a_run_witho
     assert result.rows == runs["uncached"][0].rows == (3 * 40 + 30) * 2
     assert tables == runs["uncached"][1]
     assert tables != runs["cold"][1]  # the appended rounds are in it
+
+
+def test_a_run_with_since_and_until_from_the_cache_equals_one_without_and_leaves_the_other_days_cached(runs):
+    (cached, cached_tables), (uncached, uncached_tables) = runs["ranged"]
+    assert cached.rows == uncached.rows == (40 + 30) * 2 and cached_tables == uncached_tables
+    assert cached.parsed_days == () and cached.reused_days == ("2026-08-02", "2026-08-03")
+    after, tables = runs["after_range"]
+    assert after.parsed_days == () and tables == runs["one_day"][1]
