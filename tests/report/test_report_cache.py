@@ -80,3 +80,13 @@ def test_a_run_with_since_and_until_from_the_cache_equals_one_without_and_leaves
     assert cached.parsed_days == () and cached.reused_days == ("2026-08-02", "2026-08-03")
     after, tables = runs["after_range"]
     assert after.parsed_days == () and tables == runs["one_day"][1]
+
+
+def test_files_named_with_spaces_and_escapes_are_read_and_cached(spark, tmp_path):
+    """Spark names a line's file by its escaped URI; the cache maps it back to the file."""
+    history, cache = tmp_path / "history", tmp_path / "cache"
+    write_rounds(history, DAYS[0], 5, volumes(), outage=set())
+    (file,) = history.rglob("*.jsonl")
+    file.rename(file.with_name("hour 10+a%25b#c é.jsonl"))
+    result = run_report(spark, str(history), str(tmp_path / "out"), cache=str(cache))
+    assert result.rows == 5 * 2 and result.parsed_days == ("2026-08-01",)
