@@ -255,10 +255,19 @@ def test_all_brokers_down_keep_the_last_valid_factor_then_the_fallback_then_reco
         cluster.start_broker(broker_id)
     service.wait_for(lambda d: d["source"] == "observed" and d["round"]["complete"] and d["active_brokers"] == 3, 30, "observed again")
     wait_for_shim_state(cluster, before, "OPEN", 20)
-    sequence = [s for s in decisions.sequence("state", "source") if s != ("OPEN", "observed")]
-    assert decisions.sequence("state", "source")[-1] == ("OPEN", "observed")
-    assert sequence in ([("OPEN", "last-valid"), ("PAUSE", "fallback")],), (decisions.sequence("state", "source"), service.log()[-4000:])
-    print(f"\nall brokers down: last-valid for {fallback_at - down:.1f} s (validity {validity:.0f} s), then fallback PAUSE")
+    seen = decisions.sequence("state", "source")
+    context = (seen, service.log()[-4000:])
+    # Down: the last valid factor, then the fallback once it expired, and nothing else.
+    fallback = seen.index(("PAUSE", "fallback"))
+    assert [s for s in seen[:fallback] if s != ("OPEN", "observed")] == [("OPEN", "last-valid")], context
+    # Back: observed at once, and never PAUSE or the fallback again. A round that fails while
+    # the restarted brokers settle (a DescribeCluster past the 0.8 s request timeout on a busy
+    # machine) keeps the last valid factor, the OPEN just observed: the state does not move.
+    back = seen[fallback + 1 :]
+    assert back[0] == ("OPEN", "observed"), context
+    assert all(s in (("OPEN", "observed"), ("OPEN", "last-valid")) for s in back), context
+    print(f"\nall brokers down: last-valid for {fallback_at - down:.1f} s (validity {validity:.0f} s), then fallback PAUSE; "
+          f"{back.count(('OPEN', 'last-valid'))} failed round(s) while the brokers settled")
 
 
 def test_an_offline_log_dir_pauses_until_the_broker_brings_it_back(whole_cluster, observed_service, recorder):
