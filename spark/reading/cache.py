@@ -18,7 +18,7 @@ all in place: a run stopped half-way leaves no file half-cached. The files not i
 any more (retention) leave the cache too. Without ``--cache`` the same layout is built in a
 scratch folder of the output and deleted at the end.
 
-The cache works on a history folder the driver reads as files (a local or mounted path)."""
+The history and the cache go through Hadoop's FileSystem, as Spark's own reads and writes do."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ class HistoryFile:
 
 @dataclass(frozen=True)
 class Cached:
-    tables: dict[str, DataFrame]  # LINES and each derived table, over every file, with CHUNK
+    tables: dict[str, DataFrame]  # LINES and each derived table, over every file, with CHUNK (empty when none has rows)
     files: tuple[HistoryFile, ...]
     parsed: tuple[HistoryFile, ...]  # the files parsed in this run (new or changed)
 
@@ -178,7 +178,7 @@ def _parse_into(spark: SparkSession, staging: str, stale: list[HistoryFile], par
     spark.sparkContext.setJobDescription(f"parse {len(stale)} history files")
     parsed.write.partitionBy(CHUNK).parquet(f"{staging}/{LINES}")
     written = _FileSystem(spark, staging).exists(f"{staging}/{LINES}")
-    lines = spark.read.parquet(f"{staging}/{LINES}") if written else empty_lines(spark, parsed.schema)
+    lines = spark.read.parquet(f"{staging}/{LINES}") if written else empty(spark, parsed.schema)
     derived = derive(lines)
     if written:
         for name, table in derived.items():
@@ -187,7 +187,7 @@ def _parse_into(spark: SparkSession, staging: str, stale: list[HistoryFile], par
     return [LINES, *derived]
 
 
-def empty_lines(spark: SparkSession, schema) -> DataFrame:
+def empty(spark: SparkSession, schema: T.StructType) -> DataFrame:
     return spark.createDataFrame([], schema)
 
 
@@ -195,7 +195,8 @@ def read_cached(
     spark: SparkSession, files: list[HistoryFile], cache: str, parse: Parse, derive: Derive, lines_schema: T.StructType, prune: bool = True
 ) -> Cached:
     """The history's ``files`` from the cache at ``cache``: the files not in it (or changed)
-    are parsed first, all in one Spark job, by ``parse``, and their tables derived by ``derive``.
+    are parsed first, all in one Spark job, by ``parse``, and their tables derived by ``derive``
+    (always all of them: a file is in the cache with every table or not at all).
     ``lines_schema``: what ``parse`` gives, with CHUNK. ``prune``: ``files`` is the whole
     history, so files no longer in it leave the cache."""
     cache = cache.rstrip("/")
@@ -218,23 +219,22 @@ def read_cached(
         for f in stale:
             fs.touch(f"{cache}/{_DONE}/{f.key}")
         fs.delete(staging)
-    tables_present = [status.getPath().getName() for status in fs.list(cache) if status.isDirectory() and status.getPath().getName() != _DONE]
-    if prune:
-        current = {f.key for f in files}
-        for key in done - current:
-            fs.delete(f"{cache}/{_DONE}/{key}")
-        for table in tables_present:
-            for folder in fs.list(f"{cache}/{table}"):
-                if folder.getPath().getName().removeprefix(f"{CHUNK}=") not in current:
-                    fs.delete(folder.getPath().toString())
     # Each table read with the schema it was written with: Spark need not read the files'
-    # footers to find it (a job per table).
-    schemas = {LINES: lines_schema, **{name: table.schema for name, table in derive(empty_lines(spark, lines_schema)).items()}}
+    # footers to find it (a job per table). A table no file has a row of is empty.
+    schemas = {LINES: lines_schema, **{name: table.schema for name, table in derive(empty(spark, lines_schema)).items()}}
+    current = {f"{CHUNK}={f.key}" for f in files}
     spark.sparkContext.setJobDescription("read the cached history")
     tables = {}
-    for table in (name for name in tables_present if name in schemas):  # not the tables a run with other tables left
+    for table in (status.getPath().getName() for status in fs.list(cache) if status.isDirectory() and status.getPath().getName() != _DONE):
         chunks = {status.getPath().getName() for status in fs.list(f"{cache}/{table}")}
+        if prune:
+            for gone in chunks - current:
+                fs.delete(f"{cache}/{table}/{gone}")
         present = [_chunk_dir(cache, table, f.key) for f in files if f"{CHUNK}={f.key}" in chunks]
-        if present:
+        if table in schemas and present:  # not the tables a run of another version left
             tables[table] = spark.read.option("basePath", f"{cache}/{table}").schema(schemas[table]).parquet(*present)
+    if prune:
+        for key in done - {f.key for f in files}:
+            fs.delete(f"{cache}/{_DONE}/{key}")
+    tables = {name: tables.get(name, empty(spark, schema)) for name, schema in schemas.items()}
     return Cached(tables, tuple(files), tuple(stale))

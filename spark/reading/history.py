@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from app.history.schema import PARTITION_PREFIX
-from spark.reading.cache import CHUNK, LINES, Derive, empty_lines, history_files, read_cached
+from spark.reading.cache import CHUNK, LINES, Derive, history_files, read_cached
 from spark.reading.schema import (
     HISTORY_SCHEMA,
     INSTANT_PATTERN,
@@ -103,16 +103,10 @@ def read_history(
     whole = since is None and until is None
     schema = T.StructType([*LINES_SCHEMA.fields, T.StructField(CHUNK, T.StringType())])
     parse = lambda paths: checked_lines(_json(spark, paths), keep=(_FILE_PATH,))  # noqa: E731
-    cached = read_cached(spark, files, cache or parsed, parse, derive if whole else (lambda lines: {}), schema, prune=whole)
-    lines = cached.tables.get(LINES)
-    if lines is None:
-        lines = empty_lines(spark, schema)
-    if whole:
-        derived = dict(cached.tables)
-        for name, table in derive(lines).items():  # a table no file has a row of: empty
-            derived.setdefault(name, table)
-        del derived[LINES]
-    else:
+    cached = read_cached(spark, files, cache or parsed, parse, derive, schema, prune=whole)
+    derived = {name: table for name, table in cached.tables.items() if name != LINES}
+    lines = cached.tables[LINES]
+    if not whole:
         lines = _within(lines, since, until)
         derived = derive(lines)
     counts = (len(cached.parsed), len(cached.files) - len(cached.parsed)) if cache is not None else (0, 0)

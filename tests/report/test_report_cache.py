@@ -90,3 +90,16 @@ def test_files_named_with_spaces_and_escapes_are_read_and_cached(spark, tmp_path
     file.rename(file.with_name("hour 10+a%25b#c é.jsonl"))
     result = run_report(spark, str(history), str(tmp_path / "out"), cache=str(cache))
     assert result.rows == 5 * 2 and result.parsed_days == ("2026-08-01",)
+
+
+def test_files_first_parsed_by_a_run_with_since_give_a_later_whole_run_every_table(spark, tmp_path):
+    """A run with --since parses the files it reads into the cache: with what is derived from
+    them, so that a later run over the whole history finds every file's share."""
+    history, cache = tmp_path / "history", tmp_path / "cache"
+    for day in DAYS[:2]:
+        write_rounds(history, day, 20, volumes(), outage=set())
+    run_report(spark, str(history), str(tmp_path / "ranged"), since=DAYS[1], cache=str(cache))
+    whole = run_report(spark, str(history), str(tmp_path / "whole"), cache=str(cache))
+    run_report(spark, str(history), str(tmp_path / "uncached"))
+    assert whole.parsed_days == ("2026-08-01",) and whole.reused_days == ("2026-08-02",)
+    assert csvs(tmp_path / "whole") == csvs(tmp_path / "uncached")
