@@ -76,7 +76,9 @@ def _check_every_limit_is_explained(report: Report, round_rows: DataFrame, progr
         progress(f"  unexplained: {example['time']} {example['state']} ({example['source']})")
 
 
-def _with_metadata_episodes(data_episodes: DataFrame, derived: dict[str, DataFrame], rows: DataFrame, last_round: float, max_gap_seconds: float | None) -> DataFrame:
+def _with_metadata_episodes(
+    data_episodes: DataFrame, derived: dict[str, DataFrame], rows: DataFrame, last_round: float, max_gap_seconds: float | None, persisted: list[DataFrame]
+) -> DataFrame:
     """The data volumes' episodes and the metadata log volumes' (judged by the metadata limits
     the service had), each named by what its volume holds, in the episodes' order."""
     episodes = data_episodes
@@ -86,7 +88,7 @@ def _with_metadata_episodes(data_episodes: DataFrame, derived: dict[str, DataFra
     metadata = partials.episode_rows(derived, rows, partials.METADATA)
     found = (
         violation_episodes(metadata, volumes, _history_end(volumes, last_round), max_gap_seconds)
-        .transform(with_enforcement(metadata))
+        .transform(with_enforcement(metadata, persisted))
         .join(F.broadcast(volumes.select(*VOLUME, "holds")), list(VOLUME))
     )
     return episodes.unionByName(found).repartition(1).sortWithinPartitions(*VOLUME, "limit", "start")
@@ -119,6 +121,12 @@ def run_report(
 
     progress(f"reading {input_path}")
     output = ReportOutput(spark, output_path)
+    cached: list[DataFrame] = []  # every frame persisted for this report, unpersisted at its end
+
+    def keep(frame: DataFrame) -> DataFrame:
+        cached.append(frame.persist())
+        return cached[-1]
+
     try:
         history = read_history(spark, input_path, output.path(PARSED), since, until, cache, partials.derive)
         if cache is not None:
@@ -129,7 +137,7 @@ def run_report(
         derived = history.derived
         # One row per round and decision, counting the lines read: the rounds for the states
         # and the timeline come from it, and so do the counts of rows and skipped lines.
-        round_decisions = partials.round_decisions(derived).persist()
+        round_decisions = keep(partials.round_decisions(derived))
         read = line_counts(round_decisions)
         if read.rows == 0:
             raise EmptyHistory(f"no history rows in {input_path} ({read.skipped_lines} lines skipped)")
@@ -144,33 +152,32 @@ def run_report(
         # (``partials``); the forecast, the charts and the backtest read the rows they need.
         rows = history.rows.transform(data_rows)
 
-        round_rows = rounds(round_decisions).persist()  # one row per round
-        volumes = partials.volume_summary(derived, partials.DATA, max_gap_seconds).persist()  # one row per volume
+        round_rows = keep(rounds(round_decisions))  # one row per round
+        volumes = keep(partials.volume_summary(derived, partials.DATA, max_gap_seconds))  # one row per volume
         end = _history_end(volumes, read.last_time)
-        episode_rows = partials.episode_rows(derived, history.rows).persist()
+        episode_rows = keep(partials.episode_rows(derived, history.rows))
         # Small tables, each computed once: written twice and shown, and the broker summary
         # builds on the episodes and the forecast.
         # Every data episode's steps (whether enforced, from the rows they started in).
         def data_steps(of: DataFrame):
-            return lambda episodes: episodes.transform(with_enforcement(of)).withColumn("holds", F.lit(DATA))
+            return lambda episodes: episodes.transform(with_enforcement(of, cached)).withColumn("holds", F.lit(DATA))
 
-        data_episodes = violation_episodes(episode_rows, volumes, end, max_gap_seconds).transform(data_steps(episode_rows)).persist()
-        episodes = _with_metadata_episodes(data_episodes, derived, history.rows, read.last_time, max_gap_seconds).persist()
-        forecast = fill_forecast(partials.forecast_rows(derived, rows, volumes, end, forecast_window_seconds), volumes, end, forecast_window_seconds).persist()
+        data_episodes = keep(violation_episodes(episode_rows, volumes, end, max_gap_seconds).transform(data_steps(episode_rows)))
+        episodes = keep(_with_metadata_episodes(data_episodes, derived, history.rows, read.last_time, max_gap_seconds, cached))
+        forecast = keep(fill_forecast(partials.forecast_rows(derived, rows, volumes, end, forecast_window_seconds), volumes, end, forecast_window_seconds))
         fenced = fenced_time(partials.fenced_rounds(derived), held_rounds(round_rows, max_gap_seconds))
         tables = {
             "episodes": episodes,
-            "time_in_states": time_in_states(round_rows, max_gap_seconds).persist(),
-            "brokers": broker_summary(volumes, data_episodes, forecast, end, fenced).persist(),
+            "time_in_states": keep(time_in_states(round_rows, max_gap_seconds)),
+            "brokers": keep(broker_summary(volumes, data_episodes, forecast, end, fenced)),
             "forecast": forecast,
         }
         names = list(TABLES)
-        cached: list[DataFrame] = []
         if limit_sets:  # the history judged again under each candidate set, beside the live one
             live = Outcome(data_episodes, round_rows)
             # The candidate sets' episodes start in rows of their own: looked up among all rows.
             tried = backtest(rows, volumes, end, live, list(limit_sets), max_gap_seconds, data_steps(rows), cached)
-            tables.update({name: table.persist() for name, table in tried.items()})
+            tables.update({name: keep(table) for name, table in tried.items()})
             names += tried
         for name in names:
             output.write_table(name, tables[name])
@@ -193,8 +200,8 @@ def run_report(
         output.write_text("report.html", render_page(report))
         done("html", f"wrote {output.path('report.html')}")
         report.seconds["total"] = time.perf_counter() - started
-        for table in (*tables.values(), *cached, data_episodes, episode_rows, round_rows, round_decisions, volumes):
-            table.unpersist()
     finally:
+        for frame in cached:  # a long-lived session (a notebook, the tests) keeps nothing of the report
+            frame.unpersist()
         output.delete(PARSED)  # the parsed copy of the history
     return report

@@ -15,16 +15,19 @@ from spark.analysis.episodes import VOLUME
 ENFORCED = "enforced"
 
 
-def with_enforcement(rows: DataFrame):
+def with_enforcement(rows: DataFrame, persisted: list[DataFrame] | None = None):
     """Episodes (``violation_episodes``) with ``enforced``: whether the row each began in was
-    enforced (a missing field, or a null, counts as enforced)."""
+    enforced (a missing field, or a null, counts as enforced). With ``persisted``, the episodes
+    are computed once, persisted and added to it (for the caller to unpersist)."""
 
     def step(episodes: DataFrame) -> DataFrame:
         if ENFORCED not in rows.columns:
             return episodes.withColumn(ENFORCED, F.lit(True))
         # The episodes are few and costly to compute: computed once here, and the rows of
         # their starts looked up by a broadcast join instead of another sort of every row.
-        episodes = episodes.persist()
+        if persisted is not None:
+            episodes = episodes.persist()
+            persisted.append(episodes)
         starts = episodes.select(*VOLUME, F.col("start").alias("time")).distinct()
         at_start = (
             rows.join(F.broadcast(starts), [*VOLUME, "time"])

@@ -59,8 +59,10 @@ SLICE_SECONDS = 300
 _HOLDS_VALUES = ("data", "data,metadata", "metadata")
 
 
-def derive(lines: DataFrame) -> dict[str, DataFrame]:
-    """The tables kept per file, from the lines (``History.lines``, with CHUNK) of some files."""
+def derive(lines: DataFrame, persisted: list[DataFrame] | None = None) -> dict[str, DataFrame]:
+    """The tables kept per file, from the lines (``History.lines``, with CHUNK) of some files.
+    With ``persisted``, the slices two of the tables read are persisted and added to it (the
+    caller unpersists them once the tables are written)."""
     volume_lines = _with_holds(lines).withColumn(_SLICE, F.floor(F.unix_micros("time") / F.lit(SLICE_SECONDS * 1_000_000)))
     per_volume = (CHUNK, HOLDS, *VOLUME)
     # One pass over the rows, per slice; the volumes' summaries are made of the slices'.
@@ -79,8 +81,10 @@ def derive(lines: DataFrame) -> dict[str, DataFrame]:
             F.max(blames()).alias("in_breach"),
             F.max(F.array_position(F.array(*[F.lit(v) for v in _HOLDS_VALUES]), F.col("holds"))).alias("holds"),
         )
-        .persist()
     )
+    if persisted is not None:
+        slices = slices.persist()
+        persisted.append(slices)
     volumes = slices.groupBy(*per_volume).agg(
         F.min("first_seen").alias("first_seen"),
         F.max("last_seen").alias("last_seen"),

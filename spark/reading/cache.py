@@ -47,7 +47,9 @@ _FILE_PATH = "file_path"
 # ``checked_lines``, keeping the FILE_PATH column.
 Parse = Callable[[list[str]], DataFrame]
 # From the lines of some files (with CHUNK) to the tables derived per file, each with CHUNK.
-Derive = Callable[[DataFrame], dict[str, DataFrame]]
+# The tables kept per file, from its lines; the frames it persists to make them go to the list
+# given, for the caller to unpersist (none are persisted without a list).
+Derive = Callable[[DataFrame, list[DataFrame] | None], dict[str, DataFrame]]
 
 
 @dataclass(frozen=True)
@@ -179,11 +181,16 @@ def _parse_into(spark: SparkSession, staging: str, stale: list[HistoryFile], par
     parsed.write.partitionBy(CHUNK).parquet(f"{staging}/{LINES}")
     written = _FileSystem(spark, staging).exists(f"{staging}/{LINES}")
     lines = spark.read.parquet(f"{staging}/{LINES}") if written else empty(spark, parsed.schema)
-    derived = derive(lines)
-    if written:
-        for name, table in derived.items():
-            spark.sparkContext.setJobDescription(f"derive {name} of {len(stale)} history files")
-            table.write.partitionBy(CHUNK).parquet(f"{staging}/{name}")
+    persisted: list[DataFrame] = []
+    derived = derive(lines, persisted)
+    try:
+        if written:
+            for name, table in derived.items():
+                spark.sparkContext.setJobDescription(f"derive {name} of {len(stale)} history files")
+                table.write.partitionBy(CHUNK).parquet(f"{staging}/{name}")
+    finally:
+        for frame in persisted:  # a long-lived session (a notebook, the tests) keeps nothing of it
+            frame.unpersist()
     return [LINES, *derived]
 
 
@@ -221,7 +228,7 @@ def read_cached(
         fs.delete(staging)
     # Each table read with the schema it was written with: Spark need not read the files'
     # footers to find it (a job per table). A table no file has a row of is empty.
-    schemas = {LINES: lines_schema, **{name: table.schema for name, table in derive(empty(spark, lines_schema)).items()}}
+    schemas = {LINES: lines_schema, **{name: table.schema for name, table in derive(empty(spark, lines_schema), None).items()}}
     current = {f"{CHUNK}={f.key}" for f in files}
     spark.sparkContext.setJobDescription("read the cached history")
     tables = {}

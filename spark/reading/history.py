@@ -98,7 +98,7 @@ def read_history(
     Only the rows with ``since <= time < until`` are kept; the date partitions outside that
     range are not read at all. With either bound, the derived tables are made again from the
     rows kept (a file's cached tables hold all its rows)."""
-    derive = derive or (lambda lines: {})
+    derive = derive or (lambda lines, persisted: {})
     files = history_files(spark, path, since, until)
     whole = since is None and until is None
     schema = T.StructType([*LINES_SCHEMA.fields, T.StructField(CHUNK, T.StringType())])
@@ -108,7 +108,7 @@ def read_history(
     lines = cached.tables[LINES]
     if not whole:
         lines = _within(lines, since, until)
-        derived = derive(lines)
+        derived = derive(lines, None)
     counts = (len(cached.parsed), len(cached.files) - len(cached.parsed)) if cache is not None else (0, 0)
     days = (cached.parsed_days, cached.reused_days) if cache is not None else ((), ())
     return History(lines.filter(valid()), lines, derived, *days, *counts)

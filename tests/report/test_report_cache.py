@@ -103,3 +103,29 @@ def test_files_first_parsed_by_a_run_with_since_give_a_later_whole_run_every_tab
     run_report(spark, str(history), str(tmp_path / "uncached"))
     assert whole.parsed_days == ("2026-08-01",) and whole.reused_days == ("2026-08-02",)
     assert csvs(tmp_path / "whole") == csvs(tmp_path / "uncached")
+
+
+def test_a_report_leaves_nothing_persisted_in_the_session(spark, tmp_path):
+    """A long-lived session (a notebook, a scheduler's driver, these tests) runs report after
+    report: every frame a run persists is unpersisted at its end, also when the run fails."""
+    from app.decision.policy import LimitKind, StoragePolicy
+    from spark.analysis.backtest import LimitSet
+    from spark.job import EmptyHistory
+
+    def persisted() -> bool:
+        return not spark._jsparkSession.sharedState().cacheManager().isEmpty()
+
+    history, cache = tmp_path / "history", tmp_path / "cache"
+    for day in DAYS[:2]:
+        write_rounds(history, day, 20, volumes(), outage=set())
+    spark.catalog.clearCache()
+    tighter = LimitSet("tighter", StoragePolicy(LimitKind.MIN_AVAILABLE_RATIO, 0.2, 0.4))
+    run_report(spark, str(history), str(tmp_path / "cold"), cache=str(cache), limit_sets=[tighter])
+    assert not persisted()
+    run_report(spark, str(history), str(tmp_path / "ranged"), since=DAYS[1], cache=str(cache))
+    assert not persisted()
+    run_report(spark, str(history), str(tmp_path / "uncached"))
+    assert not persisted()
+    with pytest.raises(EmptyHistory):
+        run_report(spark, str(history), str(tmp_path / "empty"), since=at(2027, 1, 1, 0, 0))
+    assert not persisted()
