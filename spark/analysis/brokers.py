@@ -22,25 +22,25 @@ def headroom() -> Column:
     return F.col("available_ratio") - hard_ratio
 
 
+def volume_aggregates() -> list[Column]:
+    """What the volume summary takes of a volume's rows, each a minimum, maximum or count (so
+    that the summaries of parts of the rows add up: ``partials``)."""
+    return [
+        F.min("time").alias("first_seen"),
+        F.max("time").alias("last_seen"),
+        F.count(F.lit(1)).alias("observations"),
+        F.min(F.when(F.col("usable_bytes") >= 0, F.col("usable_bytes"))).alias("min_usable_bytes"),
+        F.min("available_ratio").alias("min_available_ratio"),
+        F.min(F.when(judged(), headroom())).alias("headroom"),  # how close it came to (or how far below) its hard limit, as a ratio
+        F.max(F.when(fitted_rows(), F.col("time"))).alias("last_fitted"),  # where the forecast's window ends
+    ]
+
+
 def volume_summary(rows: DataFrame, max_gap_seconds: float | None = None) -> DataFrame:
     """One row per volume, from one pass over every row (a hash aggregation): what the broker
     summary, the chart's choice of volumes, the episodes' volume numbers and the forecast's
     windows need. (The report makes it from each file's share: ``partials.volume_summary``.)"""
-    return (
-        rows.transform(volume_rows)
-        .groupBy("broker_id", "log_dir")
-        .agg(
-            F.min("time").alias("first_seen"),
-            F.max("time").alias("last_seen"),
-            F.count(F.lit(1)).alias("observations"),
-            F.min(F.when(F.col("usable_bytes") >= 0, F.col("usable_bytes"))).alias("min_usable_bytes"),
-            F.min("available_ratio").alias("min_available_ratio"),
-            F.max(gap_limit(max_gap_seconds)).alias("gap_limit"),
-            # how close it came to (or how far below) its hard limit, as a ratio
-            F.min(F.when(judged(), headroom())).alias("headroom"),
-            F.max(F.when(fitted_rows(), F.col("time"))).alias("last_fitted"),  # where the forecast's window ends
-        )
-    )
+    return rows.transform(volume_rows).groupBy("broker_id", "log_dir").agg(*volume_aggregates(), F.max(gap_limit(max_gap_seconds)).alias("gap_limit"))
 
 
 def _observed(volumes: DataFrame, end: HistoryEnd) -> DataFrame:

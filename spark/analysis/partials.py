@@ -19,9 +19,9 @@ and looks at the row before and the row after each of them (``episodes._with_nei
 Within a slice of a file, a volume with a row in breach keeps all its rows; a row's neighbour
 in another slice is that slice's first or last row of the volume, when the slices' times do not
 interleave for that volume: those of one file never do (a slice is a span of time), nor do two
-files' when the files' times do not interleave for that volume. They do not for the files the service writes (one per hour, in time order);
-a volume whose files do interleave (files joined or edited by hand) is read whole instead
-(``episode_rows``)."""
+files' when the files' times do not interleave for that volume. They do not for the files the
+service writes (one per hour, in time order); a volume whose files do interleave (files joined
+or edited by hand) is read whole instead (``episode_rows``)."""
 
 from __future__ import annotations
 
@@ -29,13 +29,13 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from app.decision.fill_rate import GAIN_CONTEXT
-from spark.analysis.brokers import headroom, judged
+from spark.analysis.brokers import volume_aggregates
 from spark.analysis.episodes import DATA, EPISODE_FIELDS, VOLUME, data_rows, metadata_rows, volume_rows
 from spark.analysis.forecast import fitted_rows, observed_seconds
 from spark.analysis.gaps import HistoryEnd, gap_limit, still_present
 from spark.analysis.states import blames, decisions
 from spark.reading.cache import CHUNK
-from spark.reading.history import SKIP_REASON, epoch_seconds, valid
+from spark.reading.history import SKIP_REASON, epoch_seconds, most_first, valid
 
 HOLDS = "volume_holds"  # data / metadata: the episodes of each are apart
 METADATA = "metadata"
@@ -69,29 +69,17 @@ def derive(lines: DataFrame, persisted: list[DataFrame] | None = None) -> dict[s
     slices = (
         volume_lines.groupBy(*per_volume, _SLICE)
         .agg(
-            F.min("time").alias("first_seen"),
-            F.max("time").alias("last_seen"),
-            F.count(F.lit(1)).alias("observations"),
-            F.min(F.when(F.col("usable_bytes") >= 0, F.col("usable_bytes"))).alias("min_usable_bytes"),
-            F.min("available_ratio").alias("min_available_ratio"),
+            *volume_aggregates(),
             F.max("check_interval_seconds").alias("check_interval_seconds"),
-            F.min(F.when(judged(), headroom())).alias("headroom"),
-            F.max(F.when(fitted_rows(), F.col("time"))).alias("last_fitted"),
             F.max(F.when(fitted_rows(), observed_seconds())).alias("last_fitted_t"),
             F.max(blames()).alias("in_breach"),
-            F.max(F.array_position(F.array(*[F.lit(v) for v in _HOLDS_VALUES]), F.col("holds"))).alias("holds"),
+            F.max(F.array_position(_holds_values(), F.col("holds"))).cast("int").alias("holds"),
         )
     )
     if persisted is not None:
         slices = slices.persist()
         persisted.append(slices)
-    volumes = slices.groupBy(*per_volume).agg(
-        F.min("first_seen").alias("first_seen"),
-        F.max("last_seen").alias("last_seen"),
-        F.sum("observations").alias("observations"),
-        *[F.min(name).alias(name) for name in ("min_usable_bytes", "min_available_ratio", "headroom")],
-        *[F.max(name).alias(name) for name in ("check_interval_seconds", "last_fitted", "last_fitted_t", "in_breach", "holds")],
-    )
+    volumes = _rolled_up(slices, *per_volume)
     keep = F.broadcast(slices.select(*per_volume, _SLICE, F.col("first_seen").alias("_first"), F.col("last_seen").alias("_last"), "in_breach"))
     kept = F.col("in_breach") | (F.col("time") == F.col("_first")) | (F.col("time") == F.col("_last"))
     breach_rows = volume_lines.join(keep, [*per_volume, _SLICE]).filter(kept).select(CHUNK, HOLDS, *EPISODE_FIELDS)
@@ -118,8 +106,31 @@ def round_decisions(derived: dict[str, DataFrame]) -> DataFrame:
 
 def skipped_by_reason(derived: dict[str, DataFrame]) -> dict[str, int]:
     """The skipped lines counted by reason, most first."""
-    counts = derived[SKIPPED].groupBy(SKIP_REASON).agg(F.sum("count").alias("count")).collect()
-    return {row[SKIP_REASON]: row["count"] for row in sorted(counts, key=lambda row: (-row["count"], row[SKIP_REASON]))}
+    return most_first(derived[SKIPPED].groupBy(SKIP_REASON).agg(F.sum("count").alias("count")))
+
+
+# How the summaries of parts of a volume's rows (slices, files) make the summary of all of them.
+_ROLL_UP = {
+    "first_seen": F.min,
+    "last_seen": F.max,
+    "observations": F.sum,
+    "min_usable_bytes": F.min,
+    "min_available_ratio": F.min,
+    "headroom": F.min,
+    "last_fitted": F.max,
+    "last_fitted_t": F.max,
+    "check_interval_seconds": F.max,
+    "in_breach": F.max,
+    "holds": F.max,
+}
+
+
+def _rolled_up(parts: DataFrame, *by: str) -> DataFrame:
+    return parts.groupBy(*by).agg(*[combine(name).alias(name) for name, combine in _ROLL_UP.items()])
+
+
+def _holds_values() -> Column:
+    return F.array(*[F.lit(v) for v in _HOLDS_VALUES])
 
 
 def _of(holds: str):
@@ -130,22 +141,12 @@ def volume_summary(derived: dict[str, DataFrame], holds: str = DATA, max_gap_sec
     """``brokers.volume_summary`` of the volumes that hold ``holds``, from the files' shares,
     with ``holds`` (the greatest text its rows had) and ``last_fitted_t`` (the time the
     last observation the forecast may fit was made)."""
-    return (
-        derived[VOLUMES]
-        .transform(_of(holds))
-        .groupBy(*VOLUME)
-        .agg(
-            F.min("first_seen").alias("first_seen"),
-            F.max("last_seen").alias("last_seen"),
-            F.sum("observations").alias("observations"),
-            F.min("min_usable_bytes").alias("min_usable_bytes"),
-            F.min("min_available_ratio").alias("min_available_ratio"),
-            F.max(gap_limit(max_gap_seconds)).alias("gap_limit"),
-            F.min("headroom").alias("headroom"),
-            F.max("last_fitted").alias("last_fitted"),
-            F.max("last_fitted_t").alias("last_fitted_t"),
-            F.element_at(F.array(*[F.lit(v) for v in _HOLDS_VALUES]), F.max("holds").cast("int")).alias("holds"),
-        )
+    combined = _rolled_up(derived[VOLUMES].transform(_of(holds)), *VOLUME)
+    return combined.select(
+        *VOLUME,
+        *[name for name in _ROLL_UP if name not in ("check_interval_seconds", "in_breach", "holds")],
+        gap_limit(max_gap_seconds).alias("gap_limit"),  # the gap limit grows with the check interval: the greatest's
+        F.element_at(_holds_values(), F.col("holds")).alias("holds"),
     )
 
 

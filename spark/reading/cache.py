@@ -36,7 +36,7 @@ from pyspark.sql import types as T
 from app.history.schema import FIELD_NAMES, PARTITION_PREFIX
 
 # What a cached file holds changed: every file is parsed again once.
-CACHE_VERSION = "4"
+CACHE_VERSION = "5"
 CHUNK = "chunk"  # the column naming the file a row came from (its key)
 LINES = "lines"
 _DONE = "done"
@@ -145,7 +145,9 @@ def history_files(spark: SparkSession, path: str, since: datetime | None = None,
     fs = _FileSystem(spark, path)
     found: list[tuple[object, str, str | None]] = []
     top = fs.status(path)
-    for entry in ([] if top is None or top.isFile() else fs.list(path)):
+    if top is not None and top.isFile():
+        found.append((top, top.getPath().getName(), None))
+    for entry in fs.list(path) if top is not None and top.isDirectory() else []:
         name = entry.getPath().getName()
         if not _visible(name):
             continue
@@ -156,8 +158,6 @@ def history_files(spark: SparkSession, path: str, since: datetime | None = None,
             if _in_range(date, since, until):
                 folder = entry.getPath().toString()
                 found += [(file, f"{name}/{file.getPath().getName()}", date) for file in fs.list(folder) if file.isFile() and _visible(file.getPath().getName())]
-    if top is not None and top.isFile():
-        found.append((top, top.getPath().getName(), None))
     files = []
     for status, relative, date in found:
         digest = hashlib.sha256(f"{CACHE_VERSION}\n{','.join(FIELD_NAMES)}\n{relative}\0{status.getLen()}\0{_modified(fs, status)}".encode())

@@ -194,8 +194,13 @@ def checked_lines(raw: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
 
 def skipped_by_reason(lines: DataFrame) -> dict[str, int]:
     """The skipped lines of ``History.lines``, counted by reason."""
-    counts = lines.filter(F.col(SKIP_REASON).isNotNull()).groupBy(SKIP_REASON).count().collect()
-    return {row[SKIP_REASON]: row["count"] for row in sorted(counts, key=lambda row: (-row["count"], row[SKIP_REASON]))}
+    return most_first(lines.filter(F.col(SKIP_REASON).isNotNull()).groupBy(SKIP_REASON).count())
+
+
+def most_first(counts: DataFrame) -> dict[str, int]:
+    """Counts by SKIP_REASON (a ``count`` per reason), the most first."""
+    rows = counts.collect()
+    return {row[SKIP_REASON]: row["count"] for row in sorted(rows, key=lambda row: (-row["count"], row[SKIP_REASON]))}
 
 
 def valid() -> Column:
