@@ -46,9 +46,9 @@ _FILE_PATH = "file_path"
 # From the raw JSON reader of some files (its ``_metadata`` column still there) to
 # ``checked_lines``, keeping the FILE_PATH column.
 Parse = Callable[[list[str]], DataFrame]
-# From the lines of some files (with CHUNK) to the tables derived per file, each with CHUNK.
-# The tables kept per file, from its lines; the frames it persists to make them go to the list
-# given, for the caller to unpersist (none are persisted without a list).
+# From the lines of some files (with CHUNK) to the tables derived per file, each with CHUNK; the
+# frames it persists to make them go to the list given, for the caller to unpersist (none are
+# persisted without a list).
 Derive = Callable[[DataFrame, list[DataFrame] | None], dict[str, DataFrame]]
 
 
