@@ -171,27 +171,25 @@ def _chunk_dir(cache: str, table: str, key: str) -> str:
     return f"{cache}/{table}/{CHUNK}={key}"
 
 
-def _parse_into(spark: SparkSession, staging: str, stale: list[HistoryFile], parse: Parse, derive: Derive) -> list[str]:
-    """Parse the stale files into ``staging``, their lines and derived tables; the tables' names."""
+def _parse_into(spark: SparkSession, staging: str, stale: list[HistoryFile], parse: Parse, derive: Derive) -> None:
+    """Parse the stale files into ``staging``: their lines, and the tables derived from them
+    (none when no file has a line)."""
     keys = spark.createDataFrame([(f.uri, f.key) for f in stale], f"{_FILE_PATH} string, {CHUNK} string")
     parsed = parse([f.path for f in stale]).join(F.broadcast(keys), _FILE_PATH, "left")
     unknown = F.raise_error(F.concat(F.lit("a line of a file not listed: "), F.col(_FILE_PATH)))
     parsed = parsed.withColumn(CHUNK, F.coalesce(F.col(CHUNK), unknown)).drop(_FILE_PATH)
     spark.sparkContext.setJobDescription(f"parse {len(stale)} history files")
     parsed.write.partitionBy(CHUNK).parquet(f"{staging}/{LINES}")
-    written = _FileSystem(spark, staging).exists(f"{staging}/{LINES}")
-    lines = spark.read.parquet(f"{staging}/{LINES}") if written else empty(spark, parsed.schema)
+    if not _FileSystem(spark, staging).exists(f"{staging}/{LINES}"):
+        return
     persisted: list[DataFrame] = []
-    derived = derive(lines, persisted)
     try:
-        if written:
-            for name, table in derived.items():
-                spark.sparkContext.setJobDescription(f"derive {name} of {len(stale)} history files")
-                table.write.partitionBy(CHUNK).parquet(f"{staging}/{name}")
+        for name, table in derive(spark.read.parquet(f"{staging}/{LINES}"), persisted).items():
+            spark.sparkContext.setJobDescription(f"derive {name} of {len(stale)} history files")
+            table.write.partitionBy(CHUNK).parquet(f"{staging}/{name}")
     finally:
         for frame in persisted:  # a long-lived session (a notebook, the tests) keeps nothing of it
             frame.unpersist()
-    return [LINES, *derived]
 
 
 def empty(spark: SparkSession, schema: T.StructType) -> DataFrame:
@@ -214,9 +212,13 @@ def read_cached(
     for leftover in fs.list(cache):  # from a run that was stopped
         if leftover.getPath().getName().startswith(_STAGING):
             fs.delete(leftover.getPath().toString())
+    # Every table with the schema it is written with: read back without Spark reading the files'
+    # footers to find it (a job per table). A table no file has a row of is empty.
+    schemas = {LINES: lines_schema, **{name: table.schema for name, table in derive(empty(spark, lines_schema), None).items()}}
     if stale:
         staging = f"{cache}/{_STAGING}{uuid.uuid4().hex}"
-        for name in _parse_into(spark, staging, stale, parse, derive):
+        _parse_into(spark, staging, stale, parse, derive)
+        for name in schemas:
             for f in stale:
                 written = _chunk_dir(staging, name, f.key)
                 if fs.exists(written):
@@ -226,9 +228,6 @@ def read_cached(
         for f in stale:
             fs.touch(f"{cache}/{_DONE}/{f.key}")
         fs.delete(staging)
-    # Each table read with the schema it was written with: Spark need not read the files'
-    # footers to find it (a job per table). A table no file has a row of is empty.
-    schemas = {LINES: lines_schema, **{name: table.schema for name, table in derive(empty(spark, lines_schema), None).items()}}
     current = {f"{CHUNK}={f.key}" for f in files}
     spark.sparkContext.setJobDescription("read the cached history")
     tables = {}
