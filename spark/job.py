@@ -15,7 +15,7 @@ from spark.analysis import partials
 from spark.analysis.brokers import broker_summary, fenced_time
 from spark.analysis.chart_data import closest_volume_series, state_timeline
 from spark.analysis.enforcement import with_enforcement
-from spark.analysis.episodes import DATA, VOLUME, data_rows, violation_episodes
+from spark.analysis.episodes import DATA, VOLUME, data_rows, segment_episodes, segment_starts
 from spark.analysis.forecast import FORECAST_WINDOW_SECONDS, fill_forecast
 from spark.analysis.gaps import HistoryEnd
 from spark.analysis.states import held_rounds, rounds, time_in_states, unexplained_rounds
@@ -85,10 +85,10 @@ def _with_metadata_episodes(
     if not partials.has_metadata(derived):  # a service without metadata limits: nothing more to compute
         return episodes
     volumes = partials.volume_summary(derived, partials.METADATA, max_gap_seconds)
-    metadata = partials.episode_rows(derived, rows, partials.METADATA)
+    metadata = partials.episode_segments(derived, rows, partials.METADATA, max_gap_seconds)
     found = (
-        violation_episodes(metadata, volumes, _history_end(volumes, last_round), max_gap_seconds)
-        .transform(with_enforcement(metadata, persisted))
+        segment_episodes(metadata, volumes, _history_end(volumes, last_round), max_gap_seconds)
+        .transform(with_enforcement(segment_starts(metadata), persisted))
         .join(F.broadcast(volumes.select(*VOLUME, "holds")), list(VOLUME))
     )
     return episodes.unionByName(found).repartition(1).sortWithinPartitions(*VOLUME, "limit", "start")
@@ -155,14 +155,14 @@ def run_report(
         round_rows = keep(rounds(round_decisions))  # one row per round
         volumes = keep(partials.volume_summary(derived, partials.DATA, max_gap_seconds))  # one row per volume
         end = _history_end(volumes, read.last_time)
-        episode_rows = keep(partials.episode_rows(derived, history.rows))
+        segments = keep(partials.episode_segments(derived, history.rows, DATA, max_gap_seconds))
         # Small tables, each computed once: written twice and shown, and the broker summary
         # builds on the episodes and the forecast.
         # Every data episode's steps (whether enforced, from the rows they started in).
         def data_steps(of: DataFrame):
             return lambda episodes: episodes.transform(with_enforcement(of, cached)).withColumn("holds", F.lit(DATA))
 
-        data_episodes = keep(violation_episodes(episode_rows, volumes, end, max_gap_seconds).transform(data_steps(episode_rows)))
+        data_episodes = keep(segment_episodes(segments, volumes, end, max_gap_seconds).transform(data_steps(segment_starts(segments))))
         episodes = keep(_with_metadata_episodes(data_episodes, derived, history.rows, read.last_time, max_gap_seconds, cached))
         forecast = keep(fill_forecast(partials.forecast_rows(derived, rows, volumes, end, forecast_window_seconds), volumes, end, forecast_window_seconds))
         fenced = fenced_time(partials.fenced_rounds(derived), held_rounds(round_rows, max_gap_seconds))

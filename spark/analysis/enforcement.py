@@ -10,14 +10,13 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from spark.analysis.episodes import VOLUME
-
-ENFORCED = "enforced"
+from spark.analysis.episodes import ENFORCED, VOLUME
 
 
 def with_enforcement(rows: DataFrame, persisted: list[DataFrame] | None = None):
     """Episodes (``violation_episodes``) with ``enforced``: whether the row each began in was
-    enforced (a missing field, or a null, counts as enforced). With ``persisted``, the episodes
+    enforced (a missing field, or a null, counts as enforced). ``rows``: the rows, or
+    ``episodes.segment_starts`` of the segments the episodes are made of. With ``persisted``, the episodes
     are computed once, persisted and added to it (for the caller to unpersist)."""
 
     def step(episodes: DataFrame) -> DataFrame:

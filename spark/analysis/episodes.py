@@ -27,6 +27,8 @@ level). It ends:
 
 from __future__ import annotations
 
+import functools
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -91,7 +93,6 @@ def metadata_rows(rows: DataFrame) -> DataFrame:
 # goes through that sort, each field as narrow as it can be: the verdict as a small number
 # (0 when unjudged), from which the breach of each limit is derived after the sort.
 _VOLUME_ID = "volume_id"
-_CARRIED = ("time", "usable_bytes", "available_ratio", "total_bytes", "hard_limit", "soft_limit", "log_dir_error")
 _STATUS = "status"
 _JUDGED_CODES = {verdict: code for code, verdict in enumerate(JUDGED, start=1)}  # ok 1, ramping 2, breaching 3
 _LEVEL = {"hard": "hard_limit", "soft": "soft_limit"}
@@ -99,21 +100,110 @@ _LEVEL = {"hard": "hard_limit", "soft": "soft_limit"}
 _NEIGHBOURS = ("status", "limit_kind", "hard_limit", "soft_limit")
 _KEPT = "kept"
 _ERROR_T = "error_t"
-# The fields of a row the episodes read (``violation_episodes``), and whether their rows were
-# enforced (``enforcement.with_enforcement``): what the rows kept for them per file hold.
-EPISODE_FIELDS = (*VOLUME, *_CARRIED, "limit_kind", "check_interval_seconds", "volume_status", _KEPT, "enforced")
+ENFORCED = "enforced"
+
+# The episodes read a volume's observations as segments: runs of consecutive observations
+# alike in everything an episode's start and end depend on (STATE), with what the episodes
+# aggregate of them (their first and last time, count, worst values, last log dir error).
+# Within a segment no episode starts or ends: each observation's neighbours are alike and
+# near, so the episodes of the segments are those of the observations (``segments``). A history
+# swinging in and out of its limits has a few segments per swing instead of a row per round.
+STATE = ("limit_kind", "hard_limit", "soft_limit", "volume_status", _KEPT, "check_interval_seconds", ENFORCED)
+# A segment also ends where the next observation comes more than this many check intervals
+# later (a missed round): so the gaps inside a segment stay below the gap limit of the default
+# rule (GAP_INTERVALS, three), and only a --max-gap under this keeps a segment's gaps from
+# counting (``inner_gap_seconds``: its volume is then read row by row, ``partials``).
+JOIN_INTERVALS = 1.5
+SEGMENT_FIELDS = (
+    *VOLUME,
+    *STATE,
+    "time_first",
+    "time_last",
+    "observations",
+    "worst_usable_bytes",
+    "worst_available_ratio",
+    "total_bytes",
+    "error_time",
+    "log_dir_error",
+    "inner_gap_seconds",
+)
+
+
+def _state(rows: DataFrame) -> list[Column]:
+    enforced = F.coalesce(F.col(ENFORCED), F.lit(True)) if ENFORCED in rows.columns else F.lit(True)  # missing: enforced
+    return [*[F.col(name) for name in STATE if name != ENFORCED], enforced.alias(ENFORCED)]
+
+
+def as_segments(rows: DataFrame) -> DataFrame:
+    """Every row a segment of its own."""
+    return rows.transform(volume_rows).select(
+        *VOLUME,
+        *_state(rows),
+        F.col("time").alias("time_first"),
+        F.col("time").alias("time_last"),
+        F.lit(1).cast("long").alias("observations"),
+        F.when(F.col("usable_bytes") >= 0, F.col("usable_bytes")).alias("worst_usable_bytes"),
+        F.col("available_ratio").alias("worst_available_ratio"),
+        "total_bytes",
+        F.when(F.col("log_dir_error").isNotNull(), F.col("time")).alias("error_time"),
+        "log_dir_error",
+        F.lit(None).cast("double").alias("inner_gap_seconds"),
+    )
+
+
+def segments(rows: DataFrame, by: tuple[str, ...]) -> DataFrame:
+    """The rows (of volumes) as segments, per ``by`` (a file) and volume, with ``by``."""
+    in_order = Window.partitionBy(*by, *VOLUME).orderBy("time")
+    stated = rows.select(*by, *VOLUME, *_state(rows), "time", "usable_bytes", "available_ratio", "total_bytes", "log_dir_error")
+    step = epoch_seconds("time") - F.lag(epoch_seconds("time")).over(in_order)
+    alike = functools.reduce(Column.__and__, [F.lag(name).over(in_order).eqNullSafe(F.col(name)) for name in STATE])
+    joined = F.coalesce(alike & (step <= F.col("check_interval_seconds") * F.lit(JOIN_INTERVALS)), F.lit(False))
+    flagged = stated.withColumns({"step": step, "joined": joined})
+    numbered = flagged.withColumn("segment", F.sum((~F.col("joined")).cast("int")).over(in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
+    grouped = numbered.groupBy(*by, *VOLUME, "segment", *STATE).agg(
+        F.min("time").alias("time_first"),
+        F.max("time").alias("time_last"),
+        F.count(F.lit(1)).alias("observations"),
+        F.min(F.when(F.col("usable_bytes") >= 0, F.col("usable_bytes"))).alias("worst_usable_bytes"),
+        F.min("available_ratio").alias("worst_available_ratio"),
+        F.max("total_bytes").alias("total_bytes"),
+        F.max(F.when(F.col("log_dir_error").isNotNull(), F.col("time"))).alias("error_time"),
+        F.max(F.when(F.col("joined"), F.col("step"))).alias("inner_gap_seconds"),
+    )
+    # The error's text looked up after: a text in the aggregation would make Spark sort the rows.
+    errors = (
+        stated.filter(F.col("log_dir_error").isNotNull())
+        .groupBy(*by, *VOLUME, F.col("time").alias("error_time"))
+        .agg(F.max("log_dir_error").alias("log_dir_error"))
+    )
+    return grouped.join(errors, [*by, *VOLUME, "error_time"], "left").select(*by, *SEGMENT_FIELDS)
+
+
+def segment_starts(of: DataFrame) -> DataFrame:
+    """(volume, time, enforced) of the segments' first observations: where an episode can start."""
+    return of.select(*VOLUME, F.col("time_first").alias("time"), ENFORCED)
 
 
 def _with_status(max_gap_seconds: float | None):
-    def step(rows: DataFrame) -> DataFrame:
-        return rows.select(
+    def step(segments: DataFrame) -> DataFrame:
+        return segments.select(
             _VOLUME_ID,
-            *_CARRIED,
+            "time_first",
+            "time_last",
+            "hard_limit",
+            "soft_limit",
+            "observations",
+            "worst_usable_bytes",
+            "worst_available_ratio",
+            "total_bytes",
+            "log_dir_error",
             _code("limit_kind", KNOWN_LIMIT_KINDS).alias("limit_kind"),
-            epoch_seconds("time").alias("t"),
+            epoch_seconds("time_first").alias("t"),
+            epoch_seconds("time_last").alias("t_last"),
+            epoch_seconds("error_time").alias(_ERROR_T),
             gap_limit(max_gap_seconds).alias("gap_limit"),
             F.coalesce(_code("volume_status", JUDGED), F.lit(0)).alias(_STATUS),
-            F.coalesce(_code("kept", KEPT_REASONS), F.lit(0)).alias(_KEPT),
+            F.coalesce(_code(_KEPT, KEPT_REASONS), F.lit(0)).alias(_KEPT),
         )
 
     return step
@@ -141,14 +231,15 @@ def _in_same_episode(kind: str, of: str) -> Column:
 
 
 def _with_neighbours(rows: DataFrame) -> DataFrame:
-    """Each row with the observations before and after it, as far as the episodes need them;
-    the breaches are derived from these after the sort, so they do not widen what is sorted."""
+    """Each segment with the segments before and after it, as far as the episodes need them;
+    the breaches are derived from these after the sort, so they do not widen what is sorted.
+    ``prev_t``: the last observation before the segment; ``next_t``: the first after it."""
     by_volume = Window.partitionBy(_VOLUME_ID).orderBy("t")
     return rows.withColumns(
         {
-            "prev_t": F.lag("t").over(by_volume),
+            "prev_t": F.lag("t_last").over(by_volume),
             "next_t": F.lead("t").over(by_volume),
-            "next_time": F.lead("time").over(by_volume),
+            "next_time": F.lead("time_first").over(by_volume),
             **{f"prev_{name}": F.lag(name).over(by_volume) for name in _NEIGHBOURS},
             **{f"next_{name}": F.lead(name).over(by_volume) for name in _NEIGHBOURS},
         }
@@ -161,7 +252,7 @@ def _with_episode_numbers(rows: DataFrame) -> DataFrame:
     in breach); the rows stay in the window's order, so nothing is sorted again."""
     running = Window.partitionBy(_VOLUME_ID).orderBy("t").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     after_gap = F.coalesce((F.col("t") - F.col("prev_t")) > F.col("gap_limit"), F.lit(False))
-    gap_follows = (F.col("next_t") - F.col("t")) > F.col("gap_limit")
+    gap_follows = (F.col("next_t") - F.col("t_last")) > F.col("gap_limit")
     flags, numbers = {}, {}
     for kind in LIMIT_KINDS:
         inside = F.col(f"in_{kind}")
@@ -180,13 +271,14 @@ def _kept_left_view() -> Column:
 
 def _end_reason(kind: str, end: HistoryEnd) -> Column:
     """Why an episode of ``kind`` whose last observation is this row ends (its code)."""
-    at_the_end = still_present(F.col("t"), end, F.col("gap_limit"))
+    at_the_end = still_present(F.col("t_last"), end, F.col("gap_limit"))
     kept = F.col(_KEPT) > F.lit(0)
+    gap_follows = (F.col("next_t") - F.col("t_last")) > F.col("gap_limit")
     reason = (
         F.when(F.col("next_t").isNull() & at_the_end, F.lit("unobserved" if end.unobserved else "ongoing"))
-        .when(kept & (F.col("next_t").isNull() | ((F.col("next_t") - F.col("t")) > F.col("gap_limit"))), _kept_left_view())
+        .when(kept & (F.col("next_t").isNull() | gap_follows), _kept_left_view())
         .when(F.col("next_t").isNull(), F.lit("volume-gone"))
-        .when((F.col("next_t") - F.col("t")) > F.col("gap_limit"), F.lit("gap"))
+        .when(gap_follows, F.lit("gap"))
         .when(~_same_settings(kind, "next_"), F.lit("limit-changed"))
         .when(F.col(f"next_{_STATUS}") == F.lit(0), F.lit("unjudged"))
         .when(kept, F.lit("back-with-room"))
@@ -241,18 +333,18 @@ def _episodes(rows: DataFrame) -> DataFrame:
     grouped = rows.groupBy(_VOLUME_ID, F.col("kind.limit").alias("limit"), F.col("kind.episode").alias("episode")).agg(
         F.min_by("limit_kind", "t").alias("limit_kind"),  # as at the start
         F.min_by("kind.level", "t").alias("level"),
-        F.min("time").alias("start"),
-        # The end time from the reason, once per row: the reason is evaluated once, in the struct.
-        F.max(F.when(last, F.when(F.col("kind.end_reason").isin(*_ENDS_AT_NEXT), F.col("next_time")).otherwise(F.col("time")))).alias("end"),
+        F.min("time_first").alias("start"),
+        # The end time from the reason, once per segment: the reason is evaluated once, in the struct.
+        F.max(F.when(last, F.when(F.col("kind.end_reason").isin(*_ENDS_AT_NEXT), F.col("next_time")).otherwise(F.col("time_last")))).alias("end"),
         F.max(F.when(last, F.col("kind.end_reason"))).alias("end_reason"),
-        F.min(F.when(F.col("usable_bytes") >= 0, F.col("usable_bytes"))).alias("worst_usable_bytes"),
-        F.min("available_ratio").alias("worst_available_ratio"),
+        F.min("worst_usable_bytes").alias("worst_usable_bytes"),
+        F.min("worst_available_ratio").alias("worst_available_ratio"),
         F.max("total_bytes").alias("total_bytes"),
-        F.count(F.lit(1)).alias("observations"),
+        F.sum("observations").alias("observations"),
         # When the last log dir error of the episode was observed: its text is looked up after
-        # (a text in the aggregation would make Spark sort every row in breach instead of
+        # (a text in the aggregation would make Spark sort the segments in breach instead of
         # aggregating them in a hash table).
-        F.max(F.when(F.col("log_dir_error").isNotNull(), F.col("t"))).alias(_ERROR_T),
+        F.max(_ERROR_T).alias(_ERROR_T),
     )
     return grouped.select(
         _VOLUME_ID,
@@ -273,10 +365,10 @@ def _episodes(rows: DataFrame) -> DataFrame:
 
 
 def _errors(rows: DataFrame) -> DataFrame:
-    """The log dir errors of the rows (``_with_status``), by volume and time: what an episode's
-    ``_ERROR_T`` names."""
+    """The log dir errors of the segments (``_with_status``), by volume and time: what an
+    episode's ``_ERROR_T`` names."""
     with_error = rows.filter(F.col("log_dir_error").isNotNull())
-    return with_error.groupBy(_VOLUME_ID, F.col("t").alias(_ERROR_T)).agg(F.max("log_dir_error").alias("log_dir_error"))
+    return with_error.groupBy(_VOLUME_ID, _ERROR_T).agg(F.max("log_dir_error").alias("log_dir_error"))
 
 
 def _volume_ids(volumes: DataFrame) -> DataFrame:
@@ -290,8 +382,14 @@ def _volume_ids(volumes: DataFrame) -> DataFrame:
 def violation_episodes(rows: DataFrame, volumes: DataFrame, end: HistoryEnd, max_gap_seconds: float | None = None) -> DataFrame:
     """One row per episode, ordered by volume, limit kind and start. ``volumes``: one row per
     volume (``broker_id``, ``log_dir``), e.g. ``brokers.volume_summary(rows)``."""
+    return segment_episodes(as_segments(rows), volumes, end, max_gap_seconds)
+
+
+def segment_episodes(of: DataFrame, volumes: DataFrame, end: HistoryEnd, max_gap_seconds: float | None = None) -> DataFrame:
+    """``violation_episodes`` of the rows the segments ``of`` stand for (SEGMENT_FIELDS; none
+    with an ``inner_gap_seconds`` over the gap limit)."""
     ids = F.broadcast(_volume_ids(volumes))
-    statused = rows.transform(volume_rows).join(ids, list(VOLUME)).transform(_with_status(max_gap_seconds))
+    statused = of.join(ids, list(VOLUME)).transform(_with_status(max_gap_seconds))
     return (
         statused.transform(_with_neighbours)
         .transform(_with_episode_numbers)

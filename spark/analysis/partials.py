@@ -9,28 +9,30 @@ Per file (``derive``), each table with the file's CHUNK:
 - ``volumes``: per volume and what it holds (data / metadata), the volume summary's minima,
   maxima and counts, its first and last observation in the file, whether any observation of
   the file was in breach of a limit, and the last observation the forecast may fit;
-- ``breach_rows``: the rows the episodes need of it: every row of a volume in a slice of the
-  file (SLICE_SECONDS) where it was in breach of a limit, and of its other slices the first
-  and last row;
+- ``segments``: the episodes' segments (``episodes.segments``) of the rows they need of it:
+  every row of a volume in a slice of the file (SLICE_SECONDS) where it was in breach of a
+  limit, and of its other slices the first and last row;
 - ``fenced``: the rounds in which a fenced broker's observation was kept.
 
-Why ``breach_rows`` gives the episodes of every row: an episode is made of the rows in breach
+Why those rows give the episodes of every row: an episode is made of the rows in breach
 and looks at the row before and the row after each of them (``episodes._with_neighbours``).
 Within a slice of a file, a volume with a row in breach keeps all its rows; a row's neighbour
 in another slice is that slice's first or last row of the volume, when the slices' times do not
 interleave for that volume: those of one file never do (a slice is a span of time), nor do two
 files' when the files' times do not interleave for that volume. They do not for the files the
 service writes (one per hour, in time order); a volume whose files do interleave (files joined
-or edited by hand) is read whole instead (``episode_rows``)."""
+or edited by hand), or with a segment whose gaps the run's --max-gap counts, is read whole
+instead, a segment per row (``episode_segments``)."""
 
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from app.decision.fill_rate import GAIN_CONTEXT
 from spark.analysis.brokers import volume_aggregates
-from spark.analysis.episodes import DATA, EPISODE_FIELDS, VOLUME, data_rows, metadata_rows, volume_rows
+from spark.analysis.episodes import DATA, SEGMENT_FIELDS, VOLUME, as_segments, data_rows, metadata_rows, segments, volume_rows
 from spark.analysis.forecast import fitted_rows, observed_seconds
 from spark.analysis.gaps import HistoryEnd, gap_limit, still_present
 from spark.analysis.states import blames, decisions
@@ -39,7 +41,7 @@ from spark.reading.history import SKIP_REASON, epoch_seconds, most_first, valid
 
 HOLDS = "volume_holds"  # data / metadata: the episodes of each are apart
 METADATA = "metadata"
-DECISIONS, SKIPPED, VOLUMES, BREACH_ROWS, FENCED = "decisions", "skipped", "volumes", "breach_rows", "fenced"
+DECISIONS, SKIPPED, VOLUMES, SEGMENTS, FENCED = "decisions", "skipped", "volumes", "segments", "fenced"
 _SLICE = "slice"
 
 
@@ -82,13 +84,13 @@ def derive(lines: DataFrame, persisted: list[DataFrame] | None = None) -> dict[s
     volumes = _rolled_up(slices, *per_volume)
     keep = F.broadcast(slices.select(*per_volume, _SLICE, F.col("first_seen").alias("_first"), F.col("last_seen").alias("_last"), "in_breach"))
     kept = F.col("in_breach") | (F.col("time") == F.col("_first")) | (F.col("time") == F.col("_last"))
-    breach_rows = volume_lines.join(keep, [*per_volume, _SLICE]).filter(kept).select(CHUNK, HOLDS, *EPISODE_FIELDS)
+    breach_rows = volume_lines.join(keep, [*per_volume, _SLICE]).filter(kept)
     fenced = volume_lines.filter((F.col(HOLDS) == F.lit(DATA)) & (F.col("kept") == F.lit("fenced"))).select(CHUNK, "broker_id", "time").distinct()
     return {
         DECISIONS: decisions(lines, by=(CHUNK,)),
         SKIPPED: lines.filter(F.col(SKIP_REASON).isNotNull()).groupBy(CHUNK, SKIP_REASON).count(),
         VOLUMES: volumes,
-        BREACH_ROWS: breach_rows,
+        SEGMENTS: segments(breach_rows, (CHUNK, HOLDS)),
         FENCED: fenced,
     }
 
@@ -163,23 +165,24 @@ def _interleaved(derived: dict[str, DataFrame], holds: str) -> list[tuple]:
     return [tuple(row) for row in spans.filter(F.col("first_seen") <= F.col("reached")).select(*VOLUME).distinct().collect()]
 
 
-def _one_of(volumes: list[tuple]) -> Column:
-    condition = F.lit(False)
-    for broker_id, log_dir in volumes:
-        condition = condition | ((F.col("broker_id") == F.lit(broker_id)) & (F.col("log_dir") == F.lit(log_dir)))
-    return condition
+def _among(table: DataFrame, volumes: list[tuple], among: bool = True) -> DataFrame:
+    """The rows of ``table`` of the ``volumes`` listed (``among``), or of the others."""
+    listed = table.sparkSession.createDataFrame(volumes, T.StructType([table.schema[name] for name in VOLUME]))
+    return table.join(F.broadcast(listed), list(VOLUME), "left_semi" if among else "left_anti")
 
 
-def episode_rows(derived: dict[str, DataFrame], rows: DataFrame, holds: str = DATA) -> DataFrame:
-    """The rows the episodes of the volumes that hold ``holds`` need (see the module's note), with
-    EPISODE_FIELDS, from ``breach_rows``; a volume whose files interleave in time from all its
-    ``rows`` (``History.rows``)."""
-    kept = derived[BREACH_ROWS].transform(_of(holds)).drop(HOLDS)
-    interleaved = _interleaved(derived, holds)
-    if not interleaved:
+def episode_segments(derived: dict[str, DataFrame], rows: DataFrame, holds: str = DATA, max_gap_seconds: float | None = None) -> DataFrame:
+    """The segments (SEGMENT_FIELDS) the episodes of the volumes that hold ``holds`` need (see
+    the module's note), from ``segments``; a volume whose files interleave in time, or with a
+    segment whose gaps the gap limit counts, a segment per row of all its ``rows``
+    (``History.rows``)."""
+    kept = derived[SEGMENTS].transform(_of(holds)).select(*SEGMENT_FIELDS)
+    counted = kept.filter(F.col("inner_gap_seconds") > gap_limit(max_gap_seconds)).select(*VOLUME).distinct().collect()
+    whole = sorted(set(_interleaved(derived, holds)) | {tuple(row) for row in counted})
+    if not whole:
         return kept
-    whole = rows.transform(data_rows if holds == DATA else metadata_rows).filter(_one_of(interleaved)).select(CHUNK, *EPISODE_FIELDS)
-    return kept.filter(~_one_of(interleaved)).unionByName(whole)
+    read_whole = _among(rows.transform(data_rows if holds == DATA else metadata_rows), whole).transform(as_segments)
+    return _among(kept, whole, among=False).unionByName(read_whole)
 
 
 def fenced_rounds(derived: dict[str, DataFrame]) -> DataFrame:

@@ -36,7 +36,7 @@ from pyspark.sql import types as T
 from app.history.schema import FIELD_NAMES, PARTITION_PREFIX
 
 # What a cached file holds changed: every file is parsed again once.
-CACHE_VERSION = "5"
+CACHE_VERSION = "6"
 CHUNK = "chunk"  # the column naming the file a row came from (its key)
 LINES = "lines"
 _DONE = "done"

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from spark.analysis import partials
 from spark.analysis.brokers import volume_summary
-from spark.analysis.episodes import data_rows, metadata_rows, violation_episodes, volume_rows
+from spark.analysis.episodes import data_rows, metadata_rows, segment_episodes, violation_episodes, volume_rows
 from spark.analysis.forecast import fill_forecast
 from spark.analysis.gaps import HistoryEnd
 from spark.analysis.states import decisions
@@ -105,24 +105,41 @@ def test_the_volume_summary_from_the_shares_is_that_of_every_row(histories, name
     assert _sorted(partials.volume_summary(history.derived), whole.columns) == _sorted(whole)
 
 
+@pytest.mark.parametrize("max_gap", [None, 150.0, 30.0])
 @pytest.mark.parametrize("name", NAMES)
-def test_the_episodes_from_the_rows_kept_per_file_are_those_of_every_row(histories, name):
+def test_the_episodes_from_the_segments_kept_per_file_are_those_of_every_row(histories, name, max_gap):
+    """Also under a --max-gap: one that counts the outage's gaps only (150 s), and one under the
+    round's minute (30 s), which counts every gap, those inside a segment too."""
     history, end = histories[name]
     rows = history.rows.transform(data_rows)
-    volumes = partials.volume_summary(history.derived)
-    kept = partials.episode_rows(history.derived, history.rows)
-    whole = violation_episodes(rows, volume_summary(rows), end).collect()
-    assert violation_episodes(kept, volumes, end).collect() == whole
-    assert {row["end_reason"] for row in whole} >= {"recovered", "gap", "ongoing"}  # the history has each kind of end
+    volumes = partials.volume_summary(history.derived, max_gap_seconds=max_gap)
+    kept = partials.episode_segments(history.derived, history.rows, max_gap_seconds=max_gap)
+    whole = violation_episodes(rows, volume_summary(rows, max_gap), end, max_gap).collect()
+    assert segment_episodes(kept, volumes, end, max_gap).collect() == whole
+    if max_gap is None:
+        assert {row["end_reason"] for row in whole} >= {"recovered", "gap", "ongoing"}  # the history has each kind of end
     if name != "sparse":
         assert {row["log_dir_error"] for row in whole} == {None, "KAFKA_STORAGE_ERROR", "OFFLINE"}
+
+
+def test_the_episodes_start_from_segments_not_rows(histories):
+    """A volume filling through its soft, then its hard limit over its last 48 rounds (the
+    service's outage of two rounds among them) makes a handful of segments, not a row per
+    round; their observations are the rows'."""
+    history, _ = histories["regular"]
+    filling = (F.col("broker_id") == 1) & (F.col("log_dir") == "/data/a")
+    kept = partials.episode_segments(history.derived, history.rows).filter(filling)
+    in_breach = kept.filter(F.col("volume_status") != "ok")
+    rows = history.rows.filter(filling & (F.col("volume_status") != "ok")).count()
+    assert in_breach.agg(F.sum("observations")).first()[0] == rows == 48
+    assert in_breach.count() <= 4  # ramping; breaching before, and after, the outage
 
 
 def test_of_a_volume_never_in_breach_only_each_slice_s_first_and_last_rows_are_kept(histories):
     history, _ = histories["regular"]
     never = (F.col("broker_id") == 1) & (F.col("log_dir") == "/data/b")
     rows = history.rows.filter(never).count()
-    kept = partials.episode_rows(history.derived, history.rows).filter(never).count()
+    kept = partials.episode_segments(history.derived, history.rows).filter(never).agg(F.sum("observations")).first()[0]
     # A round a minute (two in an outage, without volumes), slices of five minutes: two rows
     # of every five.
     assert partials.SLICE_SECONDS == 300 and (rows, kept) == (ROUNDS - 2, ROUNDS // 5 * 2)
@@ -130,7 +147,9 @@ def test_of_a_volume_never_in_breach_only_each_slice_s_first_and_last_rows_are_k
 
 def test_volumes_whose_files_interleave_are_read_whole(histories):
     history, _ = histories["interleaved"]
-    assert partials.episode_rows(history.derived, history.rows).count() == history.rows.transform(data_rows).transform(volume_rows).count()
+    kept = partials.episode_segments(history.derived, history.rows)
+    every_row = history.rows.transform(data_rows).transform(volume_rows).count()
+    assert (kept.count(), kept.agg(F.sum("observations")).first()[0]) == (every_row, every_row)  # a segment per row
     regular_history, _ = histories["regular"]
     assert partials._interleaved(regular_history.derived, partials.DATA) == []
 
