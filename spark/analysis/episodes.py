@@ -111,8 +111,8 @@ ENFORCED = "enforced"
 STATE = ("limit_kind", "hard_limit", "soft_limit", "volume_status", _KEPT, "check_interval_seconds", ENFORCED)
 # A segment also ends where the next observation comes more than this many check intervals
 # later (a missed round): so the gaps inside a segment stay below the gap limit of the default
-# rule (GAP_INTERVALS, three), and only a --max-gap under this keeps a segment's gaps from
-# counting (``inner_gap_seconds``: its volume is then read row by row, ``partials``).
+# rule (GAP_INTERVALS, three). Only a --max-gap under this can count a gap inside a segment
+# (its ``inner_gap_seconds``, the longest): such a volume is read row by row (``partials``).
 JOIN_INTERVALS = 1.5
 SEGMENT_FIELDS = (
     *VOLUME,

@@ -171,9 +171,10 @@ def _chunk_dir(cache: str, table: str, key: str) -> str:
     return f"{cache}/{table}/{CHUNK}={key}"
 
 
-def _parse_into(spark: SparkSession, staging: str, stale: list[HistoryFile], parse: Parse, derive: Derive) -> None:
+def _parse_into(spark: SparkSession, staging: str, stale: list[HistoryFile], parse: Parse, derive: Derive, lines_schema: T.StructType) -> None:
     """Parse the stale files into ``staging``: their lines, and the tables derived from them
-    (none when no file has a line)."""
+    (none when no file has a line). The lines are read back with ``lines_schema``, the schema
+    they were written with: Spark would otherwise run a job to read it from the files' footers."""
     keys = spark.createDataFrame([(f.uri, f.key) for f in stale], f"{_FILE_PATH} string, {CHUNK} string")
     parsed = parse([f.path for f in stale]).join(F.broadcast(keys), _FILE_PATH, "left")
     unknown = F.raise_error(F.concat(F.lit("a line of a file not listed: "), F.col(_FILE_PATH)))
@@ -184,7 +185,7 @@ def _parse_into(spark: SparkSession, staging: str, stale: list[HistoryFile], par
         return
     persisted: list[DataFrame] = []
     try:
-        for name, table in derive(spark.read.parquet(f"{staging}/{LINES}"), persisted).items():
+        for name, table in derive(spark.read.schema(lines_schema).parquet(f"{staging}/{LINES}"), persisted).items():
             spark.sparkContext.setJobDescription(f"derive {name} of {len(stale)} history files")
             table.write.partitionBy(CHUNK).parquet(f"{staging}/{name}")
     finally:
@@ -217,7 +218,7 @@ def read_cached(
     schemas = {LINES: lines_schema, **{name: table.schema for name, table in derive(empty(spark, lines_schema), None).items()}}
     if stale:
         staging = f"{cache}/{_STAGING}{uuid.uuid4().hex}"
-        _parse_into(spark, staging, stale, parse, derive)
+        _parse_into(spark, staging, stale, parse, derive, lines_schema)
         for name in schemas:
             for f in stale:
                 written = _chunk_dir(staging, name, f.key)
