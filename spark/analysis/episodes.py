@@ -134,9 +134,10 @@ def _state(rows: DataFrame) -> list[Column]:
     return [*[F.col(name) for name in STATE if name != ENFORCED], enforced.alias(ENFORCED)]
 
 
-def as_segments(rows: DataFrame) -> DataFrame:
-    """Every row a segment of its own."""
+def as_segments(rows: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
+    """Every row a segment of its own (with the columns ``by``)."""
     return rows.transform(volume_rows).select(
+        *by,
         *VOLUME,
         *_state(rows),
         F.col("time").alias("time_first"),
@@ -151,31 +152,37 @@ def as_segments(rows: DataFrame) -> DataFrame:
     )
 
 
+# How consecutive segments make one: of the rows, into segments; of the segments, into episodes.
+_ROLL_UP = {
+    "time_first": F.min,
+    "time_last": F.max,
+    "observations": F.sum,
+    "worst_usable_bytes": F.min,
+    "worst_available_ratio": F.min,
+    "total_bytes": F.max,
+    "error_time": F.max,
+}
+
+
+def _rolled_up(*names: str) -> list[Column]:
+    return [_ROLL_UP[name](name).alias(name) for name in names]
+
+
 def segments(rows: DataFrame, by: tuple[str, ...]) -> DataFrame:
     """The rows (of volumes) as segments, per ``by`` (a file) and volume, with ``by``."""
-    in_order = Window.partitionBy(*by, *VOLUME).orderBy("time")
-    stated = rows.select(*by, *VOLUME, *_state(rows), "time", "usable_bytes", "available_ratio", "total_bytes", "log_dir_error")
-    step = epoch_seconds("time") - F.lag(epoch_seconds("time")).over(in_order)
+    single = as_segments(rows, by)
+    in_order = Window.partitionBy(*by, *VOLUME).orderBy("time_first")
+    step = epoch_seconds("time_first") - F.lag(epoch_seconds("time_first")).over(in_order)
     alike = functools.reduce(Column.__and__, [F.lag(name).over(in_order).eqNullSafe(F.col(name)) for name in STATE])
     joined = F.coalesce(alike & (step <= F.col("check_interval_seconds") * F.lit(JOIN_INTERVALS)), F.lit(False))
-    flagged = stated.withColumns({"step": step, "joined": joined})
+    flagged = single.withColumns({"step": step, "joined": joined})
     numbered = flagged.withColumn("segment", F.sum((~F.col("joined")).cast("int")).over(in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
     grouped = numbered.groupBy(*by, *VOLUME, "segment", *STATE).agg(
-        F.min("time").alias("time_first"),
-        F.max("time").alias("time_last"),
-        F.count(F.lit(1)).alias("observations"),
-        F.min(F.when(F.col("usable_bytes") >= 0, F.col("usable_bytes"))).alias("worst_usable_bytes"),
-        F.min("available_ratio").alias("worst_available_ratio"),
-        F.max("total_bytes").alias("total_bytes"),
-        F.max(F.when(F.col("log_dir_error").isNotNull(), F.col("time"))).alias("error_time"),
+        *_rolled_up(*_ROLL_UP),
         F.max(F.when(F.col("joined"), F.col("step"))).alias("inner_gap_seconds"),
     )
     # The error's text looked up after: a text in the aggregation would make Spark sort the rows.
-    errors = (
-        stated.filter(F.col("log_dir_error").isNotNull())
-        .groupBy(*by, *VOLUME, F.col("time").alias("error_time"))
-        .agg(F.max("log_dir_error").alias("log_dir_error"))
-    )
+    errors = single.filter(F.col("log_dir_error").isNotNull()).groupBy(*by, *VOLUME, "error_time").agg(F.max("log_dir_error").alias("log_dir_error"))
     return grouped.join(errors, [*by, *VOLUME, "error_time"], "left").select(*by, *SEGMENT_FIELDS)
 
 
@@ -246,18 +253,22 @@ def _with_neighbours(rows: DataFrame) -> DataFrame:
     )
 
 
+def _gap_follows() -> Column:
+    """The next observation comes more than the gap limit after the segment's last."""
+    return (F.col("next_t") - F.col("t_last")) > F.col("gap_limit")
+
+
 def _with_episode_numbers(rows: DataFrame) -> DataFrame:
     """Rows in breach only, numbered by episode. The neighbours are known by now, so the rows
     outside every episode can go before the running count (it counts starts, which are rows
     in breach); the rows stay in the window's order, so nothing is sorted again."""
     running = Window.partitionBy(_VOLUME_ID).orderBy("t").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     after_gap = F.coalesce((F.col("t") - F.col("prev_t")) > F.col("gap_limit"), F.lit(False))
-    gap_follows = (F.col("next_t") - F.col("t_last")) > F.col("gap_limit")
     flags, numbers = {}, {}
     for kind in LIMIT_KINDS:
         inside = F.col(f"in_{kind}")
         flags[f"start_{kind}"] = inside & (~_in_same_episode(kind, "prev_") | after_gap)
-        flags[f"last_{kind}"] = inside & (F.col("next_t").isNull() | gap_follows | ~_in_same_episode(kind, "next_"))
+        flags[f"last_{kind}"] = inside & (F.col("next_t").isNull() | _gap_follows() | ~_in_same_episode(kind, "next_"))
         numbers[f"episode_{kind}"] = F.sum(F.col(f"start_{kind}").cast("int")).over(running)
     in_either = {f"in_{kind}": _in_breach(kind) for kind in LIMIT_KINDS}
     return rows.withColumns(in_either).withColumns(flags).filter(F.col("in_hard") | F.col("in_soft")).withColumns(numbers)
@@ -273,7 +284,7 @@ def _end_reason(kind: str, end: HistoryEnd) -> Column:
     """Why an episode of ``kind`` whose last observation is this row ends (its code)."""
     at_the_end = still_present(F.col("t_last"), end, F.col("gap_limit"))
     kept = F.col(_KEPT) > F.lit(0)
-    gap_follows = (F.col("next_t") - F.col("t_last")) > F.col("gap_limit")
+    gap_follows = _gap_follows()
     reason = (
         F.when(F.col("next_t").isNull() & at_the_end, F.lit("unobserved" if end.unobserved else "ongoing"))
         .when(kept & (F.col("next_t").isNull() | gap_follows), _kept_left_view())
@@ -337,10 +348,7 @@ def _episodes(rows: DataFrame) -> DataFrame:
         # The end time from the reason, once per segment: the reason is evaluated once, in the struct.
         F.max(F.when(last, F.when(F.col("kind.end_reason").isin(*_ENDS_AT_NEXT), F.col("next_time")).otherwise(F.col("time_last")))).alias("end"),
         F.max(F.when(last, F.col("kind.end_reason"))).alias("end_reason"),
-        F.min("worst_usable_bytes").alias("worst_usable_bytes"),
-        F.min("worst_available_ratio").alias("worst_available_ratio"),
-        F.max("total_bytes").alias("total_bytes"),
-        F.sum("observations").alias("observations"),
+        *_rolled_up("worst_usable_bytes", "worst_available_ratio", "total_bytes", "observations"),
         # When the last log dir error of the episode was observed: its text is looked up after
         # (a text in the aggregation would make Spark sort the segments in breach instead of
         # aggregating them in a hash table).

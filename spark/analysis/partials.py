@@ -177,7 +177,10 @@ def episode_segments(derived: dict[str, DataFrame], rows: DataFrame, holds: str 
     segment whose gaps the gap limit counts, a segment per row of all its ``rows``
     (``History.rows``)."""
     kept = derived[SEGMENTS].transform(_of(holds)).select(*SEGMENT_FIELDS)
-    counted = kept.filter(F.col("inner_gap_seconds") > gap_limit(max_gap_seconds)).select(*VOLUME).distinct().collect()
+    # Under the default rule the gap limit (GAP_INTERVALS check intervals) is above every gap
+    # inside a segment (episodes.JOIN_INTERVALS): only a --max-gap can count one.
+    inside = kept.filter(F.col("inner_gap_seconds") > gap_limit(max_gap_seconds))
+    counted = [] if max_gap_seconds is None else inside.select(*VOLUME).distinct().collect()
     whole = sorted(set(_interleaved(derived, holds)) | {tuple(row) for row in counted})
     if not whole:
         return kept
