@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from pyspark.sql import SparkSession
 
@@ -37,6 +38,15 @@ _LOCAL = {
 }
 
 
+def _use_this_python_in_workers() -> None:
+    """A local master's Python workers (the forecast's fit runs in them) run this Python, which
+    has the report's packages, unless PYSPARK_PYTHON names another. PySpark's default is the
+    ``python3`` first on the PATH, which need not have them: the workers then imported the
+    report's modules only when started from the project's folder. (PySpark reads the variable,
+    not ``spark.pyspark.python``, when the driver is this process.)"""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
 def launched_by_spark_submit() -> bool:
     # spark-submit starts the Python driver with the gateway to its JVM already open.
     return "PYSPARK_GATEWAY_PORT" in os.environ
@@ -51,6 +61,7 @@ def report_session(master: str | None, extra: dict[str, str] | None = None) -> S
         builder = builder.master(master)
         if master.startswith("local"):
             settings = {**_LOCAL, **settings}
+            _use_this_python_in_workers()
     for key, value in {**settings, **(extra or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

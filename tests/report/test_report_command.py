@@ -1,0 +1,53 @@
+"""``throttle-report`` as an operator runs it: the installed console script, from any folder.
+
+The forecast's fit runs in Spark's Python workers. Spark starts them with the ``python3`` first
+on the PATH unless told otherwise; that Python need not have the report's packages (here it is
+a stand-in that refuses to run), and the workers then found the report's modules only when the
+command was started from the project's folder."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+from .synthetic import MiB, at, write_rounds
+
+START = at(2026, 7, 1, 8, 0, 0)
+ROUNDS = 40
+
+
+def filling(i: int) -> int:
+    return 80 * MiB - i * MiB  # 1 MiB per 60 s round: a forecast with a time to the hard limit
+
+
+def test_the_console_script_reports_from_any_folder_whatever_python3_the_path_has(tmp_path):
+    history, output, elsewhere, fake_bin = (tmp_path / name for name in ("history", "report", "elsewhere", "bin"))
+    write_rounds(history, START, ROUNDS, {(1, "/data/a"): filling, (2, "/data/b"): lambda i: 70 * MiB}, outage=set())
+    elsewhere.mkdir()
+    fake_bin.mkdir()
+    fake = fake_bin / "python3"
+    fake.write_text("#!/bin/sh\necho 'a python3 without the report (PATH)' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    env = {key: value for key, value in os.environ.items() if key not in ("PYSPARK_PYTHON", "PYTHONPATH")}
+    env["PATH"] = f"{fake_bin}{os.pathsep}{env.get('PATH', '')}"
+    script = Path(sys.executable).parent / "throttle-report"
+
+    finished = subprocess.run(
+        [str(script), "--input", str(history), "--output", str(output), "--master", "local[1]"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    with (output / "forecast.csv").open() as handle:
+        forecast = {(row["broker_id"], row["log_dir"]): row for row in csv.DictReader(handle)}
+    expected_full = START + timedelta(minutes=70)  # 80 MiB at round 0, 1 MiB a round, hard limit 10 MiB
+    assert forecast[("1", "/data/a")]["projected_at"].startswith(expected_full.strftime("%Y-%m-%dT%H:%M")), forecast
+    assert (output / "report.html").is_file()
