@@ -12,6 +12,7 @@ from spark.analysis.backtest import LimitSet, LimitSetError, check_names, read_l
 from spark.analysis.forecast import FORECAST_WINDOW_SECONDS
 from spark.job import EmptyHistory, run_report
 from spark.page.units import human_bytes, human_duration
+from spark.reading.cache import UnusablePath
 from spark.report import Report
 from spark.session import report_session
 
@@ -130,7 +131,10 @@ def summary_table(report: Report) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.since is not None and args.until is not None and args.since >= args.until:
+        parser.error(f"--since {args.since.isoformat()} is not before --until {args.until.isoformat()}: no instant is in that range")
     limit_sets = _limit_sets(args.limits)
     started = time.perf_counter()
     say = _progress(started)
@@ -141,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
         report = run_report(
             spark, args.input, args.output, args.since, args.until, args.max_gap, args.forecast_window, progress=say, limit_sets=limit_sets, cache=args.cache
         )
-    except EmptyHistory as exc:
+    except (EmptyHistory, UnusablePath) as exc:
         print(f"throttle-report: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
     finally:

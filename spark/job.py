@@ -21,6 +21,7 @@ from spark.analysis.gaps import HistoryEnd
 from spark.analysis.states import held_rounds, rounds, time_in_states, unexplained_rounds
 from spark.output import ReportOutput
 from spark.page.html_report import render_page
+from spark.reading.cache import check_output, make_folder
 from spark.reading.history import epoch_seconds, line_counts, read_history
 from spark.report import PAGE_ROWS, Report
 
@@ -120,6 +121,10 @@ def run_report(
         progress(f"{message} ({report.seconds[step]:.1f} s)")
 
     progress(f"reading {input_path}")
+    check_output(spark, input_path, output_path)
+    for folder, what in ((output_path, "the output"), (cache, "the cache")):
+        if folder is not None:
+            make_folder(spark, folder, what)
     output = ReportOutput(spark, output_path)
     cached: list[DataFrame] = []  # every frame persisted for this report, unpersisted at its end
 

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -50,6 +51,11 @@ Parse = Callable[[list[str]], DataFrame]
 # frames it persists to make them go to the list given, for the caller to unpersist (none are
 # persisted without a list).
 Derive = Callable[[DataFrame, list[DataFrame] | None], dict[str, DataFrame]]
+
+
+class UnusablePath(Exception):
+    """A path the report cannot read its history from or write to (missing, a file where a
+    folder must be, not writable): said in one line, before any work is done."""
 
 
 @dataclass(frozen=True)
@@ -120,8 +126,33 @@ class _FileSystem:
     def touch(self, path: str) -> None:
         self._fs.create(self.path(path), True).close()
 
-    def mkdirs(self, path: str) -> None:
-        self._fs.mkdirs(self.path(path))
+    def mkdirs(self, path: str) -> bool:
+        return bool(self._fs.mkdirs(self.path(path)))
+
+    def same(self, one: str, other: str) -> bool:
+        return bool(self.path(one).equals(self.path(other)))
+
+
+def make_folder(spark: SparkSession, path: str, what: str) -> None:
+    """Make sure ``path`` is a folder the report can write in (made when missing), or raise
+    UnusablePath naming ``what`` it is for."""
+    fs = _FileSystem(spark, path)
+    status = fs.status(path)
+    if status is not None and not status.isDirectory():
+        raise UnusablePath(f"{what} {path} is a file, not a folder")
+    try:
+        made = fs.mkdirs(path)
+    except Py4JJavaError as exc:
+        raise UnusablePath(f"{what} {path} cannot be made a folder: {exc.java_exception.getMessage()}") from None
+    if not made:
+        raise UnusablePath(f"{what} {path} cannot be made a folder")
+
+
+def check_output(spark: SparkSession, history: str, output: str) -> None:
+    """The output must not be the history's own folder: the report's files would be read as
+    history files by the next run."""
+    if _FileSystem(spark, history).same(history, output):
+        raise UnusablePath(f"the output {output} is the history's folder: give the report a folder of its own")
 
 
 def _visible(name: str) -> bool:
@@ -145,6 +176,8 @@ def history_files(spark: SparkSession, path: str, since: datetime | None = None,
     fs = _FileSystem(spark, path)
     found: list[tuple[object, str, str | None]] = []
     top = fs.status(path)
+    if top is None:
+        raise UnusablePath(f"the history {path} does not exist")
     if top is not None and top.isFile():
         found.append((top, top.getPath().getName(), None))
     for entry in fs.list(path) if top is not None and top.isDirectory() else []:

@@ -14,6 +14,12 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
+from spark.cli import main
+from spark.job import run_report
+from spark.reading.cache import UnusablePath
+
 from .synthetic import MiB, at, write_rounds
 
 START = at(2026, 7, 1, 8, 0, 0)
@@ -51,3 +57,31 @@ def test_the_console_script_reports_from_any_folder_whatever_python3_the_path_ha
     expected_full = START + timedelta(minutes=70)  # 80 MiB at round 0, 1 MiB a round, hard limit 10 MiB
     assert forecast[("1", "/data/a")]["projected_at"].startswith(expected_full.strftime("%Y-%m-%dT%H:%M")), forecast
     assert (output / "report.html").is_file()
+
+
+def test_paths_the_report_cannot_use_are_refused_in_one_line_before_any_work(spark, tmp_path):
+    """A missing history, a file where the output or the cache folder must be, a folder under
+    a file, and the history's own folder as the output: each refused with the path and why."""
+    history = tmp_path / "history"
+    write_rounds(history, START, 3, {(1, "/data/a"): filling}, outage=set())
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder\n")
+    cases = [
+        (dict(input_path=str(tmp_path / "no-such-history"), output_path=str(tmp_path / "out1")), "the history .*no-such-history does not exist"),
+        (dict(input_path=str(history), output_path=str(a_file)), "the output .*a-file is a file, not a folder"),
+        (dict(input_path=str(history), output_path=str(a_file / "report")), "the output .*a-file/report cannot be made a folder: .*not a directory"),
+        (dict(input_path=str(history), output_path=str(tmp_path / "out2"), cache=str(a_file)), "the cache .*a-file is a file, not a folder"),
+        (dict(input_path=str(history), output_path=str(history) + "/"), "the output .*history/ is the history's folder"),
+    ]
+    for arguments, message in cases:
+        with pytest.raises(UnusablePath, match=message):
+            run_report(spark, **arguments)
+    assert sorted(p.name for p in history.iterdir()) == ["date=2026-07-01"]  # nothing written into the history
+    assert a_file.read_text() == "not a folder\n"
+
+
+def test_since_not_before_until_is_refused_by_the_command_line(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["--input", "h", "--output", "o", "--since", "2026-07-02", "--until", "2026-07-01T12:00"])
+    assert exited.value.code == 2
+    assert "--since 2026-07-02T00:00:00+00:00 is not before --until 2026-07-01T12:00:00+00:00" in capsys.readouterr().err
