@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from datetime import UTC, datetime
@@ -26,6 +27,16 @@ def _instant(text: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+# The masters Spark 4 accepts (SparkContext refuses any other, after starting its JVM).
+_MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|local-cluster\[\d+,\d+,\d+\]|spark://\S+|yarn|k8s://\S+")
+
+
+def _master(text: str) -> str:
+    if not _MASTER.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"not a Spark master: {text!r} (local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL)")
+    return text
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -46,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", required=True, metavar="DIR", help="where the report goes (replaced)")
     parser.add_argument("--since", type=_instant, metavar="T", help="first instant to include (ISO-8601; UTC unless a zone is given)")
     parser.add_argument("--until", type=_instant, metavar="T", help="first instant to leave out")
-    parser.add_argument("--master", metavar="URL", help="Spark master (default: spark-submit's, else local[*])")
+    parser.add_argument("--master", type=_master, metavar="URL", help="Spark master (default: spark-submit's, else local[*])")
     parser.add_argument(
         "--cache", metavar="DIR", help="keep each file of the history parsed in DIR, with what the report derives from it, and parse a file again only when it changes (a local or HDFS path)"
     )
@@ -139,7 +150,12 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     say = _progress(started)
     say("starting Spark")
-    spark = report_session(args.master)
+    try:
+        spark = report_session(args.master)
+    except Exception as exc:  # Spark has printed its log; one line says what failed
+        cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"throttle-report: Spark did not start on {args.master or 'its default master'}: {cause}", file=sys.stderr)
+        raise SystemExit(1) from None
     say(f"Spark {spark.version} on {spark.sparkContext.master}")
     try:
         report = run_report(

@@ -85,3 +85,28 @@ def test_since_not_before_until_is_refused_by_the_command_line(capsys):
         main(["--input", "h", "--output", "o", "--since", "2026-07-02", "--until", "2026-07-01T12:00"])
     assert exited.value.code == 2
     assert "--since 2026-07-02T00:00:00+00:00 is not before --until 2026-07-01T12:00:00+00:00" in capsys.readouterr().err
+
+
+def test_a_master_spark_does_not_know_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["--input", "h", "--output", "o", "--master", "local[0]"])
+    assert exited.value.code == 2
+    assert "not a Spark master: 'local[0]'" in capsys.readouterr().err
+
+
+def test_spark_that_cannot_start_ends_the_command_with_one_line_saying_so(tmp_path):
+    """No usable Java (JAVA_HOME pointing nowhere): exit 1 and a line naming the master, not a
+    Python traceback."""
+    env = {**os.environ, "JAVA_HOME": str(tmp_path / "no-java")}
+    script = Path(sys.executable).parent / "throttle-report"
+    finished = subprocess.run(
+        [str(script), "--input", str(tmp_path), "--output", str(tmp_path / "out"), "--master", "local[1]"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert finished.returncode == 1, finished.stderr[-2000:]
+    last = finished.stderr.strip().splitlines()[-1]
+    assert last.startswith("throttle-report: Spark did not start on local[1]: "), finished.stderr[-2000:]
+    assert "Traceback" not in finished.stderr
