@@ -10,6 +10,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from spark.analysis.backtest import TABLES as BACKTEST_TABLES
 from spark.analysis.backtest import LimitSet, Outcome, backtest, page_view
 from spark.analysis import partials
 from spark.analysis.brokers import broker_summary, fenced_time
@@ -202,6 +203,7 @@ def run_report(
         report.timeline = state_timeline(round_rows, read.first_time, read.last_time, max_gap_seconds)
         done("charts", "reduced the chart series")
 
+        output.remove_tables([name for name in (*TABLES, *BACKTEST_TABLES) if name not in names])  # an earlier run's, in the same output
         output.write_text("report.html", render_page(report))
         done("html", f"wrote {output.path('report.html')}")
         report.seconds["total"] = time.perf_counter() - started

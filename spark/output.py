@@ -48,6 +48,12 @@ class ReportOutput:
         self._fs.rename(part, target)
         self._fs.delete(self._Path(staging), True)
 
+    def remove_tables(self, names: list[str]) -> None:
+        """Remove the tables ``names`` (a run before this one wrote them, this run does not)."""
+        for name in names:
+            self.delete(f"{name}.csv")
+            self.delete(f"parquet/{name}")
+
     def delete(self, name: str) -> None:
         self._fs.delete(self._Path(self.path(name)), True)
 

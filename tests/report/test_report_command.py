@@ -110,3 +110,22 @@ def test_spark_that_cannot_start_ends_the_command_with_one_line_saying_so(tmp_pa
     last = finished.stderr.strip().splitlines()[-1]
     assert last.startswith("throttle-report: Spark did not start on local[1]: "), finished.stderr[-2000:]
     assert "Traceback" not in finished.stderr
+
+
+def test_a_run_without_limits_leaves_no_backtest_of_an_earlier_run_in_its_output(spark, tmp_path):
+    """The output is replaced: the tables of --limits written by an earlier run into the same
+    folder go; files the report does not write stay."""
+    from app.decision.policy import LimitKind, StoragePolicy
+    from spark.analysis.backtest import LimitSet
+
+    history, output = tmp_path / "history", tmp_path / "report"
+    write_rounds(history, START, 20, {(1, "/data/a"): filling}, outage=set())
+    tighter = LimitSet("tighter", StoragePolicy(LimitKind.MIN_AVAILABLE_RATIO, 0.2, 0.4))
+    run_report(spark, str(history), str(output), limit_sets=[tighter])
+    assert (output / "backtest.csv").is_file() and (output / "parquet" / "backtest_episodes").is_dir()
+    (output / "notes.txt").write_text("mine\n")
+
+    run_report(spark, str(history), str(output))
+
+    assert sorted(p.name for p in output.iterdir()) == ["brokers.csv", "episodes.csv", "forecast.csv", "notes.txt", "parquet", "report.html", "time_in_states.csv"]
+    assert sorted(p.name for p in (output / "parquet").iterdir()) == ["brokers", "episodes", "forecast", "time_in_states"]
