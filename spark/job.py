@@ -22,7 +22,7 @@ from spark.analysis.gaps import HistoryEnd
 from spark.analysis.states import held_rounds, rounds, time_in_states, unexplained_rounds
 from spark.output import ReportOutput
 from spark.page.html_report import render_page
-from spark.reading.cache import check_output, make_folder
+from spark.reading.cache import check_output, lock, make_folder
 from spark.reading.history import epoch_seconds, line_counts, read_history
 from spark.report import PAGE_ROWS, Report
 
@@ -133,6 +133,7 @@ def run_report(
         cached.append(frame.persist())
         return cached[-1]
 
+    release = lock(spark, cache if cache is not None else output.path(PARSED))
     try:
         history = read_history(spark, input_path, output.path(PARSED), since, until, cache, partials.derive)
         if cache is not None:
@@ -210,5 +211,6 @@ def run_report(
     finally:
         for frame in cached:  # a long-lived session (a notebook, the tests) keeps nothing of the report
             frame.unpersist()
+        release()
         output.delete(PARSED)  # the parsed copy of the history
     return report

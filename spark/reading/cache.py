@@ -16,7 +16,9 @@ Layout: ``DIR/<table>/chunk=<key>/`` holds one table of one file: ``lines`` (eve
 derives per file (``analysis.partials``). ``DIR/done/<key>`` marks a file whose tables are
 all in place: a run stopped half-way leaves no file half-cached. The files not in the history
 any more (retention) leave the cache too. Without ``--cache`` the same layout is built in a
-scratch folder of the output and deleted at the end.
+scratch folder of the output and deleted at the end. ``DIR/lock`` names the run using the
+folder (host, process, since when): a second run at the same time stops with that name
+instead of deleting the first one's files.
 
 The history and the cache go through Hadoop's FileSystem, as Spark's own reads and writes do."""
 
@@ -24,10 +26,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
@@ -41,6 +44,7 @@ CACHE_VERSION = "6"
 CHUNK = "chunk"  # the column naming the file a row came from (its key)
 LINES = "lines"
 _DONE = "done"
+_LOCK = "lock"
 _STAGING = "staging-"
 _FILE_PATH = "file_path"
 
@@ -129,6 +133,28 @@ class _FileSystem:
     def mkdirs(self, path: str) -> bool:
         return bool(self._fs.mkdirs(self.path(path)))
 
+    def create_new(self, path: str, text: str) -> bool:
+        """Write a file holding ``text`` where none is; False when one is."""
+        try:
+            stream = self._fs.create(self.path(path), False)
+        except Py4JJavaError:
+            if self.exists(path):
+                return False
+            raise
+        try:
+            stream.writeUTF(text)
+        finally:
+            stream.close()
+        return True
+
+    def read_text(self, path: str) -> str:
+        """The text of a file ``create_new`` wrote."""
+        stream = self._fs.open(self.path(path))
+        try:
+            return str(stream.readUTF())
+        finally:
+            stream.close()
+
     def same(self, one: str, other: str) -> bool:
         return bool(self.path(one).equals(self.path(other)))
 
@@ -146,6 +172,41 @@ def make_folder(spark: SparkSession, path: str, what: str) -> None:
         raise UnusablePath(f"{what} {path} cannot be made a folder: {exc.java_exception.getMessage()}") from None
     if not made:
         raise UnusablePath(f"{what} {path} cannot be made a folder")
+
+
+def _alive_here(owner: str) -> bool:
+    """Whether the run named by a lock's ``owner`` ("<host> <pid> <since>") may still be
+    running: on another machine it may; on this one, while its process is."""
+    host, pid, *_ = owner.split(" ") + ["", ""]
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    if int(pid) == os.getpid():  # this process holds no lock yet: one left by an earlier life (a restarted container)
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def lock(spark: SparkSession, folder: str) -> Callable[[], None]:
+    """Hold ``folder`` (a cache, or a run's scratch copy) for this run, or raise UnusablePath
+    when another run holds it: a second run would delete the first one's staged files, or the
+    cached files it is still reading. A lock left by a run on this machine whose process has
+    ended is taken over. Returns the release."""
+    fs = _FileSystem(spark, folder)
+    path = f"{folder.rstrip('/')}/{_LOCK}"
+    owner = f"{socket.gethostname()} {os.getpid()} {datetime.now(UTC).isoformat(timespec='seconds')}"
+    if not fs.create_new(path, owner):
+        holder = fs.read_text(path)
+        if _alive_here(holder):
+            raise UnusablePath(f"{folder} is in use by another run of the report ({holder}); if no run is using it, remove {path}")
+        fs.delete(path)  # its run has ended
+        if not fs.create_new(path, owner):
+            raise UnusablePath(f"{folder} is in use by another run of the report; if no run is using it, remove {path}")
+    return lambda: fs.delete(path)
 
 
 def check_output(spark: SparkSession, history: str, output: str) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import csv
 import os
+import re
+import socket
 import subprocess
 import sys
 from datetime import timedelta
@@ -129,3 +131,37 @@ def test_a_run_without_limits_leaves_no_backtest_of_an_earlier_run_in_its_output
 
     assert sorted(p.name for p in output.iterdir()) == ["brokers.csv", "episodes.csv", "forecast.csv", "notes.txt", "parquet", "report.html", "time_in_states.csv"]
     assert sorted(p.name for p in (output / "parquet").iterdir()) == ["brokers", "episodes", "forecast", "time_in_states"]
+
+
+def test_a_cache_in_use_by_another_run_is_refused_and_a_dead_runs_lock_is_taken_over(spark, tmp_path):
+    """Two runs on one cache at once (a scheduled report and one by hand): the second stops
+    and names the first, instead of deleting the files the first is staging or reading. A lock
+    whose run has ended (killed) does not block; a run leaves no lock, also when it fails."""
+    from spark.job import EmptyHistory
+
+    history, cache = tmp_path / "history", tmp_path / "cache"
+    write_rounds(history, START, 10, {(1, "/data/a"): filling}, outage=set())
+    cache.mkdir()
+    other_run = subprocess.Popen(["sleep", "60"])
+    try:
+        write_lock(cache, f"{socket.gethostname()} {other_run.pid} 2026-07-01T08:00:00+00:00")
+        with pytest.raises(UnusablePath, match=re.escape(f"cache is in use by another run of the report ({socket.gethostname()} {other_run.pid} ")):
+            run_report(spark, str(history), str(tmp_path / "second"), cache=str(cache))
+        assert not (tmp_path / "second" / "report.html").exists()
+        assert sorted(p.name for p in cache.iterdir()) == ["lock"]  # the first run's folder untouched
+    finally:
+        other_run.kill()
+        other_run.wait()
+
+    run_report(spark, str(history), str(tmp_path / "after"), cache=str(cache))  # the killed run's lock is taken over
+    assert (tmp_path / "after" / "report.html").is_file()
+    assert not (cache / "lock").exists()
+    with pytest.raises(EmptyHistory):
+        run_report(spark, str(history), str(tmp_path / "empty"), since=at(2027, 1, 1, 0, 0), cache=str(cache))
+    assert not (cache / "lock").exists()
+
+
+def write_lock(folder: Path, owner: str) -> None:
+    """A lock as a run writes it (Java's modified UTF-8: a 2-byte length, then the text)."""
+    encoded = owner.encode()
+    (folder / "lock").write_bytes(len(encoded).to_bytes(2, "big") + encoded)
