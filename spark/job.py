@@ -133,7 +133,7 @@ def run_report(
         cached.append(frame.persist())
         return cached[-1]
 
-    release = lock(spark, cache if cache is not None else output.path(PARSED))
+    release = lock(spark, cache, "the cache") if cache is not None else lock(spark, output.path(PARSED), "the output's scratch folder")
     try:
         history = read_history(spark, input_path, output.path(PARSED), since, until, cache, partials.derive)
         if cache is not None:

@@ -147,11 +147,17 @@ class _FileSystem:
             stream.close()
         return True
 
-    def read_text(self, path: str) -> str:
-        """The text of a file ``create_new`` wrote."""
-        stream = self._fs.open(self.path(path))
+    def read_text(self, path: str) -> str | None:
+        """The text of a file ``create_new`` wrote; None when it holds none (its writer stopped
+        before writing it) or is gone."""
+        try:
+            stream = self._fs.open(self.path(path))
+        except Py4JJavaError:
+            return None
         try:
             return str(stream.readUTF())
+        except Py4JJavaError:
+            return None
         finally:
             stream.close()
 
@@ -191,21 +197,21 @@ def _alive_here(owner: str) -> bool:
     return True
 
 
-def lock(spark: SparkSession, folder: str) -> Callable[[], None]:
-    """Hold ``folder`` (a cache, or a run's scratch copy) for this run, or raise UnusablePath
-    when another run holds it: a second run would delete the first one's staged files, or the
-    cached files it is still reading. A lock left by a run on this machine whose process has
-    ended is taken over. Returns the release."""
+def lock(spark: SparkSession, folder: str, what: str) -> Callable[[], None]:
+    """Hold ``folder`` (a cache, or a run's scratch copy; ``what`` names it) for this run, or
+    raise UnusablePath when another run holds it: a second run would delete the first one's
+    staged files, or the cached files it is still reading. A lock left by a run on this machine
+    whose process has ended is taken over. Returns the release."""
     fs = _FileSystem(spark, folder)
     path = f"{folder.rstrip('/')}/{_LOCK}"
     owner = f"{socket.gethostname()} {os.getpid()} {datetime.now(UTC).isoformat(timespec='seconds')}"
     if not fs.create_new(path, owner):
         holder = fs.read_text(path)
-        if _alive_here(holder):
-            raise UnusablePath(f"{folder} is in use by another run of the report ({holder}); if no run is using it, remove {path}")
+        if holder is None or _alive_here(holder):
+            raise UnusablePath(f"{what} {folder} is in use by another run of the report ({holder or 'unnamed'}); if no run is using it, remove {path}")
         fs.delete(path)  # its run has ended
         if not fs.create_new(path, owner):
-            raise UnusablePath(f"{folder} is in use by another run of the report; if no run is using it, remove {path}")
+            raise UnusablePath(f"{what} {folder} is in use by another run of the report; if no run is using it, remove {path}")
     return lambda: fs.delete(path)
 
 
@@ -239,9 +245,9 @@ def history_files(spark: SparkSession, path: str, since: datetime | None = None,
     top = fs.status(path)
     if top is None:
         raise UnusablePath(f"the history {path} does not exist")
-    if top is not None and top.isFile():
+    if top.isFile():
         found.append((top, top.getPath().getName(), None))
-    for entry in fs.list(path) if top is not None and top.isDirectory() else []:
+    for entry in fs.list(path) if top.isDirectory() else []:
         name = entry.getPath().getName()
         if not _visible(name):
             continue

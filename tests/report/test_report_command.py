@@ -145,13 +145,18 @@ def test_a_cache_in_use_by_another_run_is_refused_and_a_dead_runs_lock_is_taken_
     other_run = subprocess.Popen(["sleep", "60"])
     try:
         write_lock(cache, f"{socket.gethostname()} {other_run.pid} 2026-07-01T08:00:00+00:00")
-        with pytest.raises(UnusablePath, match=re.escape(f"cache is in use by another run of the report ({socket.gethostname()} {other_run.pid} ")):
+        with pytest.raises(UnusablePath, match=re.escape(f"the cache {cache} is in use by another run of the report ({socket.gethostname()} {other_run.pid} ")):
             run_report(spark, str(history), str(tmp_path / "second"), cache=str(cache))
         assert not (tmp_path / "second" / "report.html").exists()
         assert sorted(p.name for p in cache.iterdir()) == ["lock"]  # the first run's folder untouched
     finally:
         other_run.kill()
         other_run.wait()
+
+    (cache / "lock").write_bytes(b"")  # a run stopped before it wrote its name: who holds it is unknown
+    with pytest.raises(UnusablePath, match=re.escape(f"the cache {cache} is in use by another run of the report (unnamed); if no run is using it, remove ")):
+        run_report(spark, str(history), str(tmp_path / "second"), cache=str(cache))
+    write_lock(cache, f"{socket.gethostname()} {other_run.pid} 2026-07-01T08:00:00+00:00")
 
     run_report(spark, str(history), str(tmp_path / "after"), cache=str(cache))  # the killed run's lock is taken over
     assert (tmp_path / "after" / "report.html").is_file()
