@@ -23,6 +23,7 @@ from spark.analysis.states import held_rounds, rounds, time_in_states, unexplain
 from spark.output import ReportOutput
 from spark.page.html_report import render_page
 from spark.reading.cache import check_output, lock, make_folder
+from spark.reading.frames import kept, release
 from spark.reading.history import epoch_seconds, line_counts, read_history
 from spark.report import PAGE_ROWS, Report
 
@@ -130,10 +131,9 @@ def run_report(
     cached: list[DataFrame] = []  # every frame persisted for this report, unpersisted at its end
 
     def keep(frame: DataFrame) -> DataFrame:
-        cached.append(frame.persist())
-        return cached[-1]
+        return kept(frame, cached)
 
-    release = lock(spark, cache, "the cache") if cache is not None else lock(spark, output.path(PARSED), "the output's scratch folder")
+    unlock = lock(spark, cache, "the cache") if cache is not None else lock(spark, output.path(PARSED), "the output's scratch folder")
     try:
         history = read_history(spark, input_path, output.path(PARSED), since, until, cache, partials.derive)
         if cache is not None:
@@ -209,8 +209,7 @@ def run_report(
         done("html", f"wrote {output.path('report.html')}")
         report.seconds["total"] = time.perf_counter() - started
     finally:
-        for frame in cached:  # a long-lived session (a notebook, the tests) keeps nothing of the report
-            frame.unpersist()
-        release()
+        release(cached)
+        unlock()
         output.delete(PARSED)  # the parsed copy of the history
     return report

@@ -33,6 +33,7 @@ from app.decision.policy import LimitKind, State, StoragePolicy
 from spark.analysis.episodes import VOLUME, violation_episodes
 from spark.analysis.gaps import HistoryEnd, gap_limit
 from spark.analysis.states import time_in_states
+from spark.reading.frames import kept
 from spark.reading.history import epoch_seconds
 from spark.report import LIVE_LIMITS as LIVE
 from spark.report import WORST_VOLUMES
@@ -268,9 +269,8 @@ def backtest(
     for limit_set in limit_sets:
         judged = rows.transform(judged_rows(limit_set.policy, max_gap_seconds))
         # Each set's episodes and rounds feed three tables: computed once (they are small).
-        episodes = episode_steps(violation_episodes(judged, volumes, end, max_gap_seconds)).persist()
-        outcomes.append((limit_set.name, limit_set.policy, Outcome(episodes, judged_rounds(judged).persist())))
-        cached += [episodes, outcomes[-1][2].round_rows]
+        episodes = kept(episode_steps(violation_episodes(judged, volumes, end, max_gap_seconds)), cached)
+        outcomes.append((limit_set.name, limit_set.policy, Outcome(episodes, kept(judged_rounds(judged), cached))))
     recorded = _recorded_limits(rows)
     order = {name: index for index, (name, _, _) in enumerate(outcomes)}
     set_order = F.element_at(F.create_map(*[F.lit(x) for name, i in order.items() for x in (name, i)]), F.col("limit_set"))

@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spark.analysis.episodes import ENFORCED, VOLUME
+from spark.reading.frames import kept
 
 
 def with_enforcement(rows: DataFrame, persisted: list[DataFrame] | None = None):
@@ -24,9 +25,7 @@ def with_enforcement(rows: DataFrame, persisted: list[DataFrame] | None = None):
             return episodes.withColumn(ENFORCED, F.lit(True))
         # The episodes are few and costly to compute: computed once here, and the rows of
         # their starts looked up by a broadcast join instead of another sort of every row.
-        if persisted is not None:
-            episodes = episodes.persist()
-            persisted.append(episodes)
+        episodes = kept(episodes, persisted)
         starts = episodes.select(*VOLUME, F.col("start").alias("time")).distinct()
         at_start = (
             rows.join(F.broadcast(starts), [*VOLUME, "time"])

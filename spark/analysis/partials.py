@@ -37,6 +37,7 @@ from spark.analysis.forecast import fitted_rows, observed_seconds
 from spark.analysis.gaps import HistoryEnd, gap_limit, still_present
 from spark.analysis.states import blames, decisions
 from spark.reading.cache import CHUNK
+from spark.reading.frames import kept
 from spark.reading.history import SKIP_REASON, epoch_seconds, most_first, valid
 
 HOLDS = "volume_holds"  # data / metadata: the episodes of each are apart
@@ -78,13 +79,11 @@ def derive(lines: DataFrame, persisted: list[DataFrame] | None = None) -> dict[s
             F.max(F.array_position(_holds_values(), F.col("holds"))).cast("int").alias("holds"),
         )
     )
-    if persisted is not None:
-        slices = slices.persist()
-        persisted.append(slices)
+    slices = kept(slices, persisted)
     volumes = _rolled_up(slices, *per_volume)
     keep = F.broadcast(slices.select(*per_volume, _SLICE, F.col("first_seen").alias("_first"), F.col("last_seen").alias("_last"), "in_breach"))
-    kept = F.col("in_breach") | (F.col("time") == F.col("_first")) | (F.col("time") == F.col("_last"))
-    breach_rows = volume_lines.join(keep, [*per_volume, _SLICE]).filter(kept)
+    needed = F.col("in_breach") | (F.col("time") == F.col("_first")) | (F.col("time") == F.col("_last"))
+    breach_rows = volume_lines.join(keep, [*per_volume, _SLICE]).filter(needed)
     fenced = volume_lines.filter((F.col(HOLDS) == F.lit(DATA)) & (F.col("kept") == F.lit("fenced"))).select(CHUNK, "broker_id", "time").distinct()
     return {
         DECISIONS: decisions(lines, by=(CHUNK,)),
@@ -176,16 +175,16 @@ def episode_segments(derived: dict[str, DataFrame], rows: DataFrame, holds: str 
     the module's note), from ``segments``; a volume whose files interleave in time, or with a
     segment whose gaps the gap limit counts, a segment per row of all its ``rows``
     (``History.rows``)."""
-    kept = derived[SEGMENTS].transform(_of(holds)).select(*SEGMENT_FIELDS)
+    from_files = derived[SEGMENTS].transform(_of(holds)).select(*SEGMENT_FIELDS)
     # Under the default rule the gap limit (GAP_INTERVALS check intervals) is above every gap
     # inside a segment (episodes.JOIN_INTERVALS): only a --max-gap can count one.
-    inside = kept.filter(F.col("inner_gap_seconds") > gap_limit(max_gap_seconds))
+    inside = from_files.filter(F.col("inner_gap_seconds") > gap_limit(max_gap_seconds))
     counted = [] if max_gap_seconds is None else inside.select(*VOLUME).distinct().collect()
     whole = sorted(set(_interleaved(derived, holds)) | {tuple(row) for row in counted})
     if not whole:
-        return kept
+        return from_files
     read_whole = _among(rows.transform(data_rows if holds == DATA else metadata_rows), whole).transform(as_segments)
-    return _among(kept, whole, among=False).unionByName(read_whole)
+    return _among(from_files, whole, among=False).unionByName(read_whole)
 
 
 def fenced_rounds(derived: dict[str, DataFrame]) -> DataFrame:

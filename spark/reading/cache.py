@@ -38,6 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from app.history.schema import FIELD_NAMES, PARTITION_PREFIX
+from spark.reading.frames import release
 
 # What a cached file holds changed: every file is parsed again once.
 CACHE_VERSION = "6"
@@ -289,8 +290,7 @@ def _parse_into(spark: SparkSession, staging: str, stale: list[HistoryFile], par
             spark.sparkContext.setJobDescription(f"derive {name} of {len(stale)} history files")
             table.write.partitionBy(CHUNK).parquet(f"{staging}/{name}")
     finally:
-        for frame in persisted:  # a long-lived session (a notebook, the tests) keeps nothing of it
-            frame.unpersist()
+        release(persisted)
 
 
 def empty(spark: SparkSession, schema: T.StructType) -> DataFrame:

@@ -1,0 +1,22 @@
+"""Frames the report computes once and reads more than once: persisted, and listed so that the
+run unpersists them at its end (a long-lived session, a notebook or the tests, keeps nothing
+of a report)."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+
+
+def kept(frame: DataFrame, persisted: list[DataFrame] | None) -> DataFrame:
+    """``frame`` persisted and added to ``persisted``; without a list, ``frame`` as it is."""
+    if persisted is None:
+        return frame
+    persisted.append(frame.persist())
+    return persisted[-1]
+
+
+def release(persisted: list[DataFrame]) -> None:
+    """Unpersist every frame ``kept`` added to ``persisted``."""
+    for frame in persisted:
+        frame.unpersist()
+    persisted.clear()
