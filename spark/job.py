@@ -22,7 +22,7 @@ from spark.analysis.gaps import HistoryEnd
 from spark.analysis.states import held_rounds, rounds, time_in_states, unexplained_rounds
 from spark.output import ReportOutput
 from spark.page.html_report import render_page
-from spark.reading.cache import check_output, lock, make_folder
+from spark.reading.cache import check_folders, lock, make_folder
 from spark.reading.frames import kept, release
 from spark.reading.history import epoch_seconds, line_counts, read_history
 from spark.report import PAGE_ROWS, Report
@@ -123,7 +123,7 @@ def run_report(
         progress(f"{message} ({report.seconds[step]:.1f} s)")
 
     progress(f"reading {input_path}")
-    check_output(spark, input_path, output_path)
+    check_folders(spark, input_path, output_path, cache)
     for folder, what in ((output_path, "the output"), (cache, "the cache")):
         if folder is not None:
             make_folder(spark, folder, what)

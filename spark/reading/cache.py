@@ -216,11 +216,15 @@ def lock(spark: SparkSession, folder: str, what: str) -> Callable[[], None]:
     return lambda: fs.delete(path)
 
 
-def check_output(spark: SparkSession, history: str, output: str) -> None:
-    """The output must not be the history's own folder: the report's files would be read as
-    history files by the next run."""
-    if _FileSystem(spark, history).same(history, output):
+def check_folders(spark: SparkSession, history: str, output: str, cache: str | None) -> None:
+    """The output and the cache are folders of their own: in the history's folder their files
+    would be read as history files by the next run, and a cache in the output's folder would
+    take the report's tables for files gone from the history."""
+    fs = _FileSystem(spark, history)
+    if fs.same(history, output):
         raise UnusablePath(f"the output {output} is the history's folder: give the report a folder of its own")
+    if cache is not None and (fs.same(cache, history) or fs.same(cache, output)):
+        raise UnusablePath(f"the cache {cache} is the {'history' if fs.same(cache, history) else 'output'}'s folder: give the cache a folder of its own")
 
 
 def _visible(name: str) -> bool:

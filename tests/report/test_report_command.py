@@ -63,7 +63,8 @@ def test_the_console_script_reports_from_any_folder_whatever_python3_the_path_ha
 
 def test_paths_the_report_cannot_use_are_refused_in_one_line_before_any_work(spark, tmp_path):
     """A missing history, a file where the output or the cache folder must be, a folder under
-    a file, and the history's own folder as the output: each refused with the path and why."""
+    a file, the history's own folder as the output or the cache, and the output's as the
+    cache: each refused with the path and why."""
     history = tmp_path / "history"
     write_rounds(history, START, 3, {(1, "/data/a"): filling}, outage=set())
     a_file = tmp_path / "a-file"
@@ -74,6 +75,8 @@ def test_paths_the_report_cannot_use_are_refused_in_one_line_before_any_work(spa
         (dict(input_path=str(history), output_path=str(a_file / "report")), "the output .*a-file/report cannot be made a folder: .*not a directory"),
         (dict(input_path=str(history), output_path=str(tmp_path / "out2"), cache=str(a_file)), "the cache .*a-file is a file, not a folder"),
         (dict(input_path=str(history), output_path=str(history) + "/"), "the output .*history/ is the history's folder"),
+        (dict(input_path=str(history), output_path=str(tmp_path / "out3"), cache=str(history)), "the cache .*history is the history's folder"),
+        (dict(input_path=str(history), output_path=str(tmp_path / "out4"), cache=str(tmp_path / "out4")), "the cache .*out4 is the output's folder"),
     ]
     for arguments, message in cases:
         with pytest.raises(UnusablePath, match=message):
