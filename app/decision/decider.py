@@ -10,9 +10,10 @@ from dataclasses import replace
 from app.decision.decision import Decision, VolumeState
 from app.decision.factor import FactorReading, FactorSource, ThrottleFactorHolder
 from app.decision.fill_rate import NOT_ESTIMATED, TimeToFull
-from app.decision.horizon import HorizonRule
+from app.decision.horizon import AppliedFactor, HorizonRule
 from app.decision.metadata import MetadataStep, MetadataWatch
 from app.decision.policy import Evaluation, StoragePolicy, VolumeStatus, VolumeVerdict
+from app.decision.snapshot import Restored, restore_decider, snapshot_decider
 from app.decision.timeline import Step, Timeline, ViewTimeline
 from app.observation.cache import VolumeCache
 from app.observation.model import ObservationRound, VolumeKey, VolumeObservation
@@ -37,6 +38,7 @@ class ThrottleDecider:
         metadata_policy: StoragePolicy | None = None,
     ) -> None:
         self.policy = policy
+        self._started_at = started_at
         self.fallback = fallback
         self.validity_seconds = validity_seconds
         self.cache = VolumeCache(validity_seconds, keep_fenced)
@@ -53,10 +55,48 @@ class ThrottleDecider:
         self.horizon = HorizonRule(policy, horizon_seconds) if horizon_seconds is not None else None
         # The nodes' own reports of their volumes, and the metadata limits that judge them.
         self.metadata = MetadataWatch(metadata_policy, NodeReportBook(validity_seconds, keep_fenced), fallback, started_at)
+        # When the state this decider resumed was saved by an earlier process (None once a round
+        # of its own has been applied, or when it started afresh).
+        self.resumed_from: float | None = None
 
-    def apply_round(self, round_: ObservationRound) -> Evaluation:
+    def resume(self, data: bytes, now: float) -> Restored:
+        """Take up the state an earlier process saved (``snapshot_decider``): until its own
+        first round, this decider serves what that one would serve now, as last-valid (it was
+        observed by the earlier process, not by this one). Raises ``SnapshotError``."""
+        restored = restore_decider(self, data, now)
+        self.resumed_from = restored.saved_at
+        self.holder.resumed()
+        return restored
+
+    def mirror(self, data: bytes, now: float) -> Restored:
+        """Become exactly the decider whose snapshot ``data`` is (a replica serving the
+        decision another replica made): every read answers as that one's. Raises
+        ``SnapshotError`` for a snapshot taken under other settings."""
+        fresh = ThrottleDecider(
+            self.policy,
+            self.validity_seconds,
+            self.fallback,
+            started_at=self._started_at,
+            enabled=self.holder.enabled,
+            keep_fenced=self.cache.keeps_fenced,
+            horizon_seconds=self.horizon.horizon_seconds if self.horizon is not None else None,
+            metadata_policy=self.metadata.policy,
+        )
+        restored = restore_decider(fresh, data, now, exact_only=True)
+        self.__dict__.update(fresh.__dict__)
+        return restored
+
+    def snapshot(self, saved_at: float) -> bytes:
+        """Everything this decider keeps between rounds (``resume`` and ``mirror`` take it)."""
+        return snapshot_decider(self, saved_at)
+
+    def apply_round(self, round_: ObservationRound, applied: AppliedFactor | None = None) -> Evaluation:
+        """Judge a round. ``applied``: the factor the brokers' shims applied while it was
+        observed (the loop's, from the enforcement in force); None: this decider's factor in
+        force as the round began, on every broker."""
         now = round_.finished_at
         self.latest_round = round_
+        self.resumed_from = None
         if round_.cluster_answered:
             self.active_brokers = round_.active_brokers
             self.fenced_brokers = round_.fenced_brokers
@@ -64,8 +104,10 @@ class ThrottleDecider:
         self.metadata.evict_expired(now)
         times_to_full: dict[VolumeKey, TimeToFull] | None = None
         if self.horizon is not None:
-            # The factor the observations were made under: the one in force as the round began.
-            times_to_full = self.horizon.record(round_.observations, self.holder.read(round_.started_at).factor)
+            # The factor the observations were made under: the one applied as the round began.
+            if applied is None:
+                applied = AppliedFactor(self.reading(round_.started_at).factor)
+            times_to_full = self.horizon.record(round_.observations, applied)
         self.cache.record_round(round_)
         self.evicted = self.cache.evict_expired(now)
         if self.horizon is not None:
@@ -149,6 +191,7 @@ class ThrottleDecider:
             fill_rates=self.horizon.rates if self.horizon is not None else None,
             metadata=metadata,
             metadata_policy=self.metadata.policy,
+            resumed_from=self.resumed_from,
         )
 
     def time_to_full(self, volume: VolumeObservation) -> TimeToFull | None:

@@ -4,7 +4,8 @@ the history turns into rows and the metrics read."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 from app.decision.enforcement import ENFORCE_EVERYWHERE, Enforcement
 from app.decision.factor import FactorReading, FactorSource
@@ -42,6 +43,22 @@ class Decision:
     # The metadata volumes the nodes reported, judged by the metadata limits (None: none set).
     metadata: MetadataStep = UNLIMITED
     metadata_policy: StoragePolicy | None = None
+    # When the state in force was saved by an earlier process of the service: it serves what
+    # that one decided until a round of its own (None once it has one, or after a fresh start).
+    resumed_from: float | None = None
+
+    def frozen(self) -> Decision:
+        """This decision with nothing left that reads the decider later: its volumes, fill rates
+        and metadata volumes copied now. What goes to another thread (the history writer, a
+        metrics scrape) is this, taken in the round: a view of the decider's dicts would show
+        them as they are when read, and fail when the event loop changes them meanwhile."""
+        rates = self.fill_rates
+        return replace(
+            self,
+            volumes=tuple(self.volumes),
+            fill_rates=None if rates is None else MappingProxyType(dict(rates)),
+            metadata=self.metadata.frozen(),
+        )
 
     @property
     def factor(self) -> float:

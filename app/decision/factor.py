@@ -58,6 +58,15 @@ class ThrottleFactorHolder:
     def validity_seconds(self) -> float:
         return self._validity
 
+    @property
+    def enabled(self) -> bool:
+        return self._enabled
+
+    def resumed(self) -> None:
+        """The timelines were restored from an earlier process: what they say is last-valid for
+        this one until its own round succeeds (an initial grace stays initial)."""
+        self._latest_succeeded = False
+
     def record_success(self, timeline: Timeline) -> None:
         self._last_valid = timeline
         self._initial = False

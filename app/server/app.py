@@ -83,6 +83,7 @@ def history_writer_from(settings: Settings, metrics: ServiceMetrics) -> HistoryW
         written=metrics.history_rows_written.inc,
         dropped=lambda reason, rows: metrics.history_rows_dropped.labels(reason).inc(rows),
         topic_errors=metrics.history_topic_errors.inc,
+        written_at=metrics.history_written,
     )
     retention = Retention(settings.history_retention_days, settings.history_retention_bytes)
     topic = None
@@ -112,7 +113,7 @@ def create_app(
     loop = ObservationLoop(decider, service_metrics, clock, source, settings.storage_check_interval.total_seconds())
     loop.enforcement = lambda: settings.initial_enforcement  # the quota store's once it is open
     service_metrics.bind_decision(lambda: loop.decision(clock()))
-    service_metrics.bind_volumes(decider.cache.volumes)
+    service_metrics.bind_volumes(lambda: decider.cache.volumes())  # the cache a mirrored snapshot put in place
     decisions: Publication[ThrottleDecision] = Publication(lambda now: _decision_body(loop, now), clock)
     loop.publications.append(decisions)
     state = ServiceState(settings, clock, decider, loop, decisions, registry)
@@ -120,6 +121,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        service_metrics.reads_on(asyncio.get_running_loop())  # scrapes read the decider on its thread
         store = quota_store_from(settings)
         state.quotas = QuotaService(settings, store, decider.reading, clock)
         quota_service = state.quotas

@@ -120,6 +120,12 @@ class ThrottleDecision(BaseModel):
         description="The metadata log volumes the nodes report and the mutation factor they set; null while no metadata limit "
         "is set and no node reports. A metadata volume that also holds data lowers factor too",
     )
+    resumed_from: str | None = Field(
+        None,
+        description="Set while this process has not completed a round of its own since it started: when the state it serves "
+        "(kept observations, node reports, trends, the factor in force) was saved by the process before it; the factor is then "
+        "served as last-valid. Null once a round of its own has been applied, or after a start from nothing",
+    )
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -249,6 +255,7 @@ def decision_response(decision: Decision) -> ThrottleDecision:
         enforced=decision.enforced,
         canary_brokers=list(decision.enforcement.canary_brokers),
         metadata=metadata_decision(decision.metadata, decision.metadata_policy),
+        resumed_from=iso_instant(decision.resumed_from),
     )
 
 

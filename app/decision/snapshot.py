@@ -1,0 +1,506 @@
+"""The decider's state between rounds as bytes, and back: what a restarted service or another
+replica needs to decide exactly as this one would.
+
+A decision is a function of what the decider keeps between rounds, not only of the latest
+round: the cached observations (a fenced broker's kept one, a missing broker's), when each was
+last confirmed, the volumes remembered in breach (hysteresis), the fill trends of the
+time-to-full rule and the volumes it holds, the nodes' reports and their verdicts, and the
+factor lifecycle (the last valid timeline, what a failed round still knew). A snapshot holds
+all of it; ``restore_decider`` puts it into a decider built with the same settings, which then
+answers every read, and every later round, as the one it was taken from.
+
+Pure: no I/O, no clock. Cheap enough to take every round at 12,000 volumes: the numbers go into
+typed arrays (``array``), not JSON text, and an observation shared by the cache and the
+timelines is written once. The format is versioned; a snapshot of another format, or one that
+does not parse, is refused with ``SnapshotError`` (the caller starts afresh and says so).
+
+Safe to read from a shared topic: JSON and raw arrays of numbers only, nothing executable."""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+from array import array
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from app.decision.fill_rate import FillTrend, TimeToFull
+from app.decision.horizon import MAX_TREND_OBSERVATIONS
+from app.decision.policy import StoragePolicy, VolumeStatus, VolumeVerdict
+from app.decision.timeline import SteadyTimeline, Timeline, ViewTimeline
+from app.observation.model import ObservationRound, VolumeKey, VolumeObservation
+from app.observation.node_reports import NodeReport, NodeVolume
+
+if TYPE_CHECKING:
+    from app.decision.decider import ThrottleDecider
+    from app.decision.metadata import MetadataWatch
+
+MAGIC = b"KTDS"
+FORMAT = 1
+_HEADER = struct.Struct("<4sII")  # magic, format, header length
+_NAN = float("nan")
+
+
+class SnapshotError(ValueError):
+    """The bytes are not a snapshot this version can restore."""
+
+
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """What a restore brought back."""
+
+    saved_at: float  # when the snapshot was taken
+    exact: bool  # the settings matched: everything was restored; else only the observations
+    volumes: int
+    node_reports: int
+    trends: int
+
+
+def settings_fingerprint(decider: ThrottleDecider) -> dict[str, Any]:
+    """The settings a snapshot's meaning rests on: with others, only the facts carry over."""
+
+    def policy(p: StoragePolicy | None) -> list[Any] | None:
+        return None if p is None else [p.kind.value, p.hard_level, p.soft_level, p.hysteresis]
+
+    return {
+        "policy": policy(decider.policy),
+        "metadata_policy": policy(decider.metadata.policy),
+        "validity": decider.validity_seconds,
+        "fallback": decider.fallback,
+        "keep_fenced": decider.cache.keeps_fenced,
+        "horizon": decider.horizon.horizon_seconds if decider.horizon is not None else None,
+    }
+
+
+# -- writing -------------------------------------------------------------------------------------
+
+
+class _Writer:
+    """Collects the observations (each once), the strings and the arrays of a snapshot."""
+
+    def __init__(self) -> None:
+        self._index: dict[int, int] = {}  # id(observation) -> its position
+        self._observations: list[VolumeObservation] = []
+        self._strings: dict[str, int] = {}
+        self.arrays: dict[str, array] = {}
+
+    def observation(self, volume: VolumeObservation) -> int:
+        index = self._index.get(id(volume))
+        if index is None:
+            index = self._index[id(volume)] = len(self._observations)
+            self._observations.append(volume)
+        return index
+
+    def observations(self, volumes: Iterable[VolumeObservation]) -> list[int]:
+        return [self.observation(v) for v in volumes]
+
+    def string(self, text: str) -> int:
+        index = self._strings.get(text)
+        if index is None:
+            index = self._strings[text] = len(self._strings)
+        return index
+
+    def key(self, key: VolumeKey) -> list[Any]:
+        return [key[0], self.string(key[1])]
+
+    def pool(self) -> dict[str, Any]:
+        volumes = self._observations
+        self.arrays["obs_broker"] = array("q", [v.broker_id for v in volumes])
+        self.arrays["obs_dir"] = array("q", [self.string(v.log_dir) for v in volumes])
+        self.arrays["obs_total"] = array("q", [v.total_bytes for v in volumes])
+        self.arrays["obs_usable"] = array("q", [v.usable_bytes for v in volumes])
+        self.arrays["obs_at"] = array("d", [v.observed_at for v in volumes])
+        errors = {str(i): v.error for i, v in enumerate(volumes) if v.error is not None}
+        return {"count": len(volumes), "errors": errors}
+
+    def strings(self) -> list[str]:
+        return list(self._strings)
+
+    def encode(self, header: dict[str, Any]) -> bytes:
+        blobs, offset, layout = [], 0, {}
+        for name, values in self.arrays.items():
+            if sys.byteorder != "little":
+                values = array(values.typecode, values)
+                values.byteswap()
+            blob = values.tobytes()
+            layout[name] = [values.typecode, offset, len(values)]
+            blobs.append(blob)
+            offset += len(blob)
+        header["arrays"] = layout
+        text = json.dumps(header, separators=(",", ":"), allow_nan=True).encode()
+        return _HEADER.pack(MAGIC, FORMAT, len(text)) + text + b"".join(blobs)
+
+
+def _timeline(writer: _Writer, timeline: Timeline | None, name: str, validity: float) -> dict[str, Any] | None:
+    if timeline is None:
+        return None
+    if isinstance(timeline, SteadyTimeline):
+        step = timeline.at(timeline.end)
+        assert step is not None
+        return {"kind": "steady", "factor": step.factor, "start": step.start, "until": step.valid_until}
+    assert isinstance(timeline, ViewTimeline)
+    groups = timeline._groups  # noqa: SLF001 - the snapshot is the timeline's own serialisation
+    bounds, members, counts = [], array("q"), array("q")
+    for bound, volumes in groups.items():
+        bounds.append(bound)
+        indexes = writer.observations(volumes)
+        members.extend(indexes)
+        counts.append(len(indexes))
+    writer.arrays[f"{name}_members"] = members
+    writer.arrays[f"{name}_counts"] = counts
+    writer.arrays[f"{name}_bounds"] = array("d", bounds)
+    return {
+        "kind": "view",
+        "start": timeline._start,  # noqa: SLF001
+        "validity": validity,  # what an empty view is valid for
+        "breaching": [writer.key(k) for k in timeline._breaching],  # noqa: SLF001
+        "times_to_full": _times_to_full(writer, timeline._times_to_full),  # noqa: SLF001
+    }
+
+
+def _times_to_full(writer: _Writer, times: Mapping[VolumeKey, TimeToFull] | None) -> list[Any] | None:
+    if times is None:
+        return None
+    return [[*writer.key(k), t.fill_rate, t.seconds_to_hard_limit, t.factor] for k, t in times.items()]
+
+
+def _trends(writer: _Writer, trends: Mapping[VolumeKey, FillTrend]) -> dict[str, Any]:
+    keys, counts, slope_counts = [], array("q"), array("q")
+    times, usable, weights, slopes = array("d"), array("d"), array("d"), array("d")
+    previous, before, rates = array("d"), array("d"), array("d")
+    for key, trend in trends.items():
+        keys.append(writer.key(key))
+        counts.append(len(trend.times))
+        times.extend(trend.times)
+        usable.extend(trend.usable)
+        weights.extend(trend.weights)
+        trend_slopes = trend._slopes  # noqa: SLF001
+        slope_counts.append(-1 if trend_slopes is None else len(trend_slopes))
+        if trend_slopes is not None:
+            slopes.extend(trend_slopes)
+        previous.append(_NAN if trend._previous is None else trend._previous)  # noqa: SLF001
+        before.append(_NAN if trend._before is None else trend._before)  # noqa: SLF001
+        rates.append(_NAN if trend.fill_rate is None else trend.fill_rate)
+    for name, values in (
+        ("trend_counts", counts),
+        ("trend_slope_counts", slope_counts),
+        ("trend_times", times),
+        ("trend_usable", usable),
+        ("trend_weights", weights),
+        ("trend_slopes", slopes),
+        ("trend_previous", previous),
+        ("trend_before", before),
+        ("trend_rates", rates),
+    ):
+        writer.arrays[name] = values
+    return {"keys": keys}
+
+
+def _node_report(report: NodeReport) -> dict[str, Any]:
+    return {
+        "node": report.node_id,
+        "roles": sorted(report.roles),
+        "at": report.received_at,
+        "volumes": [[v.log_dir, v.total_bytes, v.usable_bytes, sorted(v.holds)] for v in report.volumes],
+    }
+
+
+def _verdict(verdict: VolumeVerdict) -> list[Any]:
+    ttf = verdict.time_to_full
+    return [
+        verdict.status.value,
+        verdict.factor,
+        verdict.reason,
+        None if ttf is None else [ttf.fill_rate, ttf.seconds_to_hard_limit, ttf.factor],
+    ]
+
+
+def _metadata(watch: MetadataWatch) -> dict[str, Any]:
+    book = watch.book
+    return {
+        "initial_until": watch._initial_until,  # noqa: SLF001
+        "latest_expiry": watch._latest_expiry,  # noqa: SLF001
+        "confirmed": [[node, at] for node, at in book._confirmed.items()],  # noqa: SLF001
+        "nodes": [
+            {**_node_report(judged.report), "verdicts": [_verdict(v) for v in judged.verdicts]}
+            for judged in watch._judged.values()  # noqa: SLF001
+        ],
+        # A report the book holds without a judged twin (none today): kept as a report.
+        "unjudged": [_node_report(r) for n, r in book._reports.items() if n not in watch._judged],  # noqa: SLF001
+    }
+
+
+def snapshot_decider(decider: ThrottleDecider, saved_at: float) -> bytes:
+    """Everything ``decider`` keeps between rounds, as bytes."""
+    writer = _Writer()
+    cache = decider.cache
+    entries = writer.observations(cache._entries.values())  # noqa: SLF001
+    holder = decider.holder
+    header: dict[str, Any] = {
+        "saved_at": saved_at,
+        "settings": settings_fingerprint(decider),
+        "cache": {
+            "entries": entries,
+            "confirmed": [[*writer.key(k), at] for k, at in cache._confirmed.items()],  # noqa: SLF001
+            "fenced": sorted(cache.fenced),
+        },
+        "decider": {
+            "active": list(decider.active_brokers),
+            "fenced": list(decider.fenced_brokers),
+            "last_success_at": decider.last_success_at,
+            "breaching": [writer.key(k) for k in decider._breaching],  # noqa: SLF001
+            "latest_round": _round(decider.latest_round),
+        },
+        "view": _timeline(writer, decider._view, "view", decider.validity_seconds),  # noqa: SLF001
+        "holder": {
+            "initial": holder._initial,  # noqa: SLF001
+            "latest_succeeded": holder._latest_succeeded,  # noqa: SLF001
+            # The last valid timeline is most often the view itself: written once.
+            "last_valid": "view" if holder._last_valid is decider._view else _timeline(writer, holder._last_valid, "last_valid", decider.validity_seconds),  # noqa: SLF001
+            "known": "view" if holder._known is not None and holder._known is decider._view else _timeline(writer, holder._known, "known", decider.validity_seconds),  # noqa: SLF001
+        },
+        "metadata": _metadata(decider.metadata),
+    }
+    horizon = decider.horizon
+    if horizon is not None:
+        header["horizon"] = {
+            "trends": _trends(writer, horizon._trends),  # noqa: SLF001
+            "rates": [[*writer.key(k), r] for k, r in horizon.rates.items()],
+            "at_risk": _times_to_full(writer, horizon._at_risk),  # noqa: SLF001
+            "held_at": [[*writer.key(k), at] for k, at in horizon._held_at.items()],  # noqa: SLF001
+        }
+    header["observations"] = writer.pool()
+    header["strings"] = writer.strings()
+    return writer.encode(header)
+
+
+def _round(round_: ObservationRound | None) -> dict[str, Any] | None:
+    """What the decision shows of the latest round (its observations are in the cache)."""
+    if round_ is None:
+        return None
+    return {
+        "started_at": round_.started_at,
+        "finished_at": round_.finished_at,
+        "active": list(round_.active_brokers),
+        "fenced": list(round_.fenced_brokers),
+        "missing": [[b, r] for b, r in round_.missing_brokers.items()],
+        "error": round_.error,
+    }
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        try:
+            magic, version, length = _HEADER.unpack_from(data)
+        except struct.error as exc:
+            raise SnapshotError("too short to be a decider snapshot") from exc
+        if magic != MAGIC:
+            raise SnapshotError("not a decider snapshot")
+        if version != FORMAT:
+            raise SnapshotError(f"snapshot format {version}; this version reads format {FORMAT}")
+        try:
+            self.header: dict[str, Any] = json.loads(data[_HEADER.size : _HEADER.size + length])
+            body = memoryview(data)[_HEADER.size + length :]
+            self.arrays: dict[str, array] = {}
+            for name, (typecode, offset, count) in self.header["arrays"].items():
+                values = array(typecode)
+                end = offset + count * values.itemsize
+                if end > len(body):
+                    raise SnapshotError(f"snapshot cut short in {name}")
+                values.frombytes(body[offset:end])
+                if sys.byteorder != "little":
+                    values.byteswap()
+                self.arrays[name] = values
+            self.strings: list[str] = self.header["strings"]
+            self.observations = self._pool(self.header["observations"])
+        except SnapshotError:
+            raise
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            raise SnapshotError(f"snapshot does not parse: {type(exc).__name__}: {exc}") from exc
+
+    def _pool(self, pool: dict[str, Any]) -> list[VolumeObservation]:
+        a = self.arrays
+        strings = self.strings
+        errors = pool["errors"]
+        return [
+            VolumeObservation(broker, strings[d], total, usable, at, errors.get(str(i)))
+            for i, (broker, d, total, usable, at) in enumerate(zip(a["obs_broker"], a["obs_dir"], a["obs_total"], a["obs_usable"], a["obs_at"], strict=True))
+        ]
+
+    def key(self, encoded: list[Any]) -> VolumeKey:
+        return (int(encoded[0]), self.strings[encoded[1]])
+
+    def timeline(self, encoded: dict[str, Any] | None, name: str, policy: StoragePolicy) -> Timeline | None:
+        if encoded is None:
+            return None
+        if encoded["kind"] == "steady":
+            return SteadyTimeline(encoded["factor"], encoded["start"], encoded["until"])
+        members, counts, bounds = self.arrays[f"{name}_members"], self.arrays[f"{name}_counts"], self.arrays[f"{name}_bounds"]
+        groups: dict[float, list[VolumeObservation]] = {}
+        position = 0
+        for bound, count in zip(bounds, counts, strict=True):
+            groups[bound] = [self.observations[i] for i in members[position : position + count]]
+            position += count
+        return ViewTimeline(
+            policy,
+            groups,
+            frozenset(self.key(k) for k in encoded["breaching"]),
+            encoded["start"],
+            encoded["validity"],
+            self.times_to_full(encoded["times_to_full"]),
+        )
+
+    def times_to_full(self, encoded: list[Any] | None) -> dict[VolumeKey, TimeToFull] | None:
+        if encoded is None:
+            return None
+        return {(int(b), self.strings[d]): TimeToFull(rate, seconds, factor) for b, d, rate, seconds, factor in encoded}
+
+
+def _node_report_from(encoded: dict[str, Any]) -> NodeReport:
+    volumes = tuple(NodeVolume(d, total, usable, frozenset(holds)) for d, total, usable, holds in encoded["volumes"])
+    return NodeReport(int(encoded["node"]), frozenset(encoded["roles"]), volumes, float(encoded["at"]))
+
+
+def _restore_trends(decider: ThrottleDecider, reader: _Reader, encoded: dict[str, Any]) -> int:
+    horizon = decider.horizon
+    assert horizon is not None
+    a = reader.arrays
+    counts, slope_counts = a["trend_counts"], a["trend_slope_counts"]
+    times, usable, weights, slopes = a["trend_times"], a["trend_usable"], a["trend_weights"], a["trend_slopes"]
+    previous, before, rates = a["trend_previous"], a["trend_before"], a["trend_rates"]
+    trends: dict[VolumeKey, FillTrend] = {}
+    position = slope_position = 0
+    for i, key in enumerate(encoded["trends"]["keys"]):
+        count = counts[i]
+        trend = FillTrend(horizon.window_seconds, MAX_TREND_OBSERVATIONS)
+        trend.times = list(times[position : position + count])
+        trend.usable = list(usable[position : position + count])
+        trend.weights = list(weights[position : position + count])
+        position += count
+        slope_count = slope_counts[i]
+        if slope_count >= 0:
+            trend._slopes = list(slopes[slope_position : slope_position + slope_count])  # noqa: SLF001
+            slope_position += slope_count
+        trend._previous = None if previous[i] != previous[i] else previous[i]  # noqa: SLF001 - NaN: None
+        trend._before = None if before[i] != before[i] else before[i]  # noqa: SLF001
+        trend.fill_rate = None if rates[i] != rates[i] else rates[i]
+        trends[reader.key(key)] = trend
+    horizon._trends = trends  # noqa: SLF001
+    horizon.rates = {reader.key([b, d]): r for b, d, r in encoded["rates"]}
+    horizon._at_risk = reader.times_to_full(encoded["at_risk"]) or {}  # noqa: SLF001
+    horizon._held_at = {reader.key([b, d]): at for b, d, at in encoded["held_at"]}  # noqa: SLF001
+    return len(trends)
+
+
+def _restore_metadata(decider: ThrottleDecider, reader: _Reader, encoded: dict[str, Any], exact: bool) -> int:
+    from app.decision.metadata import _Judged
+
+    watch = decider.metadata
+    book = watch.book
+    nodes = encoded["nodes"]
+    for node in sorted(nodes, key=lambda n: n["at"]) if not exact else nodes:
+        report = _node_report_from(node)
+        if not exact:
+            watch.record(report)  # judged again by this decider's metadata limits
+            continue
+        verdicts = []
+        for (observation, _), (status, factor, reason, ttf) in zip(report.observations(), node["verdicts"], strict=True):
+            time_to_full = None if ttf is None else TimeToFull(*ttf)
+            verdicts.append(VolumeVerdict(observation, VolumeStatus(status), factor, reason, time_to_full))
+        entries = tuple(entry for _, entry in report.observations())
+        mutation = min((v.factor for v in verdicts), default=1.0)
+        data = min((v.factor for v, e in zip(verdicts, entries, strict=True) if e.holds_data), default=1.0)
+        judged = _Judged(report, tuple(verdicts), entries, mutation, data)
+        book._reports[report.node_id] = report  # noqa: SLF001
+        watch._judged[report.node_id] = judged  # noqa: SLF001
+        if judged.listed:
+            watch._listed[report.node_id] = judged  # noqa: SLF001
+    for node in encoded["unjudged"]:
+        report = _node_report_from(node)
+        book._reports[report.node_id] = report  # noqa: SLF001
+    book._confirmed = {int(n): at for n, at in encoded["confirmed"] if int(n) in book._reports}  # noqa: SLF001
+    if exact:
+        watch._initial_until = encoded["initial_until"]  # noqa: SLF001
+        watch._latest_expiry = encoded["latest_expiry"]  # noqa: SLF001
+    else:
+        for node_id in book._confirmed:  # noqa: SLF001
+            judged = watch._judged.get(node_id)  # noqa: SLF001
+            if judged is not None and judged.verdicts:
+                watch._extend_view(judged.report)  # noqa: SLF001
+    return len(book._reports)  # noqa: SLF001
+
+
+def restore_decider(decider: ThrottleDecider, data: bytes, now: float, exact_only: bool = False) -> Restored:
+    """Put the state in ``data`` into ``decider`` (freshly built: nothing recorded yet).
+
+    With the settings the snapshot was taken under, everything comes back: the decider then
+    decides as the one it was taken from. With other settings (limits, validity, horizon), only
+    the facts do: the cached observations and when they were confirmed, the nodes' reports
+    (judged again), the fill trends (with a horizon on both sides); the decider judges them
+    afresh at its first round, and until then serves what it serves at start-up.
+
+    A last valid factor that had already expired at ``now`` is not brought back either: the
+    service starts as from nothing but the facts (the start-up grace, then its first round)."""
+    reader = _Reader(data)
+    header = reader.header
+    try:
+        exact = header["settings"] == settings_fingerprint(decider)
+        if exact_only and not exact:
+            raise SnapshotError("the snapshot was taken under other settings")
+        return _restore(decider, reader, header, exact, now)
+    except SnapshotError:
+        raise
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise SnapshotError(f"snapshot does not parse: {type(exc).__name__}: {exc}") from exc
+
+
+def _restore(decider: ThrottleDecider, reader: _Reader, header: dict[str, Any], exact: bool, now: float) -> Restored:
+    cache = decider.cache
+    observations = reader.observations
+    cached = header["cache"]
+    cache._entries = {observations[i].key: observations[i] for i in cached["entries"]}  # noqa: SLF001
+    cache._confirmed = {reader.key([b, d]): at for b, d, at in cached["confirmed"]}  # noqa: SLF001
+    cache._fenced = frozenset(cached["fenced"])  # noqa: SLF001
+    state = header["decider"]
+    decider.active_brokers = tuple(state["active"])
+    decider.fenced_brokers = tuple(state["fenced"])
+    latest = state["latest_round"]
+    if latest is not None:
+        decider.latest_round = ObservationRound(
+            latest["started_at"],
+            latest["finished_at"],
+            active_brokers=tuple(latest["active"]),
+            missing_brokers={int(b): r for b, r in latest["missing"]},
+            error=latest["error"],
+            fenced_brokers=tuple(latest["fenced"]),
+        )
+    trends = 0
+    if decider.horizon is not None and "horizon" in header:
+        trends = _restore_trends(decider, reader, header["horizon"])
+        if not exact:  # the volumes held are judged again at the next round
+            decider.horizon._at_risk = {}  # noqa: SLF001
+            decider.horizon._held_at = {}  # noqa: SLF001
+    nodes = _restore_metadata(decider, reader, header["metadata"], exact)
+    if exact:
+        decider.last_success_at = state["last_success_at"]
+        decider._breaching = frozenset(reader.key(k) for k in state["breaching"])  # noqa: SLF001
+        view = reader.timeline(header["view"], "view", decider.policy)
+        decider._view = view  # noqa: SLF001
+        if view is not None and decider.latest_round is not None:
+            step = view.at(decider.latest_round.finished_at)
+            decider.evaluation = step.evaluation if step is not None else None
+        encoded = header["holder"]
+        last_valid = view if encoded["last_valid"] == "view" else reader.timeline(encoded["last_valid"], "last_valid", decider.policy)
+        known = view if encoded["known"] == "view" else reader.timeline(encoded["known"], "known", decider.policy)
+        holder = decider.holder
+        if last_valid is not None and last_valid.at(now) is not None:
+            holder._last_valid = last_valid  # noqa: SLF001
+            holder._initial = encoded["initial"]  # noqa: SLF001
+            holder._latest_succeeded = encoded["latest_succeeded"]  # noqa: SLF001
+        holder._known = known  # noqa: SLF001
+    return Restored(float(header["saved_at"]), exact, len(cache), nodes, trends)
