@@ -18,7 +18,8 @@ storage policy code judges them against the metadata limits (``throttle.service.
 Cheap per report: a report's volumes are judged once, when it arrives (with the hysteresis of
 that node's previous verdicts), and only the nodes whose volumes ask for less than 1 (few or
 none) are kept apart; a read takes the minimum over those still valid. The whole list of
-volumes is built only for what shows it (/volumes, metrics, the history).
+volumes is built only for what shows it (/volumes, metrics, the history), on the event loop
+that owns the watch; another thread gets it built in the round (``MetadataStep.frozen``).
 
 Without metadata limits the watch still lists the reports (``/volumes``) but every factor is 1."""
 
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.decision.factor import FactorSource
 from app.decision.policy import StoragePolicy, VolumeStatus, VolumeVerdict, judge_volume
@@ -68,12 +69,19 @@ class MetadataStep:
     limited: bool  # metadata limits are set
     judged: tuple[MetadataVerdict, ...]  # the volumes that ask for less than 1 (breaching, ramping), by key
     next_change_at: float | None
-    # Every metadata volume in the view, judged, by key: built when first asked for.
-    _all: Callable[[], tuple[MetadataVerdict, ...]] = lambda: ()
+    # Every metadata volume in the view, judged, by key: a tuple, or (from ``MetadataWatch.at``)
+    # a function that builds it from the watch's dicts when first asked for. That function
+    # reads the watch as it is when called, on the event loop only: what goes to another
+    # thread, or outlives the moment it was taken, is ``frozen()``.
+    _all: Callable[[], tuple[MetadataVerdict, ...]] | tuple[MetadataVerdict, ...] = ()
 
     @functools.cached_property
     def volumes(self) -> tuple[MetadataVerdict, ...]:
-        return self._all()
+        return self._all if isinstance(self._all, tuple) else self._all()
+
+    def frozen(self) -> MetadataStep:
+        """This step with its volumes built now: immutable, safe to hand to another thread."""
+        return self if isinstance(self._all, tuple) else replace(self, _all=self.volumes)
 
     @property
     def listed(self) -> tuple[MetadataVerdict, ...]:

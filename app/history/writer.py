@@ -1,8 +1,11 @@
 """The history writer: a thread of its own behind a bounded queue.
 
-The event loop only hands over the round's immutable results (``submit`` never blocks);
-rows are built, encoded and written on the writer thread. When the queue is full (the disk
-is slower than the rounds) the round's rows are dropped and counted, never waited for.
+The event loop hands over the round and a snapshot of its decision taken in the round
+(``Decision.frozen``: nothing in it reads the decider's dicts, which the event loop keeps
+changing while this thread works); ``submit`` never blocks. Rows are built, encoded and
+written on the writer thread. When the queue is full (the disk is slower than the rounds) the
+round's rows are dropped and counted, never waited for. Whatever fails on a round (a file, a
+row that cannot be encoded, a bug) drops those rows and counts them; the thread goes on.
 """
 
 from __future__ import annotations
@@ -10,12 +13,13 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.history.files import HistoryFiles
 from app.history.kafka_topic import HistoryTopic
-from app.history.rows import round_lines, round_rows, row_count
+from app.history.rows import ROW_ENCODER, round_lines, round_rows, row_count
 from app.decision.decision import Decision
 from app.observation.model import ObservationRound
 
@@ -28,7 +32,8 @@ QUEUE_ROUNDS = 64  # rounds waiting to be written before new ones are dropped
 @dataclass(frozen=True)
 class _RoundResult:
     round_: ObservationRound
-    decision: Decision
+    decision: Decision  # frozen in the round
+    rows: int  # counted in the round: what is dropped if it cannot be written
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,8 @@ class HistoryCounters:
     written: Callable[[int], None]
     dropped: Callable[[str, int], None]  # (reason, rows)
     topic_errors: Callable[[int], None]
+    # When (epoch seconds) the writer last wrote rows; told once at start (nothing written yet).
+    written_at: Callable[[float], None] = lambda at: None
 
 
 class HistoryWriter:
@@ -58,14 +65,22 @@ class HistoryWriter:
         self._failing = False
 
     def start(self) -> None:
+        self._counters.written_at(time.time())
         self._thread.start()
 
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
     def submit(self, round_: ObservationRound, decision: Decision) -> None:
-        """Called on the event loop after each round with the decision it led to; returns at once."""
+        """Called on the event loop after each round with the decision it led to; returns at
+        once. The decision is frozen here, in the round: the writer sees the round's view."""
+        decision = decision.frozen()
+        rows = row_count(round_, decision)
         try:
-            self._queue.put_nowait(_RoundResult(round_, decision))
+            self._queue.put_nowait(_RoundResult(round_, decision, rows))
         except queue.Full:
-            self._counters.dropped("queue_full", row_count(round_, decision))
+            self._counters.dropped("queue_full", rows)
 
     def close(self, timeout_seconds: float = 10.0) -> None:
         """Write what is queued, then stop (the sentinel waits behind the queued rounds)."""
@@ -80,13 +95,23 @@ class HistoryWriter:
         while (item := self._queue.get()) is not None:
             try:
                 self._write(item)
-            except Exception:  # a bug must not stop the history for good
-                log.exception("history writer failed on a round")
-                self._counters.dropped("write_error", row_count(item.round_, item.decision))
+            except Exception:  # a bug must not stop the history for good: this round's rows go
+                log.exception("history writer failed on a round: its %d rows are dropped", item.rows)
+                self._counters.dropped("write_error", item.rows)
+            if self.topic is not None:
+                try:
+                    self.topic.publish(round_rows(item.round_, item.decision, self._interval))
+                except Exception:
+                    log.exception("history topic failed on a round: its %d rows are not published", item.rows)
+                    self._counters.topic_errors(item.rows)
 
     def _write(self, item: _RoundResult) -> None:
-        lines = round_lines(item.round_, item.decision, self._interval).encode()
-        count = row_count(item.round_, item.decision)
+        try:
+            lines, count = round_lines(item.round_, item.decision, self._interval).encode(), item.rows
+        except Exception:
+            lines, count = self._encodable_lines(item)
+        if not count:
+            return
         try:
             self.files.append(lines, item.round_.finished_at)
         except OSError as exc:
@@ -96,8 +121,20 @@ class HistoryWriter:
                 self._failing = True
         else:
             self._counters.written(count)
+            self._counters.written_at(time.time())
             if self._failing:
                 log.info("history files writable again")
                 self._failing = False
-        if self.topic is not None:
-            self.topic.publish(round_rows(item.round_, item.decision, self._interval))
+
+    def _encodable_lines(self, item: _RoundResult) -> tuple[bytes, int]:
+        """The round's rows one by one, when they cannot be encoded together: a row that
+        cannot be built or encoded is dropped and counted, the others are written."""
+        lines: list[str] = []
+        for row in round_rows(item.round_, item.decision, self._interval):
+            try:
+                lines.append(ROW_ENCODER.encode(row) + "\n")
+            except Exception as exc:
+                log.error("history row dropped: it cannot be encoded (%s: %s)", type(exc).__name__, exc)
+        if len(lines) < item.rows:
+            self._counters.dropped("write_error", item.rows - len(lines))
+        return "".join(lines).encode(), len(lines)

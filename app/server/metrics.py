@@ -3,13 +3,18 @@
 Each app gets its own registry, so several apps (tests, benchmarks) never collide; it also
 carries the process, platform and garbage collector metrics the default registry would have.
 What describes the decision in force (factor, state, validity, limits) is read from the
-domain's Decision at scrape time: expiry is judged when read, for metrics as for HTTP. No
+domain's Decision at scrape time: expiry is judged when read, for metrics as for HTTP. A scrape
+runs on a worker thread, and the decider's state belongs to the event loop: the scrape asks the
+event loop for a frozen decision (``Decision.frozen``) and encodes it on its own thread. No
 ``*_created`` series: they double the counters and histograms and no rule reads them."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
 import subprocess
+from typing import TypeVar
 from collections.abc import Callable, Iterable, Iterator
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -51,6 +56,19 @@ def _package_version() -> str:
         return version("kafka-throttle-service")
     except PackageNotFoundError:  # run from a source tree that was never installed
         return "unknown"
+
+
+T = TypeVar("T")
+
+# How long a scrape waits for the event loop to hand it the decision.
+EVENT_LOOP_READ_SECONDS = 10.0
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 # The revision the image was built from (the Dockerfile's REVISION build argument); from a Git
@@ -141,18 +159,51 @@ class ServiceMetrics:
         )
         for reason in ("queue_full", "write_error"):
             self.history_rows_dropped.labels(reason)
+        # Set by the history writer (absent while the history is off): KafkaThrottleHistoryWriterStalled.
+        self.history_written_at: float | None = None
+        registry.register(HistoryWriterCollector(lambda: self.history_written_at))
+        self._event_loop: asyncio.AbstractEventLoop | None = None
         for kind in ("round", "broker"):
             self.observation_errors.labels(kind)
         for limit in ("hard", "soft"):
             self.limit_violations.labels(limit)
 
+    def reads_on(self, event_loop: asyncio.AbstractEventLoop) -> None:
+        """The event loop that owns the decider: scrapes read the decision and the volumes on it."""
+        self._event_loop = event_loop
+
+    def _on_event_loop(self, read: Callable[[], T]) -> T:
+        """``read()`` run on the event loop and its result handed to the calling thread (a
+        scrape's); run here when this is the event loop's thread or none runs."""
+        event_loop = self._event_loop
+        if event_loop is None or not event_loop.is_running() or _running_loop() is event_loop:
+            return read()
+        result: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def run() -> None:
+            if result.set_running_or_notify_cancel():
+                try:
+                    result.set_result(read())
+                except BaseException as exc:  # handed to the scrape
+                    result.set_exception(exc)
+
+        event_loop.call_soon_threadsafe(run)
+        try:
+            return result.result(EVENT_LOOP_READ_SECONDS)
+        finally:
+            result.cancel()
+
     def bind_decision(self, decision: Callable[[], Decision]) -> None:
-        """The decision in force, judged at scrape time (scrapes run on a worker thread:
-        ``decision`` must be safe there, as the decider's pure decision is)."""
-        self.registry.register(DecisionCollector(decision))
+        """The decision in force, judged at scrape time on the event loop and frozen there."""
+        self.registry.register(DecisionCollector(lambda: self._on_event_loop(lambda: decision().frozen())))
 
     def bind_volumes(self, volumes: Callable[[], Iterable[VolumeObservation]]) -> None:
-        self.registry.register(VolumeCollector(volumes))
+        """The cached volumes, copied on the event loop at scrape time."""
+        self.registry.register(VolumeCollector(lambda: self._on_event_loop(lambda: tuple(volumes()))))
+
+    def history_written(self, at: float) -> None:
+        """The history writer wrote rows at ``at`` (epoch seconds), or started."""
+        self.history_written_at = at
 
     def bind_quotas(self, quotas: Callable[[], QuotaService | None]) -> None:
         """The quota table and its store, once the app has opened it."""
@@ -368,6 +419,22 @@ def _limit_levels(decision: Decision) -> Iterator[GaugeMetricFamily]:
     if policy.soft_level is not None:
         family.add_metric(["soft"], policy.soft_level)
     yield family
+
+
+class HistoryWriterCollector(Collector):
+    """When the history writer last wrote rows; nothing while the history is off."""
+
+    def __init__(self, written_at: Callable[[], float | None]) -> None:
+        self._written_at = written_at
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        at = self._written_at()
+        if at is not None:
+            yield GaugeMetricFamily(
+                "kafka_throttle_history_last_written_timestamp_seconds",
+                "When the history writer last wrote rows to the history files (its start until it has)",
+                value=at,
+            )
 
 
 class VolumeCollector(Collector):

@@ -351,3 +351,86 @@ def test_without_metadata_limits_rows_are_todays_with_holds_data_and_mutation_fa
     decider.apply_round(round_)
     (row,) = round_rows(round_, decider.decision(T0), 60.0)
     assert (row["broker_id"], row["holds"], row["mutation_factor"], row["cluster_factor"]) == (1, "data", 1.0, 1.0)
+
+
+class KeptFiles:
+    """History files that keep every batch written, with when its round finished."""
+
+    def __init__(self) -> None:
+        self.batches: list[tuple[float, bytes]] = []
+
+    def append(self, lines: bytes, at: float) -> None:
+        self.batches.append((at, lines))
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_writer_writes_each_rounds_node_view_while_10000_node_ids_come_and_go_and_survives_a_failing_row(caplog):
+    """The event loop (here, this thread) records node reports of 10,000 node ids, each valid
+    for 10 s, and evicts expired ones while the writer thread writes the rows of the rounds
+    before: every round's rows are written, with the metadata volumes in the view when the
+    round finished, and a row that cannot be encoded is dropped and counted alone."""
+    from app.observation.node_reports import NodeReport, NodeVolume
+
+    caplog.set_level(logging.INFO, "app.history")
+    validity, reports_per_round = 10.0, 250
+    counters, counts = counting()
+    files = KeptFiles()
+    writer = HistoryWriter(files, 1.0, counters, queue_rounds=1000)  # type: ignore[arg-type]
+    writer.start()
+    decider = ThrottleDecider(POLICY, validity, 1.0, started_at=T0, metadata_policy=StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, 4 * MiB))
+    expected: dict[float, set[int]] = {}
+    received: dict[int, float] = {}
+    failing_round, unencodable = 13, 0
+    for node_id in range(10_000):
+        at = T0 + node_id * 0.01
+        decider.record_node_report(NodeReport(node_id, frozenset({"controller"}), (NodeVolume("/meta", 16 * MiB, 8 * MiB, frozenset({"metadata"})),), at))
+        received[node_id] = at
+        if node_id % reports_per_round == reports_per_round - 1:
+            number = node_id // reports_per_round
+            usable = {(1, "/a"): 40 * MiB, (2, "/b"): 40 * MiB}
+            round_ = observed_round(at, usable)
+            if number == failing_round:  # a log dir that is not text: its row cannot be encoded
+                round_ = ObservationRound(at - 0.1, at, (1, 2, 3), (*round_.observations, VolumeObservation(3, b"/c", 64 * MiB, 40 * MiB, at)))  # type: ignore[arg-type]
+            decider.apply_round(round_)  # evicts the reports older than the validity
+            decision = decider.decision(at)
+            unencodable += sum(1 for volume in decision.volumes if volume.broker_id == 3)  # kept until it expires
+            writer.submit(round_, decision)
+            expected[at] = {n for n, t in received.items() if at - t <= validity}
+    assert writer.alive
+    writer.close()
+    assert "history writer failed" not in caplog.text
+    rounds = 10_000 // reports_per_round
+    assert len(files.batches) == len(expected) == rounds
+    for at, lines in files.batches:
+        rows = [json.loads(line) for line in lines.splitlines()]
+        assert {r["broker_id"] for r in rows if r["holds"] == "metadata"} == expected[at]
+        assert {r["broker_id"] for r in rows if r["holds"] == "data"} == {1, 2}
+    assert 1 <= counts["write_error"] == unencodable and "history row dropped" in caplog.text
+    assert counts["written"] == sum(len(ids) + 2 for ids in expected.values())
+    assert counts["queue_full"] == 0
+
+
+def test_a_round_that_fails_as_a_whole_is_dropped_and_counted_and_the_writer_goes_on(caplog):
+    counters, counts = counting()
+    files = KeptFiles()
+    writer = HistoryWriter(files, 1.0, counters)  # type: ignore[arg-type]
+    writer.start()
+    round_ = observed_round(T0, {(1, "/a"): 40 * MiB, (2, "/b"): 40 * MiB})
+    decision = decided(round_)
+
+    class Broken:
+        def append(self, lines: bytes, at: float) -> None:
+            writer.files = files  # the next round writes
+            raise RuntimeError("a bug in the files")
+
+        def close(self) -> None:
+            pass
+
+    writer.files = Broken()  # type: ignore[assignment]
+    writer.submit(round_, decision)
+    writer.submit(round_, decision)
+    writer.close()
+    assert (counts["write_error"], counts["written"], len(files.batches)) == (2, 2, 1)
+    assert "history writer failed on a round: its 2 rows are dropped" in caplog.text

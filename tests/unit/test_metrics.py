@@ -164,3 +164,40 @@ def test_the_quota_store_metrics_count_what_it_holds_and_the_writes_it_did_not_t
     assert value(samples, "kafka_throttle_quota_groups") == 1
     assert value(samples, "kafka_throttle_quota_store_write_failures_total") == 1
     assert value(samples, "kafka_throttle_quota_store_lag_records") == 0  # SQLite: nothing to trail
+
+
+def test_a_scrape_reads_the_decider_on_the_event_loop_that_owns_it_not_on_its_own_thread():
+    import threading
+
+    threads: dict[str, int] = {}
+
+    async def spied(client, loop, clock):
+        decide = loop.decider.decision
+        cached = loop.decider.cache.volumes
+
+        def decision(now: float):
+            threads["decision"] = threading.get_ident()
+            return decide(now)
+
+        def volumes():
+            threads["volumes"] = threading.get_ident()
+            return cached()
+
+        loop.decider.decision = decision
+        loop.decider.cache.volumes = volumes
+        threads["event loop"] = threading.get_ident()
+        loop.apply_round(every_kind_of_volume(clock()))
+
+    samples = parse(scrape_after(spied))
+    assert threads["decision"] == threads["volumes"] == threads["event loop"]
+    assert value(samples, "kafka_throttle_volume_available_bytes", broker_id="1", log_dir="/data/a") == 200
+
+
+def test_the_history_writers_last_write_is_exported_only_while_the_history_is_on():
+    import time
+
+    started = time.time()
+    on = parse(scrape_after(busy_service))
+    assert started <= value(on, "kafka_throttle_history_last_written_timestamp_seconds") <= time.time()
+    off = parse(scrape_after(busy_service, history_enabled="false"))
+    assert value(off, "kafka_throttle_history_last_written_timestamp_seconds") is None
