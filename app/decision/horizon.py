@@ -3,25 +3,38 @@ from its hard limit at its current net fill rate. Pure: rounds carry their time,
 
 Per volume the rule keeps the trend of its last MAX_TREND_OBSERVATIONS observations (no older
 than a quarter of the horizon; a gain of space above the noise starts the trend again), each
-with the factor that was in force when it was made (app/decision/fill_rate.py, the estimator
-the report's forecast uses too). Every round, for every volume:
+with the factor its broker's shims *applied* when it was made (app/decision/fill_rate.py, the
+estimator the report's forecast uses too): the factor in force where they enforce it, 1 where
+they do not (shadow mode, brokers outside the canary list; ``AppliedFactor``). Every round,
+for every volume:
 
     fill rate r   = the median of the slopes across half the trend, bytes/s
     time left     = (usable - hard level in bytes) / r      while r > 0
 
-and, unless the cluster was paused as the round began (nothing to tell the demand from, and
-nothing slower than a pause), for a volume that could ask for less than 1:
+and, for a volume that could ask for less than 1 (one the rule does not hold yet is passed
+over while its broker applies a pause: nothing is written to tell the demand from, and
+nothing is slower than a pause):
 
     demand    d   = the median, over the pairs of observations (i, j) at least half the
-                    trend apart, of (usable_i - usable_j) / the integral of the factors in
-                    force from t_i to t_j: what the producers would write unthrottled
+                    trend apart, of (usable_i - usable_j) / the integral of the factors
+                    applied from t_i to t_j (at least MIN_FACTOR_FOR_DEMAND x the time):
+                    what the producers would write unthrottled
     target    t   = (usable - hard level in bytes) / (horizon + 11 s + half the trend)
     factor        = min(1, t / d)  when d > 0, else 1
 
 The rule takes hold of a volume only when that factor is below (horizon + 11 s) / (horizon +
-11 s + half the trend), and lets go of one it holds when the factor comes back to 1; a
-volume held whose broker does not answer keeps its figures while its last observation is in
-the view, as its level verdict does.
+11 s + half the trend), and lets go of one it holds only when its fill has stopped (below),
+reversed (r <= 0, or a gain of space restarted its trend) or its time left at the demand is
+back above the reach (the factor comes back to 1): never because the factor applied was too
+small to tell the demand from. A volume held whose broker does not answer keeps its figures
+while its last observation is in the view, as its level verdict does.
+
+A fill that does not slow when produce is throttled (followers replicating, excluded
+principals, internal topics) reads as a demand that grows as the factor falls: the factor
+falls geometrically, round after round, towards 0, and the volume is held until its fill
+stops; PAUSE (by this rule or at the hard limit) is the expected end. Dividing the fill by
+the factor *applied* is what keeps shadow mode honest: there the demand is the fill itself
+and the factor shown is the one enforcing would start from, (headroom / reach) / r.
 
 The target adds to the horizon Kafka's quota window (11 s: a cut shows in what producers
 write only over it, and meanwhile the volume fills at the old rate) and half the trend (the
@@ -38,17 +51,19 @@ At a steady factor the volume fills at t, the rate that leaves the target's time
 converges on the rate the horizon allows instead of swinging between throttled and open.
 
 Bounded work a round: the rate of every volume (a few microseconds each: a sort of at most
-8 slopes); the demand (at most 36 pairs) only for a volume whose headroom would not last the
-target's time even at its rate over the least factor in force over its trend (a screen on
-the fill rate r: the volumes that can ask for a factor below 1).
+8 slopes); the demand (at most 36 pairs) only for a volume held, or one whose headroom would
+not last the target's time even at its rate over the least factor applied over its trend (a
+screen on the fill rate r: the volumes that can ask for a factor below 1).
 
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 
+from app.decision.enforcement import Enforcement
 from app.decision.fill_rate import NOT_ESTIMATED, FillTrend, TimeToFull, median_of, seconds_to_limit
 from app.decision.policy import LimitKind, StoragePolicy
 from app.observation.model import VolumeKey, VolumeObservation
@@ -64,10 +79,32 @@ MIN_HORIZON_SECONDS = 60.0
 HORIZON_CHECK_INTERVALS = 12
 # The most observations a trend keeps: the estimator's cost a volume is bounded by it.
 MAX_TREND_OBSERVATIONS = 16
-# Below this mean factor in force the demand cannot be told from what was written.
+# Below this factor applied the demand cannot be told from what was written.
 MIN_FACTOR_FOR_DEMAND = 0.001
 
 NO_RATES: Mapping[VolumeKey, float | None] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedFactor:
+    """The factor the brokers' shims applied while a round's observations were made: ``factor``
+    on the brokers that enforce it (``enforcing``; None: every broker), 1 on the others. The
+    demand is what was written over what was applied, not over what was decided: in shadow
+    mode the shims applied nothing."""
+
+    factor: float
+    enforcing: frozenset[int] | None = None
+
+    @classmethod
+    def under(cls, factor: float, enforcement: Enforcement) -> AppliedFactor:
+        """What the shims applied with ``factor`` in force under ``enforcement``."""
+        if not enforcement.enforced:
+            return cls(1.0)
+        return cls(factor, frozenset(enforcement.canary_brokers) if enforcement.canary_brokers else None)
+
+    def on(self, broker_id: int) -> float:
+        enforcing = self.enforcing
+        return self.factor if enforcing is None or broker_id in enforcing else 1.0
 
 
 def _stopped(times: list[float], usable: list[float]) -> bool:
@@ -116,10 +153,10 @@ class HorizonRule:
         self._at_risk: Mapping[VolumeKey, TimeToFull] = MappingProxyType({})
         self._held_at: dict[VolumeKey, float] = {}  # the time of the observation each was held on
 
-    def record(self, observations: Iterable[VolumeObservation], factor_in_force: float) -> dict[VolumeKey, TimeToFull]:
-        """Add a round's observations; return the volumes whose time factor is below 1. The
-        rates of every volume the rule estimates are in ``rates`` afterwards (a new mapping
-        each round: a reader may keep the one it took)."""
+    def record(self, observations: Iterable[VolumeObservation], applied: AppliedFactor) -> dict[VolumeKey, TimeToFull]:
+        """Add a round's observations, made under the factor ``applied``; return the volumes
+        whose time factor is below 1. The rates of every volume the rule estimates are in
+        ``rates`` afterwards (a new mapping each round: a reader may keep the one it took)."""
         at_risk: dict[VolumeKey, TimeToFull] = {}
         rates = dict(self.rates)  # a kept observation's volume keeps its rate until a newer one comes
         reach = self.reach_seconds
@@ -127,9 +164,7 @@ class HorizonRule:
         by_ratio = self.policy.kind is LimitKind.MIN_AVAILABLE_RATIO
         hard = self.policy.hard_level
         trends, window = self._trends, self.window_seconds
-        # Paused as the round began: nothing is written to tell the demand from, and no factor
-        # is below 0; the rates are still estimated (the history and /volumes carry them).
-        paused = factor_in_force < MIN_FACTOR_FOR_DEMAND
+        in_force, enforcing = applied.factor, applied.enforcing
         # This loop runs for every volume every round: what it does is kept inline and small.
         for volume in observations:
             total, usable, at = volume.total_bytes, volume.usable_bytes, volume.observed_at
@@ -139,17 +174,25 @@ class HorizonRule:
             trend = trends.get(key)
             if trend is None:
                 trend = trends[key] = FillTrend(window, MAX_TREND_OBSERVATIONS)
-            if not trend.add(at, usable, total, factor_in_force):
+            factor = in_force if enforcing is None or volume.broker_id in enforcing else 1.0
+            if not trend.add(at, usable, total, factor):
                 continue  # the same observation again (a broker that did not answer): see below
             rate = rates[key] = trend.fill_rate
-            if rate is None or rate <= 0 or paused:
-                continue
+            if rate is None or rate <= 0:
+                continue  # not filling: a volume held is let go (its fill stopped or reversed)
             headroom = usable - (hard * total if by_ratio else hard)
             beyond = reach * rate
-            # The least factor in force is at least MIN_FACTOR_FOR_DEMAND in the screen below: a
-            # volume that passes it at that factor passes it at any (most do), without the min.
-            if headroom * MIN_FACTOR_FOR_DEMAND >= beyond or headroom * max(min(trend.weights), MIN_FACTOR_FOR_DEMAND) >= beyond:
-                continue  # even at the least factor in force, the demand leaves the reach (a screen on r)
+            # Paused on its broker: nothing is written to tell the demand from, and no factor is
+            # below 0, for a volume not held yet. The least factor applied is at least
+            # MIN_FACTOR_FOR_DEMAND in the screen: a volume that passes it at that factor passes
+            # it at any (most do), without the min. A volume held is judged whatever the screen
+            # or the factor applied say: only its fill, not the factor, lets it go.
+            if (
+                factor < MIN_FACTOR_FOR_DEMAND
+                or headroom * MIN_FACTOR_FOR_DEMAND >= beyond
+                or headroom * max(min(trend.weights), MIN_FACTOR_FOR_DEMAND) >= beyond
+            ) and key not in held:
+                continue  # paused, or even at the least factor applied the demand leaves the reach
             estimate = self._estimate(trend, volume, rate)
             if estimate.factor < (1.0 if key in held else take_hold_below):
                 at_risk[key] = estimate
@@ -185,7 +228,7 @@ class HorizonRule:
         if _stopped(times, trend.usable):
             return TimeToFull(rate, seconds, 1.0)
         # The demand: the median, over every pair of observations at least half the trend
-        # apart, of the bytes written between them over the factor in force between them (the
+        # apart, of the bytes written between them over the factor applied between them (the
         # integral of the factors over the time: each pair weighs what was written against the
         # factor that let it through). Pairs that span half the trend or more weigh the bursts of
         # a throttled producer little; there are at most 36 of them, and only volumes that could

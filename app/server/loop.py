@@ -23,6 +23,7 @@ from app.decision.changes import DecisionChanges
 from app.decision.decider import ThrottleDecider
 from app.decision.decision import Decision
 from app.decision.enforcement import ENFORCE_EVERYWHERE, Enforcement
+from app.decision.horizon import AppliedFactor
 from app.history.writer import HistoryWriter
 from app.observation.changes import ClusterChanges
 from app.observation.model import ObservationRound
@@ -98,7 +99,7 @@ class ObservationLoop:
 
     def apply_round(self, round_: ObservationRound) -> Decision:
         self.rounds += 1
-        evaluation = self.decider.apply_round(round_)
+        evaluation = self.decider.apply_round(round_, self.applied_factor(round_))
         self.metrics.record_round(round_, evaluation, len(self.decider.active_brokers), len(self.decider.fenced_brokers))
         for change in self._cluster_changes.after_round(round_, self.decider.evicted, self.decider.cache.brokers()):
             log.log(change.level, change.message, extra=dict(change.fields))
@@ -106,6 +107,11 @@ class ObservationLoop:
         if self.history is not None:
             self.history.submit(round_, decision)
         return decision
+
+    def applied_factor(self, round_: ObservationRound) -> AppliedFactor:
+        """What the shims applied while ``round_`` was observed: the factor in force as it began
+        where they enforce it, 1 where they do not (shadow mode, brokers outside the canary list)."""
+        return AppliedFactor.under(self.decider.reading(round_.started_at).factor, self.enforcement())
 
     def decision(self, now: float) -> Decision:
         """The decider's decision at ``now``, with the enforcement in force."""
