@@ -45,8 +45,14 @@ def is_node_report(scope: Scope) -> bool:
 
 
 def _bearer(scope: Scope) -> bytes | None:
-    """The credentials of ``Authorization: Bearer <credentials>``, or None."""
-    scheme, _, credentials = (header(scope, b"authorization") or b"").partition(b" ")
+    return bearer_credentials(scope["headers"])
+
+
+def bearer_credentials(headers: list[tuple[bytes, bytes]]) -> bytes | None:
+    """The credentials of ``Authorization: Bearer <credentials>`` in a request's headers (names
+    in lower case, as the server gives them), or None."""
+    value = next((value for name, value in headers if name == b"authorization"), b"")
+    scheme, _, credentials = value.partition(b" ")
     if scheme.lower() != b"bearer" or not credentials.strip():
         return None
     return credentials.strip()

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
+from collections.abc import Coroutine
+from typing import Any
 
 from fastapi import Request, Response
 
@@ -134,13 +138,34 @@ def validity_headers(published: Published, now: float) -> list[tuple[bytes, byte
     ]
 
 
+async def _until_disconnected(request: Request, wait: Coroutine[Any, Any, Published], unchanged: Published) -> Published:
+    """``wait``'s result, or ``unchanged`` as soon as the client goes: a closed connection (a
+    client gone, or closed by the edge at its cap) must not leave its wait behind for minutes."""
+    waiting = asyncio.ensure_future(wait)
+    gone = asyncio.ensure_future(_disconnect(request))
+    try:
+        await asyncio.wait((waiting, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (waiting, gone):
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+    return waiting.result() if waiting.done() and not waiting.cancelled() else unchanged
+
+
+async def _disconnect(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass  # a GET's (empty) body
+
+
 async def conditional_get(request: Request, publication: Publication, clock: Clock) -> Response:
     seconds = parse_wait(query_values(request.scope).get("wait")) if request.scope["query_string"] else 0.0
     if_none_match = request.headers.get("if-none-match")
     if seconds > 0 and if_none_match:
         published = publication.current()
         if matching_etag(if_none_match, published.etag):
-            published = await publication.wait_for_change(published.etag, seconds)
+            published = await _until_disconnected(request, publication.wait_for_change(published.etag, seconds), published)
     else:
         published = publication.current()
     validity = validity_headers(published, clock())

@@ -6,9 +6,18 @@ without losing the body.
   start or from the first byte of a kept-alive connection's next request; an idle kept-alive
   connection is closed after the idle timeout (uvicorn's keep-alive timeout). Neither runs
   while a request is being answered, so a long-poll is held for as long as it asks.
+- A request body must be complete within the body timeout, counted from the end of its head
+  (408 if nothing was answered yet, and the connection closed). A request without a body, a
+  long-poll among them, has nothing to send.
 - At most ``max_connections`` connections at once, kept below the process's file descriptor
-  limit: a connection past the cap is answered 503 and closed at once, instead of waiting
-  in the backlog or taking the descriptors the service needs.
+  limit. Capacity is kept for the brokers and the probes: while a connection serves a request
+  that carries the node or admin token, or asks for /healthz, /readyz or /metrics, it is
+  *reserved* (at most ``RESERVED_PER_CLIENT`` at once per client address). At the cap a new
+  connection takes the place of the oldest connection not reserved, which is closed; only
+  when every connection is reserved is the new one answered 503 and closed at once, instead
+  of waiting in the backlog or taking the descriptors the service needs. So no flood of
+  unauthenticated connections, slow bodies or long-polls, from one client or many, keeps a
+  shim's poll, a node's report or a probe out.
 - A head over 16 KiB is refused with 431 however its bytes arrive (llhttp has no limit).
 - A request whose body framing could be read two ways (RFC 9112 6.1, 6.3: Content-Length
   and Transfer-Encoding together, Transfer-Encoding in HTTP/1.0, repeated Content-Lengths,
@@ -25,12 +34,13 @@ and reason. Reaching the connection cap is one warning per episode."""
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
 import resource
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httptools
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -39,6 +49,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
+from app.server.admission import bearer_credentials
 from app.server.refusal_log import RefusalLog
 
 logger = logging.getLogger(__name__)
@@ -48,7 +59,13 @@ MAX_REQUEST_HEAD_BYTES = 16 * 1024
 # Descriptors kept for what is not an HTTP connection: the quota store, history files, the
 # Kafka admin client's connection to every broker, the listening socket.
 RESERVED_DESCRIPTORS = 256
-REFUSAL_REASONS = ("connection_cap", "head_timeout", "head_too_large", "ambiguous_framing", "malformed")
+REFUSAL_REASONS = ("connection_cap", "evicted", "head_timeout", "body_timeout", "head_too_large", "ambiguous_framing", "malformed")
+# Requests that reserve their connection whoever sends them: the probes and the scrape answer
+# at once and hold nothing (a slow reader of them is bounded per client like a token holder).
+RESERVED_PATHS = frozenset({b"/healthz", b"/readyz", b"/metrics"})
+# A shim polls on one connection and reports on another; a host runs a broker or two. A token
+# holder past this many is served like anyone else (its connections may be closed at the cap).
+RESERVED_PER_CLIENT = 16
 
 
 CL_WITH_TE = "Content-Length and Transfer-Encoding together (RFC 9112 6.1)"
@@ -72,35 +89,109 @@ PHRASES = {400: "Bad Request", 408: "Request Timeout", 431: "Request Header Fiel
 AT_CAPACITY = _canned(503, PHRASES[503], "too many connections; try again shortly")
 
 
+class Evictable(Protocol):
+    def evict(self) -> None:
+        """Close the connection now, whatever it is doing."""
+
+
 class ConnectionGuard(Collector):
     """The edge's limits and what they refused, shared by every connection of the server; a
-    Prometheus collector of the open connections, the cap and the refusals."""
+    Prometheus collector of the open connections, the cap and the refusals.
+
+    The connections not reserved are kept oldest first: at the cap the oldest one makes room."""
 
     def __init__(
-        self, max_connections: int, head_timeout_seconds: float, max_head_bytes: int = MAX_REQUEST_HEAD_BYTES, refusals: RefusalLog | None = None
+        self,
+        max_connections: int,
+        head_timeout_seconds: float,
+        max_head_bytes: int = MAX_REQUEST_HEAD_BYTES,
+        refusals: RefusalLog | None = None,
+        *,
+        body_timeout_seconds: float = 10.0,
+        tokens: Iterable[bytes] = (),
+        reserved_per_client: int = RESERVED_PER_CLIENT,
     ) -> None:
         self.max_connections = max_connections
         self.head_timeout = head_timeout_seconds
+        self.body_timeout = body_timeout_seconds
         self.max_head_bytes = max_head_bytes
         self.refusals = refusals or RefusalLog()
+        self.tokens = tuple(tokens)
+        self.reserved_per_client = reserved_per_client
         self.open = 0
         self.at_cap = False
         self.refused = dict.fromkeys(REFUSAL_REASONS, 0)
+        self._unreserved: dict[Evictable, None] = {}  # insertion order: oldest first
+        self._reserved: dict[Evictable, str] = {}  # connection -> its client's address
+        self._reserved_by_client: dict[str, int] = {}
 
-    def admit(self) -> bool:
-        if self.open < self.max_connections:
-            self.open += 1
-            return True
-        self.refused["connection_cap"] += 1
-        if not self.at_cap:
-            self.at_cap = True
-            logger.warning("%d connections open, the cap: new connections are answered 503 and closed until some close", self.open)
-        return False
+    def admit(self, connection: Evictable | None = None) -> bool:
+        """Count a new connection in; at the cap, close the oldest connection not reserved to
+        make room, or refuse the new one (False) when every connection is reserved."""
+        if self.open >= self.max_connections:
+            if not self.at_cap:
+                self.at_cap = True
+                logger.warning(
+                    "%d connections open, the cap: each new connection closes the oldest one not serving a token holder or "
+                    "a probe, or is answered 503 and closed when there is none, until some close",
+                    self.open,
+                )
+            oldest = next(iter(self._unreserved), None)
+            if oldest is None:
+                self.refused["connection_cap"] += 1
+                return False
+            del self._unreserved[oldest]
+            self.refused["evicted"] += 1
+            oldest.evict()  # its descriptor is freed as the transport closes; the reserve covers the overlap
+        self.open += 1
+        if connection is not None:
+            self._unreserved[connection] = None
+        return True
 
-    def release(self) -> None:
+    def release(self, connection: Evictable | None = None) -> None:
         self.open -= 1
+        if connection is not None:
+            self._unreserved.pop(connection, None)
+            self.unreserve(connection, renew=False)
         if self.at_cap and self.open < self.max_connections * 0.9:
             self.at_cap = False  # the next time the cap is reached is a new episode
+
+    def reserves(self, target: bytes, headers: list[tuple[bytes, bytes]]) -> bool:
+        """Whether a request reserves its connection: a probe's or the scrape's path, or the
+        node or admin token (compared in constant time)."""
+        if target.partition(b"?")[0] in RESERVED_PATHS:
+            return True
+        if not self.tokens:
+            return False
+        credentials = bearer_credentials(headers)
+        return credentials is not None and any(hmac.compare_digest(credentials, token) for token in self.tokens)
+
+    def reserve(self, connection: Evictable, client: str) -> bool:
+        """Keep ``connection`` from being closed at the cap while it serves its request, unless
+        its client holds ``reserved_per_client`` already."""
+        if connection in self._reserved:
+            return True
+        held = self._reserved_by_client.get(client, 0)
+        if held >= self.reserved_per_client:
+            return False
+        self._reserved_by_client[client] = held + 1
+        self._reserved[connection] = client
+        self._unreserved.pop(connection, None)
+        return True
+
+    def unreserve(self, connection: Evictable, renew: bool = True) -> None:
+        """The request is answered: the connection may be closed at the cap again (counted as
+        the newest when ``renew``)."""
+        client = self._reserved.pop(connection, None)
+        if client is None:
+            return
+        held = self._reserved_by_client[client] - 1
+        if held:
+            self._reserved_by_client[client] = held
+        else:
+            del self._reserved_by_client[client]
+        if renew:
+            self._unreserved[connection] = None
 
     def refuse(self, refusal: Refusal, client: str) -> None:
         self.refused[refusal.reason] += 1
@@ -108,10 +199,16 @@ class ConnectionGuard(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         yield GaugeMetricFamily("http_connections_open", "HTTP connections open", value=self.open)
-        yield GaugeMetricFamily("http_connections_max", "HTTP connections served at once; more are answered 503 and closed", value=self.max_connections)
+        yield GaugeMetricFamily(
+            "http_connections_max", "HTTP connections served at once; past it the oldest one not reserved is closed", value=self.max_connections
+        )
+        yield GaugeMetricFamily(
+            "http_connections_reserved", "HTTP connections serving a token holder's or a probe's request (never closed at the cap)", value=len(self._reserved)
+        )
         refused = CounterMetricFamily(
             "http_edge_refusals",
-            "Connections and requests refused before the application: connection_cap, head_timeout, head_too_large, ambiguous_framing, malformed",
+            "Connections and requests refused before the application: connection_cap (every connection reserved), evicted "
+            "(closed at the cap to make room), head_timeout, body_timeout, head_too_large, ambiguous_framing, malformed",
             labels=["reason"],
         )
         for reason, count in self.refused.items():
@@ -166,6 +263,7 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         self.max_head_bytes = guard.max_head_bytes
         self.admitted = False
         self.head_deadline: asyncio.TimerHandle | None = None
+        self.body_deadline: asyncio.TimerHandle | None = None
         self.in_head = False
         self.head_received = 0  # bytes of the pieces that arrived while the head being read was incomplete
         self.piece_size = 0  # of the piece being parsed
@@ -175,7 +273,7 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
 
     # Connections: the cap and the deadlines
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        if not self.guard.admit():
+        if not self.guard.admit(self):
             transport.write(AT_CAPACITY)
             transport.close()
             return
@@ -187,9 +285,23 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         if not self.admitted:
             return
         self.admitted = False
-        self.guard.release()
+        self.guard.release(self)
         self._disarm_head_deadline()
+        self._disarm_body_deadline()
         super().connection_lost(exc)
+
+    def evict(self) -> None:
+        """Closed at the cap to make room for a new connection: at once, whatever is buffered
+        (a client that does not read its answer must not keep the descriptor)."""
+        self._disarm_head_deadline()
+        self._disarm_body_deadline()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.abort()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.pipeline:
+            self.guard.unreserve(self)  # idle again, or closing: it may make room at the cap
 
     def data_received(self, data: bytes) -> None:
         if self.admitted:
@@ -216,9 +328,30 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
             self.guard.refuse(refusal, self._client_host())
             self.transport.close()
 
+    def _arm_body_deadline(self) -> None:
+        self._disarm_body_deadline()
+        self.body_deadline = self.loop.call_later(self.guard.body_timeout, self._body_timed_out)
+
+    def _disarm_body_deadline(self) -> None:
+        if self.body_deadline is not None:
+            self.body_deadline.cancel()
+            self.body_deadline = None
+
+    def _body_timed_out(self) -> None:
+        self.body_deadline = None
+        if self.transport.is_closing():
+            return
+        refusal = Refusal(408, "body_timeout", f"the request body was not complete within {self.guard.body_timeout:g}s of its head")
+        if self.cycle is None or not self.cycle.response_started:
+            self._refuse(refusal)
+        else:  # answered already (a token refused before the body): only the connection is left
+            self.guard.refuse(refusal, self._client_host())
+            self.transport.close()
+
     def _refuse(self, refusal: Refusal) -> None:
         self.guard.refuse(refusal, self._client_host())
         self._disarm_head_deadline()
+        self._disarm_body_deadline()
         self.transport.write(_canned(refusal.status, PHRASES.get(refusal.status, "Bad Request"), refusal.detail))
         self.transport.close()
 
@@ -282,13 +415,19 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         if self.parser.get_http_version() == "1.0" and any(name == b"transfer-encoding" for name, _ in self.headers):
             self.refusal = Refusal(400, "ambiguous_framing", "Transfer-Encoding in an HTTP/1.0 request (RFC 9112 6.1)")
             raise _Refused
+        framing = body_framing(self.headers)
         if self.parser.should_upgrade():
-            self.upgrade_body = body_framing(self.headers)
+            self.upgrade_body = framing
+        if framing is not None:
+            self._arm_body_deadline()
+        if self.guard.reserves(self.url, self.headers):
+            self.guard.reserve(self, self._client_host())
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
         if self.upgrade_body is not None:
             return  # llhttp ends an upgrade request at its head: its body is still to come
+        self._disarm_body_deadline()
         super().on_message_complete()
 
 

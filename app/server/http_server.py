@@ -1,7 +1,8 @@
 """How the service serves HTTP: uvicorn with the httptools parser, through the edge's
-protocol (deadlines, a connection cap, a bounded head, one framing of every request, Upgrade
-ignored without losing the body), on a socket bound before anything else starts, and stopped
-within two seconds."""
+protocol (deadlines for heads and bodies, a connection cap with capacity kept for token
+holders and probes, a bounded head, one framing of every request, Upgrade ignored without
+losing the body), on a socket bound before anything else starts, and stopped within two
+seconds."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import Callable
 
 import uvicorn
 from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
 
 from app.server.http_protocol import ConnectionGuard, EdgeHttpToolsProtocol, connection_cap
 from app.settings import Settings
@@ -23,6 +25,20 @@ from app.settings import Settings
 # Kludex/uvicorn#2722); the edge's keeps it.
 HTTP_PARSER = "httptools"
 HTTP_PROTOCOL = EdgeHttpToolsProtocol
+
+
+def edge_guard(settings: Settings, registry: CollectorRegistry) -> ConnectionGuard:
+    """The edge's limits for ``settings``, counted in ``registry``. The node and admin tokens
+    reserve the connection of a request that carries them."""
+    tokens = [token.get_secret_value().encode() for token in (settings.node_token, settings.admin_token) if token is not None]
+    guard = ConnectionGuard(
+        connection_cap(settings.http_max_connections),
+        settings.http_head_timeout.total_seconds(),
+        body_timeout_seconds=settings.http_body_timeout.total_seconds(),
+        tokens=tokens,
+    )
+    registry.register(guard)
+    return guard
 
 
 def listen_address(host: str, port: int) -> str:
@@ -70,8 +86,7 @@ def serve(app: FastAPI, settings: Settings, listener: socket.socket, on_stop: Ca
     begins. A requested stop exits 0: uvicorn, once stopped, raises the signal again for the
     handler it found, which ends the process with status 0 here (and stops it at once if the
     signal comes before uvicorn listens)."""
-    guard = ConnectionGuard(connection_cap(settings.http_max_connections), settings.http_head_timeout.total_seconds())
-    app.state.service.registry.register(guard)
+    guard = edge_guard(settings, app.state.service.registry)
     for stop_signal in (signal.SIGTERM, signal.SIGINT):
         signal.signal(stop_signal, _stopped)
     config = uvicorn.Config(

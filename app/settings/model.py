@@ -429,6 +429,13 @@ class Settings(BaseSettings):
         DURATION_HINT + ", from PT0.1S to PT5M",
         "An idle kept-alive connection is closed after this long (a long-poll in progress is not idle).",
     )
+    http_body_timeout: timedelta = setting(
+        timedelta(seconds=10),
+        SERVICE_PREFIX + "http.body.timeout",
+        DURATION_HINT + ", from PT0.1S to PT5M",
+        "Time a client has to send a whole request body, from the end of its head; past it the connection is closed "
+        "(408 if nothing was answered yet). A request without a body (a long-poll) has none to send.",
+    )
     http_max_connections: int = setting(
         MAX_CONNECTIONS_DEFAULT,
         SERVICE_PREFIX + "http.max.connections",
@@ -457,6 +464,7 @@ class Settings(BaseSettings):
         "ramp_horizon",
         "http_head_timeout",
         "http_idle_timeout",
+        "http_body_timeout",
         mode="before",
     )
     @classmethod
@@ -487,7 +495,7 @@ class Settings(BaseSettings):
             raise ValueError("out of range")
         return value
 
-    @field_validator("http_head_timeout", "http_idle_timeout")
+    @field_validator("http_head_timeout", "http_idle_timeout", "http_body_timeout")
     @classmethod
     def _http_timeout(cls, value: timedelta) -> timedelta:
         if not HTTP_TIMEOUT_RANGE[0] <= value <= HTTP_TIMEOUT_RANGE[1]:

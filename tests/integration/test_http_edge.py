@@ -1,6 +1,8 @@
 """The HTTP edge against the real service over TCP: methods answered before the token and
-counted under bounded labels, deadlines for request heads and idle connections, the connection
-cap, the 16 KiB head however it arrives, one framing of every request, bounded log lines.
+counted under bounded labels, deadlines for request heads, bodies and idle connections, the
+connection cap and the capacity kept for token holders and probes under floods of slow bodies
+and long-polls, the 16 KiB head however it arrives, one framing of every request, bounded log
+lines.
 
 One service for the module (head and idle deadlines of one second); a test that needs other
 settings starts its own."""
@@ -22,7 +24,7 @@ import pytest
 from .conftest import RunningService, launch_service
 from .test_hostile_requests import AUTH, SETTINGS, exchange, port_of, problem, request_head
 
-EDGE = {**SETTINGS, "http_head_timeout": "PT1S", "http_idle_timeout": "PT1S"}
+EDGE = {**SETTINGS, "http_head_timeout": "PT1S", "http_idle_timeout": "PT1S", "http_body_timeout": "PT1S"}
 HEAD_LIMIT = 16 * 1024
 
 
@@ -313,3 +315,148 @@ def test_a_write_asking_for_an_h2c_upgrade_keeps_its_body_and_the_connection_goe
         answers = read_until_closed(sock, 10)
     assert answers.startswith(b"HTTP/1.1 200 "), answers[:300]
     assert answers.count(b"HTTP/1.1 200 ") == 2 and b'"limit":3000000' in answers.replace(b" ", b""), answers
+
+
+def drip(sock: socket.socket, seconds: float, every: float) -> tuple[bytes, float]:
+    """Send one byte of a body every ``every`` seconds until the service answers or closes,
+    for at most ``seconds``; what it sent back and when, from the start."""
+    started = time.monotonic()
+    sock.settimeout(every)
+    received = b""
+    while time.monotonic() - started < seconds:
+        try:
+            sock.send(b" ")
+        except (BrokenPipeError, ConnectionResetError):
+            break
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            continue
+        except ConnectionResetError:
+            break
+        if not chunk:
+            break
+        received += chunk
+    return received, time.monotonic() - started
+
+
+def test_a_body_sent_a_byte_at_a_time_is_refused_408_at_the_body_deadline(service):
+    head = request_head("POST", "/what-if", {"Content-Type": "application/json", "Content-Length": "100"})
+    with connect(service) as sock:
+        sock.sendall(head)
+        answer, elapsed = drip(sock, 10, 0.3)
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+    assert b"not complete within 1s" in answer and 0.9 < elapsed < 3, elapsed
+    assert re.search(r'http_edge_refusals_total\{reason="body_timeout"\} [1-9]', service.client.get("/metrics").text)
+
+
+def test_a_body_still_dripping_after_its_refusal_is_closed_at_the_body_deadline(service):
+    # No token: answered 401 from the head, and the body is still read (and dropped) until the deadline.
+    head = request_head("PUT", "/quotas/overrides?user=drip", {"Content-Type": "application/json", "Content-Length": "1000"})
+    with connect(service) as sock:
+        sock.sendall(head)
+        answer, elapsed = drip(sock, 10, 0.3)
+        answer += read_until_closed(sock, 5)
+    assert answer.startswith(b"HTTP/1.1 401 ") and elapsed < 3, (answer[:100], elapsed)
+
+
+NODE_TOKEN = "edge-capacity-node-token"
+FLOOD = 4300
+SHIM = {"Authorization": f"Bearer {NODE_TOKEN}"}
+
+
+@pytest.fixture(scope="module")
+def flooded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
+    """A service with the default cap (4096) and deadlines, and a node token."""
+    running = launch_service(tmp_path_factory.mktemp("flood"), **SETTINGS, node_token=NODE_TOKEN)
+    yield running
+    running.stop()
+
+
+def raise_file_limit(needed: int) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        if hard != resource.RLIM_INFINITY and hard < needed:
+            pytest.skip(f"a flood of {needed} sockets needs a file limit of {needed} (hard limit {hard})")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+
+
+def probe_shim_and_health(service: RunningService, stop: threading.Event, results: list[tuple[str, float, int | str]]) -> None:
+    """A shim's poll (node token) and a liveness probe, each on a new connection, every 50 ms."""
+    targets = [("/quotas", SHIM), ("/healthz", {})]
+    while not stop.is_set():
+        for path, headers in targets:
+            started = time.monotonic()
+            try:
+                with connect(service, timeout=5) as sock:
+                    sock.sendall(request_head("GET", path, {**headers, "Connection": "close"}))
+                    answer = read_until_closed(sock, 5)
+                status: int | str = int(answer[9:12]) if answer.startswith(b"HTTP/1.1 ") else repr(answer[:20])
+            except OSError as exc:
+                status = type(exc).__name__
+            results.append((path, time.monotonic() - started, status))
+        time.sleep(0.05)
+
+
+def open_flood(service: RunningService, request: bytes) -> list[socket.socket]:
+    """FLOOD connections from one client, each sending ``request`` and holding on."""
+    sockets = []
+    for _ in range(FLOOD):
+        sock = connect(service, timeout=5)
+        sockets.append(sock)
+        try:
+            sock.sendall(request)
+        except OSError:
+            pass  # closed by the edge at its cap already
+    return sockets
+
+
+def under_flood(service: RunningService, request: bytes, hold: float) -> tuple[list[tuple[str, float, int | str]], str]:
+    raise_file_limit(FLOOD + 1024)
+    stop, results = threading.Event(), []
+    prober = threading.Thread(target=probe_shim_and_health, args=(service, stop, results))
+    flood: list[socket.socket] = []
+    try:
+        flood = open_flood(service, request)
+        time.sleep(1)  # the service has taken them all
+        prober.start()
+        time.sleep(hold)
+        stop.set()
+        prober.join()
+        metrics = service.client.get("/metrics", headers={"Connection": "close"}).text
+    finally:
+        stop.set()
+        for sock in flood:
+            sock.close()
+    return results, metrics
+
+
+def assert_every_probe_answered_at_once(results: list[tuple[str, float, int | str]], metrics: str, what: str) -> None:
+    failed = [(path, status) for path, _, status in results if status != 200]
+    latencies = sorted(elapsed for _, elapsed, _ in results)
+    p99 = latencies[int(len(latencies) * 0.99)]
+    print(f"\n{what}: {len(results)} probes, p50 {latencies[len(latencies) // 2] * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, max {latencies[-1] * 1000:.1f} ms")
+    assert len(results) >= 40 and not failed, failed[:10]
+    assert p99 < 0.1, f"p99 {p99 * 1000:.0f} ms"
+    evicted = re.search(r'http_edge_refusals_total\{reason="evicted"\} ([0-9.]+)', metrics)
+    assert evicted and float(evicted.group(1)) >= FLOOD - 4096, "the flood filled the cap"
+
+
+def test_4300_slow_bodies_from_one_client_never_keep_a_shim_or_the_liveness_probe_out(flooded):
+    head = request_head("POST", "/what-if", {"Content-Type": "application/json", "Content-Length": "100"})
+    results, metrics = under_flood(flooded, head + b"{", hold=5)
+    assert_every_probe_answered_at_once(results, metrics, f"{FLOOD} slow bodies")
+
+
+def test_4096_unauthenticated_long_polls_from_one_client_never_keep_a_shim_or_the_liveness_probe_out(flooded):
+    etag = flooded.client.get("/quotas").headers["etag"]
+    poll = request_head("GET", "/quotas?wait=60s", {"If-None-Match": etag})
+    results, metrics = under_flood(flooded, poll, hold=5)
+    assert_every_probe_answered_at_once(results, metrics, f"{FLOOD} long-polls")
+    deadline = time.monotonic() + 5
+    while True:  # the flood's connections closed, the service lets go of them and their waits
+        opened = re.search(r"^http_connections_open ([0-9.]+)$", flooded.client.get("/metrics", headers={"Connection": "close"}).text, re.M)
+        if opened and float(opened.group(1)) <= 2:
+            break
+        assert time.monotonic() < deadline, opened and opened.group(0)
+        time.sleep(0.2)

@@ -129,3 +129,71 @@ def test_the_metrics_method_label_takes_only_the_served_methods():
     assert [metric_method(m) for m in ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "BREW", "get")] == [
         "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "other", "other", "other"
     ]
+
+
+class Connection:
+    """A stand-in for a protocol: what the guard closes."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.evicted = False
+
+    def evict(self) -> None:
+        self.evicted = True
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def test_at_the_cap_a_new_connection_closes_the_oldest_one_not_reserved():
+    guard = ConnectionGuard(max_connections=3, head_timeout_seconds=1)
+    shim, flood_1, flood_2, probe = (Connection(n) for n in ("shim", "flood-1", "flood-2", "probe"))
+    for connection in (shim, flood_1, flood_2):
+        assert guard.admit(connection)
+    assert guard.reserve(shim, "10.0.0.1")  # a long-poll with the node token
+    assert guard.admit(probe)
+    assert (shim.evicted, flood_1.evicted, flood_2.evicted) == (False, True, False)
+    guard.release(flood_1)  # its transport closes
+    assert guard.open == 3 and guard.refused["evicted"] == 1
+    assert guard.admit(Connection("next")) and flood_2.evicted and not probe.evicted and not shim.evicted
+
+
+def test_when_every_connection_is_reserved_a_new_one_is_refused_and_an_answered_one_makes_room_again():
+    guard = ConnectionGuard(max_connections=2, head_timeout_seconds=1)
+    first, second = Connection("a"), Connection("b")
+    assert guard.admit(first) and guard.admit(second)
+    assert guard.reserve(first, "10.0.0.1") and guard.reserve(second, "10.0.0.2")
+    assert not guard.admit(Connection("refused")) and guard.refused["connection_cap"] == 1
+    guard.unreserve(first)  # its request answered: an idle kept-alive connection
+    assert guard.admit(Connection("c")) and first.evicted and not second.evicted
+
+
+def test_a_client_reserves_at_most_its_share_of_connections():
+    guard = ConnectionGuard(max_connections=100, head_timeout_seconds=1, reserved_per_client=2)
+    held = [Connection(str(n)) for n in range(3)]
+    for connection in held:
+        guard.admit(connection)
+    assert [guard.reserve(c, "10.0.0.9") for c in held] == [True, True, False]
+    assert guard.reserve(Connection("other"), "10.0.0.8"), "another client has its own share"
+    guard.release(held[0])
+    assert guard.reserve(held[2], "10.0.0.9"), "a share is freed when its connection closes"
+
+
+@pytest.mark.parametrize(
+    ("target", "authorization", "reserves"),
+    [
+        (b"/healthz", None, True),
+        (b"/readyz?x=1", None, True),
+        (b"/metrics", None, True),
+        (b"/quotas?wait=30", b"Bearer node-token-0123456789", True),
+        (b"/quotas?wait=30", b"bearer admin-token-0123456789", True),
+        (b"/quotas?wait=30", None, False),
+        (b"/quotas?wait=30", b"Bearer guessed-token-01234567", False),
+        (b"/volumes", b"Basic bm9kZS10b2tlbi0wMTIzNDU2Nzg5", False),
+        (b"/healthz/../volumes", None, False),
+    ],
+)
+def test_probes_and_token_holders_reserve_their_connection_and_no_one_else(target, authorization, reserves):
+    guard = ConnectionGuard(10, 1, tokens=[b"node-token-0123456789", b"admin-token-0123456789"])
+    headers = [(b"host", b"a")] + ([(b"authorization", authorization)] if authorization else [])
+    assert guard.reserves(target, headers) is reserves
