@@ -15,6 +15,7 @@ last report, with ``keep_fenced``, for as long as the rounds list it so."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.observation.model import VolumeObservation
@@ -89,6 +90,12 @@ class NodeReportBook:
     def expires_at(self, report: NodeReport) -> float:
         """The last instant ``report`` is in the view: exactly validity old is still valid."""
         return max(report.received_at, self._confirmed.get(report.node_id, report.received_at)) + self._validity
+
+    def expiry_as_now(self) -> Callable[[NodeReport], float]:
+        """``expires_at`` as the book stands now (its confirmations copied): for a reader on
+        another thread, or one that must not see later confirmations."""
+        confirmed, validity = dict(self._confirmed), self._validity
+        return lambda report: max(report.received_at, confirmed.get(report.node_id, report.received_at)) + validity
 
     def evict_expired(self, now: float) -> list[NodeReport]:
         expired = [r for r in self._reports.values() if now > self.expires_at(r)]

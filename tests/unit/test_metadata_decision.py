@@ -91,3 +91,19 @@ def test_with_no_report_in_view_the_mutation_factor_is_initial_then_the_fallback
     assert (d.reading(late).mutation_factor, d.metadata.at(late).data_factor) == (0.0, 1.0)
     d.record_node_report(report(1000, late, 90 * MiB))
     assert d.metadata.at(late).source is FactorSource.OBSERVED and d.reading(late).mutation_factor == 1.0
+
+
+def test_a_frozen_step_lists_the_metadata_volumes_of_its_moment_whatever_the_watch_takes_after():
+    d = decider()
+    d.record_node_report(report(1000, T0, 50 * MiB))
+    d.record_node_report(report(1001, T0, 20 * MiB, roles=("broker",)))
+    d.apply_round(ObservationRound(T0 + 1, T0 + 1, (), fenced_brokers=(1001,)))  # 1001 kept while fenced
+    frozen = d.decision(T0 + 1).metadata.frozen()
+    for node in range(1002, 1100):  # reports come and go after the step was taken
+        d.record_node_report(report(node, T0 + 2, 50 * MiB))
+    d.apply_round(ObservationRound(T0 + VALIDITY + 10, T0 + VALIDITY + 10, (2,)))  # 1001 unfenced, the early ones expire
+    d.metadata.evict_expired(T0 + VALIDITY + 10)
+    volumes = frozen.volumes
+    assert [v.verdict.volume.broker_id for v in volumes] == [1000, 1001]
+    assert volumes[1].expires_at == T0 + 1 + VALIDITY  # as confirmed when the step was taken
+    assert frozen.frozen() is frozen
