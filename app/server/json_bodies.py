@@ -2,7 +2,8 @@
 
 RFC 8259 leaves an object with a key given twice to the parser; Python's (and so FastAPI's)
 keeps the last value, other parsers the first. A body that means different things to
-different readers is refused (422, naming the key) before FastAPI reads it."""
+different readers is refused (422, naming the key) before FastAPI reads it. Every route of
+the API is a ``StrictJsonRoute`` (``RouteSet`` makes it so): a route added later cannot forget."""
 
 from __future__ import annotations
 
@@ -46,10 +47,13 @@ def refuse_duplicate_keys(body: bytes) -> None:
 
 
 class StrictJsonRoute(APIRoute):
-    """An API route whose JSON body is checked by refuse_duplicate_keys first."""
+    """An API route whose JSON body is checked by refuse_duplicate_keys first (a route that
+    reads no body is left as it is)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        if self.body_field is None:
+            return handler
 
         async def strict_handler(request: Request) -> Response:
             body = await request.body()  # kept by the request: FastAPI reads the same bytes

@@ -134,6 +134,40 @@ def test_json_bodies_with_a_key_given_twice_are_refused(tmp_path, path, body, ke
     run(scenario, tmp_path)
 
 
+def test_a_what_if_body_with_a_key_given_twice_is_refused_not_decided_with_the_last_value(tmp_path):
+    body = b'{"hard": {"min_available_ratio": 0.1}, "hard": {"min_available_ratio": 0.3}}'
+
+    async def scenario(client, observer, clock):
+        problem = _problem(await client.post("/what-if", content=body, headers={"Content-Type": "application/json"}), 422, "more than once")
+        assert problem["errors"][0]["field"] == "hard"
+        nested = b'{"hard": {"min_available_ratio": 0.1, "min_available_ratio": 0.3}}'
+        problem = _problem(await client.post("/what-if", content=nested, headers={"Content-Type": "application/json"}), 422, "more than once")
+        assert problem["errors"][0]["field"] == "min_available_ratio"
+
+    run(scenario, tmp_path)
+
+
+def test_every_operation_that_takes_a_json_body_refuses_a_key_given_twice(tmp_path):
+    node_token = "node-token-0123456789abcdef"
+    operations = [
+        (method.upper(), path.replace("{name}", "g").replace("{node_id}", "1"))
+        for path, item in json.loads(render())["paths"].items()
+        for method, operation in item.items()
+        if "application/json" in operation.get("requestBody", {}).get("content", {})
+    ]
+    assert {path for _, path in operations} >= {"/what-if", "/quotas/overrides", "/quotas/groups/g", "/enforcement", "/nodes/1/volumes"}
+
+    async def scenario(client, observer, clock):
+        for method, path in operations:
+            token = node_token if path.startswith("/nodes/") else TOKEN
+            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+            response = await client.request(method, path, params={"user": "alice"}, content=b'{"x": 1, "x": 2}', headers=headers)
+            problem = _problem(response, 422, "more than once")
+            assert problem["errors"][0]["field"] == "x", (method, path)
+
+    run(scenario, tmp_path, node_token=node_token)
+
+
 @pytest.mark.parametrize(
     "body",
     [b'{"produce": "\xff"}', b'{"produce": ' + b"7" * 5000 + b"}", b"[" * 100_000 + b"]" * 100_000],

@@ -5,14 +5,13 @@ from __future__ import annotations
 from fastapi import Request
 
 from app.decision.enforcement import Enforcement
-from app.server.json_bodies import StrictJsonRoute
 from app.server.problems import ProblemError, errors_detail, field_error, problem_responses
 from app.server.routes.quotas import MUTATION_DEPENDENCIES, quota_service
 from app.server.routes.route_set import RouteSet
 from app.server.schemas.enforcement import EnforcementBody, EnforcementModel
 from app.server.state import ServiceState, service_state
 
-routes = RouteSet(tags=["enforcement"], route_class=StrictJsonRoute)
+routes = RouteSet(tags=["enforcement"])
 # 400: a body that is not JSON Python can hold; 409: a canary broker the cluster view does not
 # hold now (the body is well formed: the cluster decides, as a group's member held elsewhere).
 CHANGE_ERRORS = problem_responses(400, 401, 403, 409, 413, 422, 503)

@@ -9,7 +9,6 @@ from fastapi import Depends, Path, Request, Response
 from fastapi.security import HTTPBearer
 
 from app.decision.metadata import MetadataStep
-from app.server.json_bodies import StrictJsonRoute
 from app.server.problems import ProblemError, problem_responses
 from app.server.query import strict_query
 from app.server.report_rate import MAX_NODES, ReportRate
@@ -17,7 +16,7 @@ from app.server.routes.route_set import RouteSet
 from app.server.schemas.nodes import NodeVolumesBody
 from app.server.state import service_state
 
-routes = RouteSet(tags=["nodes"], route_class=StrictJsonRoute)
+routes = RouteSet(tags=["nodes"])
 # Declares the node token in the OpenAPI document; app.server.admission checks it before the body is read.
 node_bearer = HTTPBearer(auto_error=False, scheme_name="NodeToken", description="The token of throttle.service.node.token")
 

@@ -10,7 +10,6 @@ from fastapi.security import HTTPBearer
 
 from app.server.conditional import WAIT_PARAMETER, conditional_get, conditional_responses
 from app.server.routes.route_set import RouteSet
-from app.server.json_bodies import StrictJsonRoute
 from app.server.problems import InvalidRequest, ProblemError, field_error, problem_responses
 from app.server.query import query_values, strict_query
 from app.quotas.change_rules import DEFAULT_NAME, floor_problems, group_name_problem, name_problem, user_name_problem
@@ -32,7 +31,7 @@ from app.server.schemas.quotas import (
     name_schema,
 )
 
-routes = RouteSet(tags=["quotas"], route_class=StrictJsonRoute)
+routes = RouteSet(tags=["quotas"])
 bearer = HTTPBearer(auto_error=False, description="The token of throttle.service.admin.token")
 
 TYPE_NAMES = [t.value for t in QuotaType]

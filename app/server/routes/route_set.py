@@ -14,12 +14,15 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request, Response
 from starlette.routing import Route
 
+from app.server.json_bodies import StrictJsonRoute
+
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 class RouteSet:
     def __init__(self, **router_kwargs: Any) -> None:
-        self.router = APIRouter(**router_kwargs)
+        # Every JSON body of the API is refused with a key given twice (json_bodies.py).
+        self.router = APIRouter(route_class=StrictJsonRoute, **router_kwargs)
         self._hot: list[Route] = []
 
     def hot_get(self, path: str, **openapi: Any) -> Callable[[Endpoint], Endpoint]:
