@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -122,10 +123,17 @@ def install_problem_handlers(app: FastAPI) -> None:
         return problem_response(request, exc.status_code, title, detail, headers=getattr(exc, "headers", None))
 
 
+# A request the stop cut off: asked again in a second, of this replica once it is back or of another.
+STOPPING_RETRY_AFTER_SECONDS = 1
+
+
 class UnexpectedErrors:
     """An exception no handler answers becomes a problem+json 500 and a logged traceback. The
     client gets no internals, and its connection stays open (Starlette's own 500 is text/plain,
-    and an exception that reaches uvicorn closes the connection)."""
+    and an exception that reaches uvicorn closes the connection). A request whose task is
+    cancelled (a stop gives requests in progress a second, then cancels them) is answered 503
+    with Retry-After and the connection closed, logged in one line: uvicorn would answer it a
+    text/plain 500 and log a traceback."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -142,6 +150,16 @@ class UnexpectedErrors:
 
         try:
             await self.app(scope, receive, noting_start)
+        except asyncio.CancelledError:
+            if started:
+                raise  # too late for an answer: the server closes the connection
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()  # answered here: the request's task ends as answered
+            logger.warning("%s %s cut off by the stop: answered 503", scope["method"], logged_path(scope))
+            detail = "the service is stopping and gave up on this request; send it again"
+            headers = {"Retry-After": str(STOPPING_RETRY_AFTER_SECONDS), "Connection": "close"}
+            await problem_json(scope["path"], 503, "Service stopping", detail, headers=headers)(scope, receive, send)
         except Exception:
             logger.exception("%s %s failed", scope["method"], logged_path(scope))
             if started:
