@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
@@ -13,6 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from app.clock import Clock, system_clock
 from app.decision.decider import ThrottleDecider
+from app.decision.snapshot import SnapshotError
 from app.history.files import HistoryFiles, Retention
 from app.history.kafka_topic import HistoryTopic
 from app.history.writer import HistoryCounters, HistoryWriter
@@ -28,6 +30,8 @@ from app.server.methods import MethodGate
 from app.server.metrics import ServiceMetrics, instrument_http
 from app.server.problems import UnexpectedErrors, install_problem_handlers
 from app.server.publishing import Publication, Rendering
+from app.server.saved_state import SavedState, StateFile
+from app.timefmt import iso_instant
 from app.server.routes import enforcement, health, metrics, nodes, quotas, throttle, volumes, what_if
 from app.server.schemas.decision import ThrottleDecision, decision_etag_basis, decision_response
 from app.server.schemas.bounds import bound_by_settings
@@ -37,6 +41,8 @@ from app.settings import Settings
 from app.settings.limits import metadata_policy, storage_policy
 
 API_VERSION = "0.1.0"
+
+state_log = logging.getLogger("app.state")
 
 
 def kafka_source_from(settings: Settings, clock: Clock) -> VolumeSource:
@@ -76,6 +82,31 @@ def decider_from(settings: Settings, clock: Clock) -> ThrottleDecider:
         horizon_seconds=settings.ramp_horizon.total_seconds() if settings.ramp_horizon is not None else None,
         metadata_policy=metadata_policy(settings),
     )
+
+
+def saved_state_from(settings: Settings, decider: ThrottleDecider, clock: Clock) -> SavedState | None:
+    """Where this service keeps its decider's state, with the decider resumed from it: a file in
+    the data dir beside the SQLite quota store. None with observation off (nothing to keep)."""
+    if not settings.observation_enabled or settings.quota_store != "sqlite":
+        return None
+    state_file = StateFile(settings.data_dir)
+    data = state_file.load()
+    if data is not None:
+        try:
+            restored = decider.resume(data, clock())
+        except SnapshotError as exc:
+            aside = state_file.set_aside()
+            state_log.warning("the saved decider state %s cannot be read (%s); moved to %s, starting from nothing", state_file.path, exc, aside)
+        else:
+            state_log.info(
+                "resumed the decider state saved at %s: %d observations, %d node reports, %d fill trends%s",
+                iso_instant(restored.saved_at),
+                restored.volumes,
+                restored.node_reports,
+                restored.trends,
+                "" if restored.exact else " (saved under other settings: judged again at the first round)",
+            )
+    return state_file
 
 
 def history_writer_from(settings: Settings, metrics: ServiceMetrics) -> HistoryWriter:
@@ -131,6 +162,8 @@ def create_app(
         quota_service.on_change(state.quota_table.publish)
         loop.enforcement = lambda: quota_service.enforcement
         quota_service.on_enforcement_change(loop.publish)  # every publication and the history carry it
+        saved = saved_state_from(settings, decider, clock)
+        loop.saved_state = saved
         loop.publish()
         if settings.history_enabled and settings.observation_enabled:
             loop.history = history_writer_from(settings, service_metrics)
@@ -145,6 +178,10 @@ def create_app(
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            if saved is not None:
+                loop.save_state()  # the latest node reports too
+                loop.saved_state = None
+                await asyncio.get_running_loop().run_in_executor(None, saved.close)
             if loop.history is not None:
                 # Off the event loop: the writer finishes the queued rounds first.
                 await asyncio.get_running_loop().run_in_executor(None, loop.history.close)

@@ -23,13 +23,16 @@ from app.decision.changes import DecisionChanges
 from app.decision.decider import ThrottleDecider
 from app.decision.decision import Decision
 from app.decision.enforcement import ENFORCE_EVERYWHERE, Enforcement
+from app.decision.metadata import MetadataStep
 from app.decision.horizon import AppliedFactor
 from app.history.writer import HistoryWriter
 from app.observation.changes import ClusterChanges
 from app.observation.model import ObservationRound
+from app.observation.node_reports import NodeReport
 from app.observation.source import VolumeSource
 from app.server.metrics import ServiceMetrics
 from app.server.publishing import Publication
+from app.server.saved_state import REPORT_SAVE_DELAY_SECONDS, SavedState
 
 log = logging.getLogger("app.decision")
 
@@ -74,6 +77,12 @@ class _SourceThread:
                 self.busy = False
 
 
+def _what_shims_act_on(step: MetadataStep) -> tuple[object, ...]:
+    """What a node report can change that the published decision shows: only then is it published."""
+    listed = tuple((m.verdict.volume.key, m.verdict.reason) for m in step.listed)
+    return (step.mutation_factor, step.data_factor, step.source, listed)
+
+
 class ObservationLoop:
     def __init__(
         self,
@@ -90,6 +99,9 @@ class ObservationLoop:
         self.interval_seconds = interval_seconds
         self.rounds = 0
         self.history: HistoryWriter | None = None  # set while the app runs with history on
+        # Where the decider's state outlives this process (app/server/saved_state.py); None: nowhere.
+        self.saved_state: SavedState | None = None
+        self._save_pending: asyncio.TimerHandle | None = None
         self.publications: list[Publication] = []  # refreshed after every change, in order
         # The enforcement in force (the quota service's, once it runs): every decision carries it.
         self.enforcement: Callable[[], Enforcement] = lambda: ENFORCE_EVERYWHERE
@@ -106,7 +118,36 @@ class ObservationLoop:
         decision = self.publish()
         if self.history is not None:
             self.history.submit(round_, decision)
+        self.save_state()
         return decision
+
+    def take_node_report(self, report: NodeReport) -> None:
+        """A node's report of its own volumes: recorded, published at once when it changes what
+        shims act on, and saved with the state within a second."""
+        before = _what_shims_act_on(self.decider.metadata.at(report.received_at))
+        after = self.decider.record_node_report(report)
+        if _what_shims_act_on(after) != before:
+            self.publish()
+        self.save_state_soon()
+
+    def save_state(self) -> None:
+        """Hand the saved state a snapshot of the decider as it is now."""
+        if self._save_pending is not None:
+            self._save_pending.cancel()
+            self._save_pending = None
+        if self.saved_state is not None:
+            self.saved_state.save(self.decider.snapshot(self.clock()))
+
+    def save_state_soon(self) -> None:
+        """Save within REPORT_SAVE_DELAY_SECONDS: many reports a second make one snapshot."""
+        if self.saved_state is None or self._save_pending is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # applied outside the event loop (tests): at once
+            self.save_state()
+            return
+        self._save_pending = loop.call_later(REPORT_SAVE_DELAY_SECONDS, self.save_state)
 
     def applied_factor(self, round_: ObservationRound) -> AppliedFactor:
         """What the shims applied while ``round_`` was observed: the factor in force as it began

@@ -8,7 +8,6 @@ from typing import Annotated
 from fastapi import Depends, Path, Request, Response
 from fastapi.security import HTTPBearer
 
-from app.decision.metadata import MetadataStep
 from app.server.problems import ProblemError, problem_responses
 from app.server.query import strict_query
 from app.server.report_rate import MAX_NODES, ReportRate
@@ -19,12 +18,6 @@ from app.server.state import service_state
 routes = RouteSet(tags=["nodes"])
 # Declares the node token in the OpenAPI document; app.server.admission checks it before the body is read.
 node_bearer = HTTPBearer(auto_error=False, scheme_name="NodeToken", description="The token of throttle.service.node.token")
-
-
-def _what_shims_act_on(step: MetadataStep) -> tuple[object, ...]:
-    """What a report can change that the published decision shows: only then is it published."""
-    listed = tuple((m.verdict.volume.key, m.verdict.reason) for m in step.listed)
-    return (step.mutation_factor, step.data_factor, step.source, listed)
 
 
 @routes.put(
@@ -57,8 +50,5 @@ async def put_node_volumes(
     if retry_after is not None:
         detail = f"node {node_id} reported less than a second ago; one report per node per second is taken"
         raise ProblemError(429, "Too many requests", detail, headers={"Retry-After": str(retry_after)})
-    before = _what_shims_act_on(metadata.at(now))
-    after = state.decider.record_node_report(body.report(node_id, now))
-    if _what_shims_act_on(after) != before:
-        state.loop.publish()
+    state.loop.take_node_report(body.report(node_id, now))
     return Response(status_code=204)
