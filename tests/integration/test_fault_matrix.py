@@ -545,3 +545,55 @@ def test_a_rolling_restart_under_the_default_settings_neither_falls_back_nor_fla
     missing = {m["broker_id"] for _, d in decisions.samples for m in d["round"]["missing_brokers"]}
     print(f"\nrolling restart: seconds per broker {durations}; brokers named missing on the way {sorted(missing)};"
           f" {len(decisions.samples)} decisions sampled, all observed OPEN")
+
+
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["kill-9", "sigterm"])
+def test_a_service_restarted_during_a_halted_broker_pause_resumes_the_pause(whole_cluster, start_service, service_port, stop):
+    """The state issue's incident: broker 3 halted by a full disk holds the cluster in PAUSE on
+    its kept observation; the service is stopped (kill -9 or SIGTERM) and started again with the
+    same data dir. Restarted, it serves the saved PAUSE (as last-valid, resumed_from set) from its
+    first answer, decides PAUSE at its first round, and no sample of /throttle-factor nor any
+    shim switches to OPEN until the broker is back with room."""
+    cluster = whole_cluster
+    settings = {
+        **SERVICE_SETTINGS,
+        "http_port": str(service_port),
+        "kafka_admin_bootstrap_servers": cluster.bootstrap_servers,
+        "throttle_factor_validity_duration": "PT15S",
+    }
+    before = broker_log_count(cluster, SHIM_TABLE_LINE)
+    service = start_service(**settings)
+    service.wait_for(lambda d: d["source"] == "observed" and d["state"] == "OPEN" and d["round"]["complete"], 30, "observed OPEN")
+    wait_for_shims(cluster, before, timeout=20)
+    halt_broker_with_a_full_disk(cluster, service, 3, "fault-restart")
+    shims_before = shim_states(cluster)
+
+    service.process.send_signal(stop)
+    service.process.wait(10)
+    restarted = start_service(**settings)
+    samples = [restarted.decision()]
+    first = samples[0]
+    # Its first round starts at once: the first answer is the saved PAUSE or that round's.
+    assert first["state"] == "PAUSE", first
+    assert first["source"] == ("last-valid" if first["resumed_from"] is not None else "observed"), first
+    deadline = time.monotonic() + 20
+    while samples[-1]["resumed_from"] is not None:
+        assert time.monotonic() < deadline, f"no round of its own within 20 s: {samples[-1]}\n{restarted.log()[-3000:]}"
+        time.sleep(0.05)
+        samples.append(restarted.decision())
+    own = samples[-1]
+    assert (own["state"], own["source"]) == ("PAUSE", "observed"), own
+    assert [(e["broker_id"], e["broker_fenced"]) for e in own["breaching"]] == [(3, True)], own
+    for _ in range(40):  # four more seconds of rounds: the kept observation holds the pause
+        samples.append(restarted.decision())
+        time.sleep(0.1)
+    assert {d["state"] for d in samples} == {"PAUSE"}, [(d["state"], d["source"]) for d in samples]
+    switched = shim_states(cluster)
+    assert all("OPEN" not in switched[b][len(shims_before[b]) :] for b in cluster.broker_ids), shim_lines(cluster)[-3000:]
+    assert "resumed the decider state saved at" in restarted.log(), restarted.log()[-3000:]
+    assert "has no observation of it to keep" not in restarted.log()
+
+    (cluster.mount_point(3) / "filler").unlink()
+    cluster.start_broker(3)
+    restarted.wait_for(lambda d: d["state"] == "OPEN" and d["round"]["complete"] and d["active_brokers"] == 3, 30, "OPEN with broker 3 back")
+    print(f"\nrestart by {stop.name}: {len(samples)} decisions sampled from the first answer, all PAUSE; OPEN once broker 3 was back")
