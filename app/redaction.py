@@ -48,9 +48,20 @@ def shown_value(key: str, value: str | None) -> str | None:
 SHOWN_VALUE_CHARS = 200
 
 
+def printable(text: str) -> str:
+    """``text`` with every character Python does not count printable written as the escape
+    ``repr`` gives it (``\\x1b``, ``\\t``, ``\\u2028``): the one rule for whatever the service
+    echoes into a line a person reads (configuration problems, log lines), so an ANSI escape
+    cannot colour a terminal and a record separator or line break cannot split the line."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
 def quoted(value: str) -> str:
     """``value`` as a message quotes it (Python's quotes and escapes, so every character is
-    visible): whole when short; else the first characters, at most SHOWN_VALUE_CHARS of
+    visible; its control characters escaped as ``printable`` escapes them): whole when short;
+    else the first characters, at most SHOWN_VALUE_CHARS of
     quoted text, then how many characters the value had."""
     if len(value) <= SHOWN_VALUE_CHARS:
         whole = repr(value)

@@ -14,7 +14,18 @@ from typing import Literal
 from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
 
+from app.redaction import printable
+
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class TextFormatter(logging.Formatter):
+    """The text line of a record with its control characters escaped (``printable``): a value a
+    message echoes (a path, a name, a client's text) cannot colour the terminal or split the
+    line. A traceback, added after the line, keeps its lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return printable(super().formatMessage(record))
 
 
 def json_formatter() -> logging.Formatter:
@@ -32,4 +43,6 @@ def configure_logging(level: str, log_format: Literal["text", "json"]) -> None:
         handler.setFormatter(json_formatter())
         logging.basicConfig(level=level, handlers=[handler])
     else:
-        logging.basicConfig(level=level, format=TEXT_FORMAT)
+        handler = logging.StreamHandler()
+        handler.setFormatter(TextFormatter(TEXT_FORMAT))
+        logging.basicConfig(level=level, handlers=[handler])

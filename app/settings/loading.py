@@ -38,7 +38,7 @@ from app.settings.model import (
     env_name,
     property_name,
 )
-from app.redaction import HIDDEN, SHOWN_VALUE_CHARS, bounded, is_secret_key, quoted, shown_value
+from app.redaction import HIDDEN, SHOWN_VALUE_CHARS, bounded, is_secret_key, printable, quoted, shown_value
 from app.decision.horizon import HORIZON_CHECK_INTERVALS
 from app.settings.durations import format_duration
 from app.settings.limits import LIMIT_FIELDS, METADATA_LIMITS, limit_rules
@@ -68,7 +68,9 @@ class Problem:
         if len(self.key) > SHOWN_VALUE_CHARS:
             notes.append(f"a key of {len(self.key):,} characters")
         where = f" ({'; '.join(notes)})" if notes else ""
-        return f"{escape_key(bounded(self.key))}={shown}{where}: allowed: {self.allowed}"
+        # What the line says besides the key and the value may echo them too (a path, an error):
+        # its control characters are escaped as the value's are.
+        return f"{escape_key(bounded(self.key))}={shown}{printable(where)}: allowed: {printable(self.allowed)}"
 
 
 class ConfigurationError(Exception):

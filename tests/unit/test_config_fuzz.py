@@ -126,6 +126,7 @@ def check_outcome(code: int | None, stdout: str, stderr: str, data: bytes, path:
     for line in problem_lines:
         match = PROBLEM_LINE.match(line)
         assert match, f"a problem line that names no key: {line!r}"
+        assert line.isprintable(), f"a control character in a problem line: {line!r}"
         key = match.group(1)
         # the key is one in the file, or a known setting (e.g. a required one that is missing)
         assert key == "--config" or key in PROPERTY_FIELDS or any(key.startswith(p) for p in (ADMIN_PREFIX, HISTORY_PRODUCER_PREFIX)) or key in present, line
@@ -169,6 +170,9 @@ def run_check_in_process(path: Path) -> tuple[int | None, str, str]:
 @example(data=(SERVICE_PREFIX + "data.dir=" + "a/" * 3000).encode() + b"\n" + b"\n".join(f"{k}={v}".encode() for k, v in MINIMAL.items()))
 @example(data=(SERVICE_PREFIX + "history.dir=/etc/passwd/x\n" + SERVICE_PREFIX + "data.dir=\\u0000").encode())
 @example(data=(SERVICE_PREFIX + "http.ssl.certfile=" + "a" * 5000).encode())
+# A path a problem echoes in its explanation, with a record separator (a line break to
+# str.splitlines) or an ANSI escape: escaped there as in the quoted value.
+@example(data=(SERVICE_PREFIX + "data.dir=/etc/passwd/sub\x1e" + "\n" + SERVICE_PREFIX + "history.dir=/etc/passwd/sub\x1b[31mRED\u2028x").encode())
 @example(data=(ADMIN_PREFIX + "security.protocol=SSL\n" + ADMIN_PREFIX + "ssl.truststore.location=" + "a" * 5000).encode())
 @example(data=HUGE_VALUE_SAMPLES[0])
 @example(data=HUGE_VALUE_SAMPLES[1])

@@ -93,3 +93,31 @@ def test_an_unknown_log_format_stops_start_up_naming_the_key(tmp_path):
     result = run_command([sys.executable, "-m", "app.server.cli"], 60, env=environment)
     assert result.returncode == 2
     assert "throttle.service.log.format" in result.stderr and "text or json" in result.stderr
+
+
+def test_a_text_line_escapes_the_control_characters_of_what_it_echoes_and_keeps_its_traceback():
+    import logging
+
+    from app.server.log_format import TEXT_FORMAT, TextFormatter
+
+    formatter = TextFormatter(TEXT_FORMAT)
+    record = logging.LogRecord("app.quotas", logging.WARNING, __file__, 1, "override of user %s set", ("eve\x1b[31mRED\x1e\nroot\u2028x",), None)
+    line = formatter.format(record)
+    assert line.endswith("override of user eve\\x1b[31mRED\\x1e\\nroot\\u2028x set") and line.isprintable()
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logging.LogRecord("app", logging.ERROR, __file__, 1, "failed", (), sys.exc_info())
+    first, *rest = formatter.format(record).splitlines()
+    assert first.endswith("failed") and rest[0] == "Traceback (most recent call last):"
+
+
+def test_a_configuration_problem_escapes_a_path_it_echoes_by_the_rule_of_its_quoted_value():
+    from app.settings.loading import Problem
+
+    path = "/etc/passwd/sub\x1b[31mRED\x1e"
+    line = str(Problem("throttle.service.data.dir", path, f"a writable directory (/etc/passwd is not a directory, so {path} cannot be created)", "file x\x07"))
+    assert line == (
+        "throttle.service.data.dir='/etc/passwd/sub\\x1b[31mRED\\x1e' (from file x\\x07): allowed: a writable directory "
+        "(/etc/passwd is not a directory, so /etc/passwd/sub\\x1b[31mRED\\x1e cannot be created)"
+    )
