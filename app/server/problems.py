@@ -19,6 +19,15 @@ from app.server.refusal_log import bounded
 PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger(__name__)
 
+# A problem document stays small whatever the request held (a body of 80,000 unknown keys got a
+# 9.9 MB answer listing each twice): at most MAX_ERRORS errors, with the count of the rest; each
+# of their texts cut after SHOWN_CHARS characters, the detail after MAX_DETAIL_CHARS. A document
+# is then at most about MAX_PROBLEM_BYTES.
+MAX_ERRORS = 20
+SHOWN_CHARS = 200
+MAX_DETAIL_CHARS = 2000
+MAX_PROBLEM_BYTES = 16 * 1024
+
 
 def logged_path(scope: Scope) -> str:
     """The request's path for a log line: the raw path, percent-encoded as sent, so a hostile
@@ -46,7 +55,10 @@ class Problem(BaseModel):
     status: int
     detail: str | None = None
     instance: str | None = None
-    errors: list[dict[str, Any]] | None = Field(None, description="Per-field validation errors, naming each field")
+    errors: list[dict[str, Any]] | None = Field(
+        None, description=f"Per-field validation errors, naming each field: the first {MAX_ERRORS}", max_length=MAX_ERRORS
+    )
+    more_errors: int | None = Field(None, ge=1, description=f"How many errors there were beyond the {MAX_ERRORS} listed in errors")
 
 
 class ProblemError(Exception):
@@ -66,7 +78,14 @@ def field_error(field: str, location: str, message: str) -> dict[str, str]:
 
 
 def errors_detail(errors: list[dict[str, Any]]) -> str:
-    return "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+    """The errors in one sentence: the first MAX_ERRORS, then how many more."""
+    listed = "; ".join(f"{bounded(str(e['field']), SHOWN_CHARS)}: {bounded(str(e['message']), SHOWN_CHARS)}" for e in errors[:MAX_ERRORS])
+    more = len(errors) - MAX_ERRORS
+    return listed if more <= 0 else f"{listed}; and {more:,} more"
+
+
+def _bounded_errors(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{key: bounded(value, SHOWN_CHARS) if isinstance(value, str) else value for key, value in error.items()} for error in errors[:MAX_ERRORS]]
 
 
 class InvalidRequest(ProblemError):
@@ -79,8 +98,17 @@ class InvalidRequest(ProblemError):
 def problem_json(
     instance: str, status: int, title: str, detail: str | None, errors: list[dict[str, Any]] | None = None, headers: dict[str, str] | None = None
 ) -> JSONResponse:
-    """The answer to a request for ``instance`` (its path); also an ASGI app, for middleware."""
-    body = Problem(title=title, status=status, detail=detail, instance=instance, errors=errors)
+    """The answer to a request for ``instance`` (its path); also an ASGI app, for middleware.
+    Bounded: MAX_ERRORS errors and the count of the rest, texts cut (MAX_PROBLEM_BYTES)."""
+    more = len(errors) - MAX_ERRORS if errors is not None and len(errors) > MAX_ERRORS else None
+    body = Problem(
+        title=title,
+        status=status,
+        detail=None if detail is None else bounded(detail, MAX_DETAIL_CHARS),
+        instance=bounded(instance, SHOWN_CHARS),
+        errors=None if errors is None else _bounded_errors(errors),
+        more_errors=more,
+    )
     return JSONResponse(body.model_dump(exclude_none=True), status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 

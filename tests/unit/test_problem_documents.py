@@ -66,3 +66,39 @@ def test_a_request_the_stop_cuts_off_is_answered_503_problem_json_with_retry_aft
     assert (problem["status"], problem["title"], problem["instance"]) == (503, "Service stopping", "/throttle-factor")
     assert "send it again" in problem["detail"]
     assert "GET /throttle-factor cut off by the stop: answered 503" in caplog.text and "Traceback" not in caplog.text
+
+
+def test_a_body_with_80000_unknown_keys_gets_a_problem_of_20_errors_and_the_count_of_the_rest_in_a_few_kilobytes(tmp_path):
+    from app.server.problems import MAX_PROBLEM_BYTES
+
+    from .asgi import run_scenario
+
+    keys = {f"x{i}": 1 for i in range(80_000)}
+    body = json.dumps({"hard": {"min_available_ratio": 0.1, **keys}}, separators=(",", ":")).encode()
+    assert 0.8e6 < len(body) < 1 << 20  # the issue's 869 KB body
+
+    async def scenario(client, observer, clock):
+        return await client.post("/what-if", content=body, headers={"Content-Type": "application/json"})
+
+    app = app_for(tmp_path, http_max_body_bytes=str(1 << 20))
+    response = run_scenario(app, ManualClock(), scenario)
+    assert response.status_code == 422 and response.headers["content-type"] == "application/problem+json"
+    assert len(response.content) <= MAX_PROBLEM_BYTES, len(response.content)
+    problem = response.json()
+    assert [e["field"] for e in problem["errors"]] == [f"hard.x{i}" for i in range(20)]
+    assert problem["more_errors"] == 79_980
+    assert problem["detail"].endswith("; and 79,980 more") and problem["detail"].count("hard.x") == 20
+
+
+def test_long_texts_in_a_problem_are_cut_and_a_short_list_is_whole():
+    from app.server.problems import MAX_PROBLEM_BYTES, SHOWN_CHARS, errors_detail, field_error, problem_json
+
+    errors = [field_error("k" * 100_000, "body", "m" * 100_000) for _ in range(25)]
+    answer = problem_json("/p" * 50_000, 422, "Invalid request", errors_detail(errors), errors)
+    assert len(answer.body) <= MAX_PROBLEM_BYTES
+    problem = json.loads(answer.body)
+    assert len(problem["errors"]) == 20 and problem["more_errors"] == 5
+    assert problem["errors"][0]["field"] == "k" * SHOWN_CHARS + "..." and len(problem["instance"]) == SHOWN_CHARS + 3
+    few = [field_error("produce", "body", "Input should be greater than 0")]
+    whole = json.loads(problem_json("/quotas/overrides", 422, "Invalid request", errors_detail(few), few).body)
+    assert whole["errors"] == few and "more_errors" not in whole and whole["detail"] == "produce: Input should be greater than 0"
