@@ -40,6 +40,7 @@ import logging
 import resource
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from email.utils import formatdate
 from typing import Any, Protocol
 
 import httptools
@@ -50,6 +51,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from app.server.admission import bearer_credentials
+from app.server.methods import SERVED_METHODS
 from app.server.refusal_log import RefusalLog
 
 logger = logging.getLogger(__name__)
@@ -79,14 +81,21 @@ class Refusal:
 
 
 def _canned(status: int, phrase: str, detail: str) -> bytes:
-    """A complete problem+json answer that closes the connection."""
+    """A complete problem+json answer that closes the connection, dated now (RFC 9110 6.6.1,
+    as uvicorn dates the app's answers)."""
     body = json.dumps({"type": "about:blank", "title": phrase, "status": status, "detail": detail}).encode()
-    head = f"HTTP/1.1 {status} {phrase}\r\ncontent-type: application/problem+json\r\nconnection: close\r\ncontent-length: {len(body)}\r\n\r\n"
+    head = (
+        f"HTTP/1.1 {status} {phrase}\r\ndate: {formatdate(usegmt=True)}\r\ncontent-type: application/problem+json\r\n"
+        f"connection: close\r\ncontent-length: {len(body)}\r\n\r\n"
+    )
     return head.encode() + body
 
 
 PHRASES = {400: "Bad Request", 408: "Request Timeout", 431: "Request Header Fields Too Large", 501: "Not Implemented", 503: "Service Unavailable"}
-AT_CAPACITY = _canned(503, PHRASES[503], "too many connections; try again shortly")
+
+
+def at_capacity() -> bytes:
+    return _canned(503, PHRASES[503], "too many connections; try again shortly")
 
 
 class Evictable(Protocol):
@@ -274,7 +283,7 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
     # Connections: the cap and the deadlines
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if not self.guard.admit(self):
-            transport.write(AT_CAPACITY)
+            transport.write(at_capacity())
             transport.close()
             return
         self.admitted = True
@@ -455,7 +464,7 @@ def body_framing(headers: list[tuple[bytes, bytes]]) -> bytes | None:
 def llhttp_refusal(exc: httptools.HttpParserError) -> Refusal:
     detail = str(exc)
     if isinstance(exc, httptools.HttpParserInvalidMethodError):
-        return Refusal(501, "malformed", f"the API serves the methods GET, HEAD, PUT, DELETE, OPTIONS ({detail})")
+        return Refusal(501, "malformed", f"the API serves the methods {', '.join(SERVED_METHODS)} ({detail})")
     if detail == "Transfer-Encoding can't be present with Content-Length":
         return Refusal(400, "ambiguous_framing", CL_WITH_TE)
     if "Content-Length" in detail or "Transfer-Encoding" in detail:

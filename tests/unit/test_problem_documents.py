@@ -102,3 +102,25 @@ def test_long_texts_in_a_problem_are_cut_and_a_short_list_is_whole():
     few = [field_error("produce", "body", "Input should be greater than 0")]
     whole = json.loads(problem_json("/quotas/overrides", 422, "Invalid request", errors_detail(few), few).body)
     assert whole["errors"] == few and "more_errors" not in whole and whole["detail"] == "produce: Input should be greater than 0"
+
+
+def test_the_edges_own_answers_are_dated_and_its_501_names_every_served_method():
+    from email.utils import parsedate_to_datetime
+
+    import httptools
+
+    from app.server.http_protocol import PHRASES, _canned, at_capacity, llhttp_refusal
+    from app.server.methods import SERVED_METHODS
+
+    for status in PHRASES:
+        head = _canned(status, PHRASES[status], "x").split(b"\r\n\r\n")[0].decode().split("\r\n")
+        dates = [line.split(": ", 1)[1] for line in head[1:] if line.lower().startswith("date: ")]
+        assert len(dates) == 1 and parsedate_to_datetime(dates[0]).tzinfo is not None, head
+    assert b"\r\ndate: " in at_capacity()
+    parser = httptools.HttpRequestParser(object())
+    try:
+        parser.feed_data(b"BREW / HTTP/1.1\r\nHost: x\r\n\r\n")
+    except httptools.HttpParserInvalidMethodError as exc:
+        refusal = llhttp_refusal(exc)
+    assert refusal.status == 501 and f"the API serves the methods {', '.join(SERVED_METHODS)} (" in refusal.detail
+    assert "POST" in refusal.detail
