@@ -127,17 +127,26 @@ class ThrottleDecider:
             self.holder.record_failure(view)
         return evaluation
 
-    def judged_by(self, policy: StoragePolicy) -> ThrottleDecider:
-        """What this decider would say under ``policy`` (what-if): a read-only twin holding the
-        same cache, rounds and factor lifecycle, with every view judged again by ``policy`` and
-        no volume remembered in breach (hysteresis holds only a volume that breached before,
-        and which did under other limits is not known; a service restarted with ``policy``
-        starts so too). Only for ``decision`` and ``volumes``: it must not take rounds (it
-        shares the cache)."""
+    def judged_by(self, policy: StoragePolicy, horizon_seconds: float | None = None) -> ThrottleDecider:
+        """What this decider would say under ``policy`` and ``horizon_seconds`` (what-if; None:
+        no time rule): a read-only twin holding the same cache, rounds and factor lifecycle,
+        with every view judged again by ``policy`` and no volume remembered in breach
+        (hysteresis holds only a volume that breached before, and which did under other limits
+        is not known; a service restarted with ``policy`` starts so too). A horizon is judged on
+        this decider's fill trends, replayed through the candidate's rule
+        (``HorizonRule.judged_by``): it needs this decider to have a horizon. Only for
+        ``decision`` and ``volumes``: it must not take rounds (it shares the cache)."""
         twin = copy.copy(self)
         twin.policy = policy
-        twin.holder = self.holder.judged_by(policy)
-        twin._view = self._view.judged_by(policy) if self._view is not None else None
+        if horizon_seconds is None:
+            twin.horizon = None
+        else:
+            if self.horizon is None:
+                raise ValueError("a horizon is judged on the fill trends, which only a decider with a horizon keeps")
+            twin.horizon = self.horizon.judged_by(policy, horizon_seconds, {v.key: v for v in self.cache.volumes()})
+        times_to_full = twin.horizon.at_risk if twin.horizon is not None else None
+        twin.holder = self.holder.judged_by(policy, times_to_full)
+        twin._view = self._view.judged_by(policy, times_to_full) if self._view is not None else None
         twin._breaching = frozenset()
         twin.evaluation = None
         return twin

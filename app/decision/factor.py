@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import copy
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from app.decision.fill_rate import TimeToFull
 from app.decision.policy import StoragePolicy
 from app.decision.timeline import SteadyTimeline, Timeline
+from app.observation.model import VolumeKey
 
 
 class FactorSource(str, enum.Enum):
@@ -81,12 +84,13 @@ class ThrottleFactorHolder:
         if known is not None:
             self._known = known
 
-    def judged_by(self, policy: StoragePolicy) -> ThrottleFactorHolder:
+    def judged_by(self, policy: StoragePolicy, times_to_full: Mapping[VolumeKey, TimeToFull] | None = None) -> ThrottleFactorHolder:
         """A copy whose timelines (the last valid one, what a failed round still knew) are
-        judged by ``policy``; the lifecycle (initial, failures, expiry, fallback) is this one's."""
+        judged by ``policy`` with the time factors ``times_to_full``; the lifecycle (initial,
+        failures, expiry, fallback) is this one's."""
         twin = copy.copy(self)
-        twin._last_valid = self._last_valid.judged_by(policy)
-        twin._known = self._known.judged_by(policy) if self._known is not None else None
+        twin._last_valid = self._last_valid.judged_by(policy, times_to_full)
+        twin._known = self._known.judged_by(policy, times_to_full) if self._known is not None else None
         return twin
 
     def read(self, now: float) -> FactorReading:

@@ -249,6 +249,56 @@ class HorizonRule:
         target = max(volume.usable_bytes - hard, 0.0) / self.reach_seconds
         return TimeToFull(rate, seconds, min(1.0, target / demand))
 
+    @property
+    def at_risk(self) -> Mapping[VolumeKey, TimeToFull]:
+        """The volumes whose time factor is below 1 as the latest round left them."""
+        return self._at_risk
+
+    def judged_by(self, policy: StoragePolicy, horizon_seconds: float, latest: Mapping[VolumeKey, VolumeObservation]) -> HorizonRule:
+        """What a rule with ``policy`` and ``horizon_seconds`` would hold now, on this rule's
+        trends (what-if): each volume's trend replayed, an observation at a time with the factor
+        applied when it was made, through the candidate's window, screen, band and target, as
+        the candidate's own rule would have taken them round after round. ``latest``: each
+        volume's latest observation (its capacity; a volume without one is left out). The
+        replay starts where this rule's trend starts: a candidate whose trend window (a quarter
+        of its horizon) is longer than this rule's sees only what this rule kept."""
+        twin = HorizonRule(policy, horizon_seconds)
+        rates: dict[VolumeKey, float | None] = {}
+        at_risk: dict[VolumeKey, TimeToFull] = {}
+        for key, trend in self._trends.items():
+            volume = latest.get(key)
+            if volume is None or not volume.capacity_known:
+                continue
+            replayed = twin._trends[key] = FillTrend(twin.window_seconds, MAX_TREND_OBSERVATIONS)
+            held = twin._replay(replayed, trend, volume)
+            rates[key] = replayed.fill_rate
+            if held is not None:
+                at_risk[key] = held
+                twin._held_at[key] = replayed.times[-1]
+        twin.rates = rates
+        twin._at_risk = at_risk
+        return twin
+
+    def _replay(self, replayed: FillTrend, trend: FillTrend, volume: VolumeObservation) -> TimeToFull | None:
+        """Add ``trend``'s observations to ``replayed`` one by one, judging each as ``record``
+        does; returns the figures the volume is held with after the last (None: not held)."""
+        held: TimeToFull | None = None
+        hard = hard_limit_bytes(self.policy, volume)
+        reach = self.reach_seconds
+        for at, usable, factor in zip(trend.times, trend.usable, trend.weights):
+            replayed.add(at, usable, volume.total_bytes, factor)
+            rate = replayed.fill_rate
+            if rate is None or rate <= 0:
+                held = None
+                continue
+            headroom, beyond = usable - hard, reach * rate
+            if held is None and (factor < MIN_FACTOR_FOR_DEMAND or headroom * max(min(replayed.weights), MIN_FACTOR_FOR_DEMAND) >= beyond):
+                continue
+            observed = VolumeObservation(volume.broker_id, volume.log_dir, volume.total_bytes, int(usable), at)
+            estimate = self._estimate(replayed, observed, rate)
+            held = estimate if estimate.factor < (1.0 if held is not None else self.take_hold_below) else None
+        return held
+
     def forget(self, keys: Iterable[VolumeKey]) -> None:
         """Drop the trends of volumes that left the view (bounded memory): called after ``record``,
         before the round's rates are handed on."""

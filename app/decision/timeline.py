@@ -57,9 +57,9 @@ class Timeline:
         same factor changes nothing a client acts on). None once everything has expired."""
         raise NotImplementedError
 
-    def judged_by(self, policy: StoragePolicy) -> Timeline:
+    def judged_by(self, policy: StoragePolicy, times_to_full: Mapping[VolumeKey, TimeToFull] | None = None) -> Timeline:
         """The same observations over the same instants, judged by ``policy`` with no volume
-        remembered in breach (what-if)."""
+        remembered in breach and the time factors ``times_to_full`` (what-if)."""
         raise NotImplementedError
 
 
@@ -82,7 +82,7 @@ class SteadyTimeline(Timeline):
     def factor_holds_until(self, now: float) -> float | None:
         return self.next_change_after(now)
 
-    def judged_by(self, policy: StoragePolicy) -> Timeline:
+    def judged_by(self, policy: StoragePolicy, times_to_full: Mapping[VolumeKey, TimeToFull] | None = None) -> Timeline:
         return self  # no observations: nothing to judge
 
 
@@ -143,7 +143,7 @@ class ViewTimeline(Timeline):
             index += 1
         return self._bounds[index]
 
-    def judged_by(self, policy: StoragePolicy) -> Timeline:
+    def judged_by(self, policy: StoragePolicy, times_to_full: Mapping[VolumeKey, TimeToFull] | None = None) -> Timeline:
         twin = copy.copy(self)
-        twin._policy, twin._breaching, twin._steps = policy, frozenset(), {}
+        twin._policy, twin._breaching, twin._steps, twin._times_to_full = policy, frozenset(), {}, times_to_full
         return twin

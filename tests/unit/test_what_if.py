@@ -7,11 +7,13 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from app.clock import ManualClock
 from app.decision.decider import ThrottleDecider
+from app.decision.enforcement import Enforcement
 from app.decision.policy import LimitKind, StoragePolicy
 from app.observation.model import ObservationRound, VolumeObservation
 from app.server.app import create_app
@@ -154,6 +156,152 @@ def test_what_if_answers_what_the_decider_with_those_limits_answers_on_the_same_
     now = clock()
     assert answer["decision"] == decision_response(reference.decision(now)).model_dump(mode="json")
     assert answer["volumes"] == volumes_view(reference, now).model_dump(mode="json")
+
+
+# --- horizons: the candidate's time factors from the live trends ---
+
+GiB = 1 << 30
+LIVE_HORIZON = "PT1H"  # its trend window (15 min) holds every round of a scenario: the replay sees what a candidate would
+VOLUME_TOTAL = 100 * GiB
+
+
+def horizon_app(clock: ManualClock, **overrides):
+    return make_app(clock, storage_check_interval="PT1S", ramp_horizon=LIVE_HORIZON, **overrides)
+
+
+@st.composite
+def filling_scenarios(draw):
+    """Rounds of volumes that fill (or free) at rates of their own, some rounds failed, under an
+    enforcement; a candidate set of limits with a horizon."""
+    clock = 1_700_000_000.0
+    keys = draw(st.lists(st.tuples(st.integers(1, 3), st.sampled_from(["/a", "/b"])), min_size=1, max_size=4, unique=True))
+    usable = {key: draw(st.integers(1 * GiB, 60 * GiB)) for key in keys}
+    rates = {key: draw(st.sampled_from([0, 1 << 20, 20 << 20, 200 << 20, 1 << 30])) for key in keys}
+    rounds = []
+    for _ in range(draw(st.integers(3, 10))):
+        gap = draw(st.sampled_from([1.0, 2.0, 5.0, 15.0]))
+        clock += gap
+        if draw(st.integers(0, 5)) == 0:
+            rounds.append(ObservationRound(clock, clock, error="cluster unreachable"))
+            continue
+        for key in keys:
+            step = rates[key] * gap * draw(st.sampled_from([1.0, 1.0, 0.5, 1.5]))
+            usable[key] = max(0, int(usable[key] - step)) if draw(st.integers(0, 9)) else usable[key] + 5 * GiB  # now and then a gain
+        observed = tuple(VolumeObservation(b, d, VOLUME_TOTAL, usable[(b, d)], clock) for b, d in keys)
+        rounds.append(ObservationRound(clock, clock, tuple(sorted({b for b, _ in keys})), observed))
+    if draw(st.booleans()):
+        hard = draw(st.integers(0, 20 * GiB))
+        soft = draw(st.none() | st.integers(hard + 1, hard + 40 * GiB))
+        candidate = StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, float(hard), None if soft is None else float(soft))
+    else:
+        candidate = StoragePolicy(LimitKind.MIN_AVAILABLE_RATIO, draw(st.sampled_from([0.0, 0.05, 0.1, 0.2])))
+    horizon = draw(st.sampled_from([60.0, 90.0, 300.0, 1800.0, 3600.0]))
+    enforcement = draw(st.sampled_from([Enforcement.of("enforce"), Enforcement.of("shadow"), Enforcement.of("enforce", [1])]))
+    return rounds, draw(st.sampled_from([0.0, 10.0])), candidate, horizon, enforcement
+
+
+def iso_seconds(seconds: float) -> str:
+    return f"PT{seconds:g}S"
+
+
+def _slowing_fill() -> list[ObservationRound]:
+    """A volume taken hold of by a PT1M horizon over a 1 GiB hard limit (0.82 of the reach's
+    factor) whose producers then slow to 60%: its time factor rises into the band (0.91, 0.95)
+    and it stays held only because it was held: the candidate's rule must remember that."""
+    start, usable, rounds = 1_700_000_000.0, GiB + 0.88 * 78.5 * (100 << 20), []
+    for second in range(1, 9):
+        usable -= (100 if second <= 5 else 60) << 20
+        at = start + second
+        rounds.append(ObservationRound(at, at, (1,), (VolumeObservation(1, "/a", VOLUME_TOTAL, int(usable), at),)))
+    return rounds
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(filling_scenarios())
+@example((_slowing_fill(), 0.0, StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, float(GiB)), 60.0, Enforcement.of("shadow")))
+def test_what_if_with_a_horizon_answers_what_a_decider_with_those_settings_answers_on_the_same_rounds(scenario):
+    """Time factors, rates and times to the hard limit under the candidate's hard level and
+    horizon, from the live trends, equal those of a decider built with the candidate settings
+    that took the same rounds under the same factors applied (the live service's: the
+    observations were made under them)."""
+    rounds, read_after, candidate, horizon, enforcement = scenario
+    clock = ManualClock()
+    app = horizon_app(clock)
+    reference = ThrottleDecider(candidate, VALIDITY, FALLBACK, started_at=clock(), horizon_seconds=horizon)
+
+    async def run(client, observer, clock):
+        observer.enforcement = lambda: enforcement
+        for round_ in rounds:
+            clock.now = round_.finished_at
+            applied = observer.applied_factor(round_)
+            observer.apply_round(round_)
+            reference.apply_round(round_, applied)
+        clock.advance(read_after)
+        answer = await client.post("/what-if", json={**body_of(candidate), "horizon": iso_seconds(horizon)})
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+    answer = run_scenario(app, clock, run)
+    now = clock()
+    assert answer["decision"] == decision_response(reference.decision(now)).model_dump(mode="json")
+    assert answer["volumes"] == volumes_view(reference, now).model_dump(mode="json")
+
+
+def test_the_time_to_the_hard_limit_and_the_time_factor_are_those_of_the_candidates_hard_level_and_horizon():
+    """Live: hard limit 100 bytes, horizon PT1H, in shadow mode. A volume 40 GiB above it loses
+    100 MiB/s: 410 s to the live hard limit, a time factor of 410 / (3600 + 11 + 450) = 0.10. The
+    candidate, a hard limit at 20 GiB and a horizon of PT1M: 205 s to its hard limit, more than
+    its reach (60 + 11 + 7.5 s): no time factor."""
+    clock = ManualClock()
+    app = horizon_app(clock)
+    rate = 100 << 20
+
+    async def run(client, observer, clock):
+        observer.enforcement = lambda: Enforcement.of("shadow")
+        for i in range(6):
+            clock.now = 1_700_000_000.0 + 2 * i
+            usable = 40 * GiB + 100 - i * 2 * rate
+            observer.apply_round(ObservationRound(clock(), clock(), (1,), (VolumeObservation(1, "/a", VOLUME_TOTAL, usable, clock()),)))
+        live = (await client.get("/throttle-factor")).json()
+        same = (await client.post("/what-if", json={"hard": {"min_available_bytes": 100}, "horizon": LIVE_HORIZON})).json()
+        tighter = (await client.post("/what-if", json={"hard": {"min_available_bytes": 20 * GiB}, "horizon": "PT1M"})).json()
+        none = (await client.post("/what-if", json={"hard": {"min_available_bytes": 100}})).json()
+        return live, same, tighter, none
+
+    live, same, tighter, none = run_scenario(app, clock, run)
+    headroom = 40 * GiB - 10 * rate
+    assert live["rule"] == "time to full" and live["ramping"][0]["seconds_to_hard_limit"] == pytest.approx(headroom / rate)
+    assert (same["decision"]["factor"], same["decision"]["ramping"]) == (live["factor"], live["ramping"])
+    assert live["factor"] == pytest.approx(headroom / (3600 + 11 + 450) / rate)
+    assert tighter["decision"]["state"] == "OPEN" and tighter["decision"]["ramping"] == []
+    (volume,) = tighter["volumes"]["volumes"]
+    assert volume["seconds_to_hard_limit"] == pytest.approx((headroom + 100 - 20 * GiB) / rate)
+    assert volume["fill_rate_bytes_per_second"] == pytest.approx(rate)
+    assert (none["decision"]["state"], none["decision"]["rule"]) == ("OPEN", None)
+    assert none["volumes"]["volumes"][0]["fill_rate_bytes_per_second"] is None
+
+
+def test_a_horizon_is_refused_naming_it_when_it_is_no_duration_too_short_or_the_service_keeps_no_trends():
+    for body, app_overrides, allowed in (
+        ({"horizon": "30 minutes"}, {}, "an ISO-8601 duration"),
+        ({"horizon": "PT30S"}, {}, "at least PT1M"),
+        ({"horizon": 1800}, {}, None),  # a string, as the setting is written
+        ({"horizon": "PT30M"}, {"ramp_horizon": None}, "keeps fill trends"),
+    ):
+        clock = ManualClock()
+        overrides = {"storage_check_interval": "PT1S", "ramp_horizon": LIVE_HORIZON, **app_overrides}
+        if overrides["ramp_horizon"] is None:
+            del overrides["ramp_horizon"]
+
+        async def run(client, observer, clock, body=body):
+            return await client.post("/what-if", json={"hard": {"min_available_bytes": 5}, **body})
+
+        answer = run_scenario(make_app(clock, **overrides), clock, run)
+        assert answer.status_code == 422, (body, answer.text)
+        (error,) = answer.json()["errors"]
+        assert error["field"] == "horizon", error
+        if allowed is not None:
+            assert allowed in error["message"] and "throttle.service.ramp.horizon" in error["message"], error
 
 
 # --- what it assumes about hysteresis ---

@@ -2,44 +2,74 @@
 
 The candidate is checked by the settings' own rules and judged by the decider's own code
 (``ThrottleDecider.judged_by``): the answer is what /throttle-factor and /volumes would say
-now under those limits. Nothing is published, recorded or counted (beyond the HTTP metrics),
-so it needs no token; the body limit applies as to any body."""
+now under those limits and that horizon (time factors and times to the hard limit from the
+live fill trends, replayed through the candidate's rule). Nothing is published, recorded or
+counted (beyond the HTTP metrics), so it needs no token; the body limit applies as to any body."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from fastapi import Request
 
+from app.decision.horizon import HORIZON_CHECK_INTERVALS, MIN_HORIZON_SECONDS
 from app.server.problems import InvalidRequest, field_error, problem_responses
 from app.server.routes.route_set import RouteSet
 from app.server.schemas.decision import decision_response
 from app.server.schemas.volumes import volumes_view
 from app.server.schemas.what_if import FIELD_SETTINGS, CandidateLimits, WhatIf, limit_values
 from app.server.state import service_state
+from app.settings.durations import DURATION_HINT, format_duration, parse_duration
 from app.settings.limits import storage_policy
 from app.settings.loading import ConfigurationError, check_limits
-from app.settings.model import property_name
+from app.settings.model import Settings, property_name
 
 WHAT_IF_PATH = "/what-if"
 routes = RouteSet(tags=["what-if"])
 
 # setting property -> the body field that stands for it
 _BODY_FIELDS = {property_name(setting): path for path, setting in FIELD_SETTINGS.items()}
+_HORIZON_SETTING = property_name("ramp_horizon")
 
 
 @routes.post(
     WHAT_IF_PATH,
     response_model=WhatIf,
-    summary="What a candidate set of limits would decide on the live view (changes nothing)",
+    summary="What a candidate set of limits and horizon would decide on the live view (changes nothing)",
     responses=problem_responses(413, 422),
 )
 async def what_if(candidate: CandidateLimits, request: Request) -> WhatIf:
+    state = service_state(request)
+    errors = []
     try:
         limits = check_limits(limit_values(candidate))
     except ConfigurationError as exc:
-        raise InvalidRequest(
-            [field_error(_BODY_FIELDS[p.key], "body", f"allowed: {p.allowed} (as the setting {p.key})") for p in exc.problems]
-        ) from None
-    state = service_state(request)
+        errors = [field_error(_BODY_FIELDS[p.key], "body", f"allowed: {p.allowed} (as the setting {p.key})") for p in exc.problems]
+    horizon = None
+    if candidate.horizon is not None:
+        horizon, problem = _horizon_seconds(candidate.horizon, state.settings, state.decider.horizon is not None)
+        if problem is not None:
+            errors.append(field_error("horizon", "body", f"allowed: {problem} (as the setting {_HORIZON_SETTING})"))
+    if errors:
+        raise InvalidRequest(errors)
     now = state.clock()
-    twin = state.decider.judged_by(storage_policy(limits))
+    twin = state.decider.judged_by(storage_policy(limits), horizon)
     return WhatIf(decision=decision_response(twin.decision(now)), volumes=volumes_view(twin, now))
+
+
+def _horizon_seconds(text: str, settings: Settings, trends_kept: bool) -> tuple[float | None, str | None]:
+    """The candidate horizon in seconds, or what is allowed: the setting's own rules (a duration,
+    at least the minimum and 12 check intervals), and a service that keeps fill trends."""
+    least = timedelta(seconds=MIN_HORIZON_SECONDS)
+    if settings.observation_enabled:
+        least = max(least, settings.storage_check_interval * HORIZON_CHECK_INTERVALS)
+    allowed = f"{DURATION_HINT}, at least {format_duration(least)} (PT1M and {HORIZON_CHECK_INTERVALS} check intervals)"
+    try:
+        horizon = parse_duration(text)
+    except ValueError:
+        return None, allowed
+    if horizon < least:
+        return None, allowed
+    if not trends_kept:
+        return None, f"a horizon only where the service keeps fill trends: set {_HORIZON_SETTING} to try one"
+    return horizon.total_seconds(), None

@@ -1,9 +1,10 @@
 """POST /what-if: a candidate set of limits, and what it would decide on the live view.
 
 The body names the limits as the settings do, grouped as /throttle-factor's ``limits`` shows
-them: ``hard`` (required), ``soft`` and ``hysteresis``, each in bytes or as a ratio. Each
-field stands for one setting (``FIELD_SETTINGS``), and the set is checked by the settings'
-own rules (app/settings/limits.py)."""
+them: ``hard`` (required), ``soft`` and ``hysteresis``, each in bytes or as a ratio, and the
+time-to-full ``horizon``. Each field stands for one setting (``FIELD_SETTINGS``; the horizon
+for ``throttle.service.ramp.horizon``), and the set is checked by the settings' own rules
+(app/settings/limits.py; the horizon's by the route, against the service's check interval)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ def _json_number(value: Any) -> Any:
 
 # Kafka-sized byte counts, and ratios of usable/total; JSON numbers only, never null: a field
 # left out sets nothing.
-Bytes = Annotated[int, BeforeValidator(_json_number), Field(ge=0, le=2**63 - 1)]
+# The bounds before the validator, so the document carries them as minimum and maximum.
+Bytes = Annotated[int, Field(ge=0, le=2**63 - 1), BeforeValidator(_json_number)]
 Ratio = Annotated[float, Field(strict=True, ge=0.0, le=1.0, allow_inf_nan=False)]
 
 
@@ -67,6 +69,7 @@ class CandidateLimits(BaseModel):
             "examples": [
                 {"hard": {"min_available_ratio": 0.1}, "soft": {"min_available_ratio": 0.2}, "hysteresis": {"ratio": 0.02}},
                 {"hard": {"min_available_bytes": 8388608}},
+                {"hard": {"min_available_ratio": 0.1}, "horizon": "PT30M"},
             ]
         },
     )
@@ -80,6 +83,15 @@ class CandidateLimits(BaseModel):
     hysteresis: HysteresisLevel = Field(
         default_factory=HysteresisLevel,
         description="Hysteresis (optional), in the hard limit's unit (a rule across fields, answered 422 when broken)",
+    )
+    horizon: str = Field(  # type: ignore[assignment]
+        None,
+        strict=True,
+        description=(
+            "Time to full (optional), as throttle.service.ramp.horizon: an ISO-8601 duration such as PT30M, at least PT1M "
+            "and 12 of the service's check intervals. Judged on the fill trends the service keeps, so only a service "
+            "with a horizon of its own can try one (422 otherwise). Left out: the candidate has no time rule"
+        ),
     )
 
 
