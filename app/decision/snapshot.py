@@ -198,7 +198,8 @@ def _trends(writer: _Writer, trends: Mapping[VolumeKey, FillTrend]) -> dict[str,
     return {"keys": keys}
 
 
-def _node_report(report: NodeReport) -> dict[str, Any]:
+def encode_node_report(report: NodeReport) -> dict[str, Any]:
+    """A node report as JSON-ready data (the state topic carries reports so too)."""
     return {
         "node": report.node_id,
         "roles": sorted(report.roles),
@@ -224,11 +225,11 @@ def _metadata(watch: MetadataWatch) -> dict[str, Any]:
         "latest_expiry": watch._latest_expiry,  # noqa: SLF001
         "confirmed": [[node, at] for node, at in book._confirmed.items()],  # noqa: SLF001
         "nodes": [
-            {**_node_report(judged.report), "verdicts": [_verdict(v) for v in judged.verdicts]}
+            {**encode_node_report(judged.report), "verdicts": [_verdict(v) for v in judged.verdicts]}
             for judged in watch._judged.values()  # noqa: SLF001
         ],
         # A report the book holds without a judged twin (none today): kept as a report.
-        "unjudged": [_node_report(r) for n, r in book._reports.items() if n not in watch._judged],  # noqa: SLF001
+        "unjudged": [encode_node_report(r) for n, r in book._reports.items() if n not in watch._judged],  # noqa: SLF001
     }
 
 
@@ -361,7 +362,7 @@ class _Reader:
         return {(int(b), self.strings[d]): TimeToFull(rate, seconds, factor) for b, d, rate, seconds, factor in encoded}
 
 
-def _node_report_from(encoded: dict[str, Any]) -> NodeReport:
+def decode_node_report(encoded: dict[str, Any]) -> NodeReport:
     volumes = tuple(NodeVolume(d, total, usable, frozenset(holds)) for d, total, usable, holds in encoded["volumes"])
     return NodeReport(int(encoded["node"]), frozenset(encoded["roles"]), volumes, float(encoded["at"]))
 
@@ -404,7 +405,7 @@ def _restore_metadata(decider: ThrottleDecider, reader: _Reader, encoded: dict[s
     book = watch.book
     nodes = encoded["nodes"]
     for node in sorted(nodes, key=lambda n: n["at"]) if not exact else nodes:
-        report = _node_report_from(node)
+        report = decode_node_report(node)
         if not exact:
             watch.record(report)  # judged again by this decider's metadata limits
             continue
@@ -421,7 +422,7 @@ def _restore_metadata(decider: ThrottleDecider, reader: _Reader, encoded: dict[s
         if judged.listed:
             watch._listed[report.node_id] = judged  # noqa: SLF001
     for node in encoded["unjudged"]:
-        report = _node_report_from(node)
+        report = decode_node_report(node)
         book._reports[report.node_id] = report  # noqa: SLF001
     book._confirmed = {int(n): at for n, at in encoded["confirmed"] if int(n) in book._reports}  # noqa: SLF001
     if exact:

@@ -77,6 +77,10 @@ class NodeReportBook:
         self._reports[report.node_id] = report
         self._confirmed.pop(report.node_id, None)
 
+    def latest(self, node_id: int) -> NodeReport | None:
+        """The node's report in the book, if any."""
+        return self._reports.get(node_id)
+
     def confirm_fenced(self, fenced_brokers: frozenset[int], at: float) -> None:
         """A round's DescribeCluster answer listed ``fenced_brokers`` as fenced: with
         keep_fenced, their broker-role nodes' last reports stay in the view."""

@@ -31,6 +31,7 @@ from app.server.metrics import ServiceMetrics, instrument_http
 from app.server.problems import UnexpectedErrors, install_problem_handlers
 from app.server.publishing import Publication, Rendering
 from app.server.saved_state import SavedState, StateFile
+from app.server.shared_state import Replica, SharedState, state_topic_name
 from app.timefmt import iso_instant
 from app.server.routes import enforcement, health, metrics, nodes, quotas, throttle, volumes, what_if
 from app.server.schemas.decision import ThrottleDecision, decision_etag_basis, decision_response
@@ -84,11 +85,22 @@ def decider_from(settings: Settings, clock: Clock) -> ThrottleDecider:
     )
 
 
-def saved_state_from(settings: Settings, decider: ThrottleDecider, clock: Clock) -> SavedState | None:
-    """Where this service keeps its decider's state, with the decider resumed from it: a file in
-    the data dir beside the SQLite quota store. None with observation off (nothing to keep)."""
-    if not settings.observation_enabled or settings.quota_store != "sqlite":
+def saved_state_from(settings: Settings, loop: ObservationLoop, clock: Clock) -> SavedState | None:
+    """Where this service keeps its decider's state: with the SQLite store a file in the data
+    dir, which the decider resumes from here; with the Kafka store the state topic every replica
+    shares (app/server/shared_state.py), which it mirrors as it reads it. None with observation
+    off (nothing to keep)."""
+    if not settings.observation_enabled:
         return None
+    decider = loop.decider
+    if settings.quota_store == "kafka":
+        assert settings.kafka_admin_bootstrap_servers is not None  # checked when the settings loaded
+        shared = SharedState(
+            state_topic_name(settings.quota_store_topic), to_librdkafka(settings.kafka_admin, settings.kafka_admin_bootstrap_servers)
+        )
+        Replica(shared, loop, clock)
+        shared.start(asyncio.get_running_loop())
+        return shared
     state_file = StateFile(settings.data_dir)
     data = state_file.load()
     if data is not None:
@@ -162,7 +174,7 @@ def create_app(
         quota_service.on_change(state.quota_table.publish)
         loop.enforcement = lambda: quota_service.enforcement
         quota_service.on_enforcement_change(loop.publish)  # every publication and the history carry it
-        saved = saved_state_from(settings, decider, clock)
+        saved = saved_state_from(settings, loop, clock)
         loop.saved_state = saved
         loop.publish()
         if settings.history_enabled and settings.observation_enabled:

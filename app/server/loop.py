@@ -102,6 +102,11 @@ class ObservationLoop:
         # Where the decider's state outlives this process (app/server/saved_state.py); None: nowhere.
         self.saved_state: SavedState | None = None
         self._save_pending: asyncio.TimerHandle | None = None
+        # With several replicas (app/server/shared_state.py): whether this one observes (it is the
+        # elected decider), and where a node report it took goes for the others.
+        self.may_observe: Callable[[], bool] = lambda: True
+        self.node_report_taken: Callable[[NodeReport], None] | None = None
+        self._wake = asyncio.Event()
         self.publications: list[Publication] = []  # refreshed after every change, in order
         # The enforcement in force (the quota service's, once it runs): every decision carries it.
         self.enforcement: Callable[[], Enforcement] = lambda: ENFORCE_EVERYWHERE
@@ -121,9 +126,12 @@ class ObservationLoop:
         self.save_state()
         return decision
 
-    def take_node_report(self, report: NodeReport) -> None:
+    def take_node_report(self, report: NodeReport, shared: bool = False) -> None:
         """A node's report of its own volumes: recorded, published at once when it changes what
-        shims act on, and saved with the state within a second."""
+        shims act on, and saved with the state within a second. One another replica took
+        (``shared``) is not handed on again."""
+        if not shared and self.node_report_taken is not None:
+            self.node_report_taken(report)
         before = _what_shims_act_on(self.decider.metadata.at(report.received_at))
         after = self.decider.record_node_report(report)
         if _what_shims_act_on(after) != before:
@@ -179,14 +187,17 @@ class ObservationLoop:
         try:
             while True:
                 started = loop.time()
-                try:
-                    round_ = await self._publishing_changes_until(worker.submit(self.source.observe))
-                except Exception as exc:  # a source must not raise; if one does, the round failed
-                    log.exception("volume source raised")
-                    now = self.clock()
-                    round_ = ObservationRound(now, now, error=f"volume source raised {type(exc).__name__}: {exc}")
-                self.apply_round(round_)
-                await self._publishing_changes_until(asyncio.sleep(max(0.0, started + self.interval_seconds - loop.time())))
+                if self.may_observe():
+                    try:
+                        round_ = await self._publishing_changes_until(worker.submit(self.source.observe))
+                    except Exception as exc:  # a source must not raise; if one does, the round failed
+                        log.exception("volume source raised")
+                        now = self.clock()
+                        round_ = ObservationRound(now, now, error=f"volume source raised {type(exc).__name__}: {exc}")
+                    if self.may_observe():  # a replica that stopped being the decider meanwhile drops it
+                        self.apply_round(round_)
+                self._wake = asyncio.Event()
+                await self._publishing_changes_until(self._pause(self._wake, started + self.interval_seconds - loop.time()))
         finally:
             # After the round in progress, if any: that one is abandoned, not awaited.
             abandoning = worker.busy
@@ -195,6 +206,15 @@ class ObservationLoop:
             if not abandoning:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(asyncio.shield(closed), CLOSE_WAIT_SECONDS)
+
+    @staticmethod
+    async def _pause(wake: asyncio.Event, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), max(0.0, seconds))
+
+    def observe_soon(self) -> None:
+        """Start the next round now (this replica was just elected the decider)."""
+        self._wake.set()
 
     async def _publishing_changes_until(self, awaitable: Awaitable[T]) -> T:
         """Await ``awaitable`` (a round, or the pause before the next one), waking at each

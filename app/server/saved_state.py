@@ -41,6 +41,11 @@ class SavedState(Protocol):
         """Write what is waiting, then stop."""
         ...
 
+    @property
+    def loaded(self) -> bool:
+        """What was kept has been read (serving before that would serve a decision it lacks)."""
+        ...
+
 
 class _LatestOnly:
     """One thread writing the newest of the snapshots handed to it."""
@@ -102,6 +107,8 @@ class StateFile:
 
     def save(self, snapshot: bytes) -> None:
         self._writer.put(snapshot)
+
+    loaded = True  # read before the service serves
 
     def close(self) -> None:
         self._writer.close()

@@ -13,9 +13,11 @@ from app.decision.factor import FactorSource
 from app.quotas.service import QuotaService
 from app.server.loop import ObservationLoop
 from app.server.publishing import Publication
+from app.server.node_admission import NodeAdmission
 from app.server.report_rate import ReportRate
 from app.server.schemas.decision import ThrottleDecision
 from app.server.schemas.quotas import QuotaTableModel
+from app.server.view_cache import ViewCache
 from app.settings import Settings
 
 
@@ -31,13 +33,18 @@ class ServiceState:
     quotas: QuotaService | None = None
     quota_table: Publication[QuotaTableModel] | None = None
     node_report_rate: ReportRate = field(default_factory=ReportRate)
+    node_admission: NodeAdmission = field(default_factory=NodeAdmission)
+    views: ViewCache = field(default_factory=ViewCache)  # /volumes and /what-if, rendered once per change
 
     @property
     def ready(self) -> bool:
-        """A first round succeeded, or the fallback is in force (or observation is off), and
-        the quota table is the store's (a Kafka-backed store has been read to its end)."""
+        """A first round succeeded (here, or on the replica whose decision this one mirrors, or
+        before a restart whose state it resumed), or the fallback is in force (or observation is
+        off), and the quota table and the saved state are the store's (Kafka-backed: their
+        topics have been read to their end)."""
         decided = self.decider.reading(self.clock()).source is not FactorSource.INITIAL
-        return decided and self.quotas is not None and self.quotas.ready
+        saved = self.loop.saved_state
+        return decided and self.quotas is not None and self.quotas.ready and (saved is None or saved.loaded)
 
     def stopping(self) -> None:
         """The service is stopping: answer every held long-poll now (a 304 that renews the

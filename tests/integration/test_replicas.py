@@ -261,3 +261,93 @@ def test_a_replica_turns_ready_on_a_topic_whose_end_holds_no_record_it_can_read(
     aborted.abort_transaction(30)
     (reader,) = replicas(count=1, topic=topic)  # waits until ready
     assert [o["entity"]["user"] for o in table(reader)["overrides"]] == ["kept"]
+
+
+# -- one decision on every replica (app/server/shared_state.py) ---------------------------------
+
+NODE_TOKEN = "replicas-node-token-0123456"
+DECIDING = {
+    "node_token": NODE_TOKEN,
+    "metadata_limit_min_available_ratio": "0.1",
+    "throttle_factor_validity_duration": "PT30S",
+}
+
+
+def deciders(services: list[RunningService]) -> list[RunningService]:
+    """The replicas whose log says they are the decider now (the last such line is 'is now')."""
+    out = []
+    for service in services:
+        lines = [line for line in service.log().splitlines() if "the decider (state topic" in line]
+        if lines and "is now the decider" in lines[-1]:
+            out.append(service)
+    return out
+
+
+def etag(service: RunningService) -> tuple[str, dict]:
+    response = service.client.get("/throttle-factor")
+    response.raise_for_status()
+    return response.headers["etag"], response.json()
+
+
+def wait_until_agreed(services: list[RunningService], timeout: float) -> tuple[str, dict]:
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = [etag(s) for s in services]
+        if len({tag for tag, _ in seen}) == 1:
+            return seen[0]
+        assert time.monotonic() < deadline, f"ETags still differ after {timeout} s: {[(t, d['source'], d['factor']) for t, d in seen]}"
+        time.sleep(0.05)
+
+
+def report_metadata_volume(service: RunningService, node_id: int, free_ratio: float) -> httpx.Response:
+    total = 64 * 1024 * 1024
+    body = {"roles": ["broker", "controller"], "volumes": [{"log_dir": "/kafka/meta", "total_bytes": total, "usable_bytes": int(total * free_ratio), "holds": ["metadata"]}]}
+    return service.client.put(f"/nodes/{node_id}/volumes", json=body, headers={"Authorization": f"Bearer {NODE_TOKEN}"})
+
+
+def test_replicas_elect_one_decider_serve_its_decision_share_node_reports_and_survive_its_kill(replicas, start_service, kafka_cluster):
+    topic = f"quotas-{uuid.uuid4().hex[:8]}"
+    one, other = replicas(topic=topic, **DECIDING)
+    deadline = time.monotonic() + 30
+    while len(deciders([one, other])) != 1:
+        assert time.monotonic() < deadline, f"no single decider:\n{one.log()[-2000:]}\n{other.log()[-2000:]}"
+        time.sleep(0.1)
+    decider = deciders([one, other])[0]
+    follower = other if decider is one else one
+    _, decision = wait_until_agreed([one, other], 5)
+    assert decision["source"] == "observed", decision
+
+    # A metadata volume in breach reported to the replica that does not decide: both serve it within a second.
+    node_id = kafka_cluster.broker_ids[0]
+    assert report_metadata_volume(follower, node_id, 0.05).status_code == 204
+    started = time.monotonic()
+    while any(s.decision()["mutation_factor"] != 0.0 for s in (one, other)):
+        assert time.monotonic() - started < 1.0, [s.decision()["metadata"] for s in (one, other)]
+        time.sleep(0.02)
+    seen_in = time.monotonic() - started
+    tag, decision = wait_until_agreed([one, other], 2.0)
+    assert decision["mutation_factor"] == 0.0
+
+    # A round-robin client while the decider is killed: the survivor takes over from the last
+    # snapshot; no sample loses the metadata breach or changes the factor, and the ETags meet again.
+    samples: list[dict] = []
+    decider.process.send_signal(signal.SIGKILL)
+    decider.process.wait(5)
+    killed = time.monotonic()
+    while not deciders([follower]) or follower.decision()["resumed_from"] is not None:
+        samples.append(follower.decision())
+        assert time.monotonic() - killed < 30, f"no takeover within 30 s:\n{follower.log()[-3000:]}"
+        time.sleep(0.05)
+    took_over = time.monotonic() - killed
+    samples.append(follower.decision())
+    assert {(d["factor"], d["mutation_factor"]) for d in samples} == {(decision["factor"], 0.0)}, samples[-3:]
+    assert samples[-1]["source"] == "observed", samples[-1]
+
+    # The killed replica started again mirrors the new decider: the same ETag within a check interval.
+    restarted = start_service(**{**SETTINGS, "quota_store_topic": topic, **DECIDING})
+    restarted.wait_ready()
+    wait_until_agreed([follower, restarted], 2.0)
+    assert restarted.decision()["mutation_factor"] == 0.0
+    assert deciders([restarted]) == [], "the running decider keeps its place when a replica joins"
+    print(f"\nreplicas: node report on both in {1000 * seen_in:.0f} ms; takeover {took_over:.1f} s after the decider's kill, "
+          f"{len(samples)} samples all factor {decision['factor']}, mutation factor 0")
