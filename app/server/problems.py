@@ -20,13 +20,15 @@ PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger(__name__)
 
 # A problem document stays small whatever the request held (a body of 80,000 unknown keys got a
-# 9.9 MB answer listing each twice): at most MAX_ERRORS errors, with the count of the rest; each
-# of their texts cut after SHOWN_CHARS characters, the detail after MAX_DETAIL_CHARS. A document
-# is then at most about MAX_PROBLEM_BYTES.
+# 9.9 MB answer listing each twice): at most MAX_ERRORS errors, with the count of the rest; a
+# field or an instance cut after SHOWN_CHARS characters, a message after MESSAGE_CHARS, the
+# detail after MAX_DETAIL_CHARS; and errors left out (and counted) until the document holds in
+# MAX_PROBLEM_BYTES.
 MAX_ERRORS = 20
 SHOWN_CHARS = 200
-MAX_DETAIL_CHARS = 2000
-MAX_PROBLEM_BYTES = 16 * 1024
+MESSAGE_CHARS = 600
+MAX_DETAIL_CHARS = 4000
+MAX_PROBLEM_BYTES = 32 * 1024
 
 
 def logged_path(scope: Scope) -> str:
@@ -79,13 +81,16 @@ def field_error(field: str, location: str, message: str) -> dict[str, str]:
 
 def errors_detail(errors: list[dict[str, Any]]) -> str:
     """The errors in one sentence: the first MAX_ERRORS, then how many more."""
-    listed = "; ".join(f"{bounded(str(e['field']), SHOWN_CHARS)}: {bounded(str(e['message']), SHOWN_CHARS)}" for e in errors[:MAX_ERRORS])
+    listed = "; ".join(f"{bounded(str(e['field']), SHOWN_CHARS)}: {bounded(str(e['message']), MESSAGE_CHARS)}" for e in errors[:MAX_ERRORS])
     more = len(errors) - MAX_ERRORS
     return listed if more <= 0 else f"{listed}; and {more:,} more"
 
 
 def _bounded_errors(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{key: bounded(value, SHOWN_CHARS) if isinstance(value, str) else value for key, value in error.items()} for error in errors[:MAX_ERRORS]]
+    return [
+        {key: bounded(value, MESSAGE_CHARS if key == "message" else SHOWN_CHARS) if isinstance(value, str) else value for key, value in error.items()}
+        for error in errors[:MAX_ERRORS]
+    ]
 
 
 class InvalidRequest(ProblemError):
@@ -100,16 +105,21 @@ def problem_json(
 ) -> JSONResponse:
     """The answer to a request for ``instance`` (its path); also an ASGI app, for middleware.
     Bounded: MAX_ERRORS errors and the count of the rest, texts cut (MAX_PROBLEM_BYTES)."""
-    more = len(errors) - MAX_ERRORS if errors is not None and len(errors) > MAX_ERRORS else None
-    body = Problem(
-        title=title,
-        status=status,
-        detail=None if detail is None else bounded(detail, MAX_DETAIL_CHARS),
-        instance=bounded(instance, SHOWN_CHARS),
-        errors=None if errors is None else _bounded_errors(errors),
-        more_errors=more,
-    )
-    return JSONResponse(body.model_dump(exclude_none=True), status_code=status, media_type=PROBLEM_JSON, headers=headers)
+    listed = None if errors is None else _bounded_errors(errors)
+    more = len(errors) - len(listed) if errors is not None and listed is not None else 0
+    while True:
+        body = Problem(
+            title=title,
+            status=status,
+            detail=None if detail is None else bounded(detail, MAX_DETAIL_CHARS),
+            instance=bounded(instance, SHOWN_CHARS),
+            errors=listed,
+            more_errors=more or None,
+        )
+        answer = JSONResponse(body.model_dump(exclude_none=True), status_code=status, media_type=PROBLEM_JSON, headers=headers)
+        if len(answer.body) <= MAX_PROBLEM_BYTES or not listed:
+            return answer
+        listed, more = listed[:-1], more + 1
 
 
 def problem_response(request: Request, status: int, title: str, detail: str | None, errors: list[dict[str, Any]] | None = None, headers: dict[str, str] | None = None) -> JSONResponse:

@@ -68,3 +68,38 @@ def test_request_bodies_are_plain_objects_that_client_generators_understand():
         assert not {"anyOf", "oneOf", "allOf", "not"} & set(schema), f"{where}: {schema['title']} composes schemas at its top"
         bodies += [(f"{where} {name}", s) for name, s in schema["properties"].items() if "$ref" in s]
     assert seen == {"QuotaLimitsBody", "GroupBody", "EnforcementBody", "NodeVolumesBody", "CandidateLimits", "HardLimit", "LimitLevel", "HysteresisLevel"}
+
+
+def _schemas_in(node):
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _schemas_in(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _schemas_in(value)
+
+
+def test_integer_bounds_are_exact_integers_in_json_schema_words():
+    """FastAPI's model of the document holds bounds as floats: a byte count's maximum came out
+    as 9.223372036854776e+18 (2^63, which the service refuses); and bounds set before a
+    validator came out as pydantic's ge/le, which JSON Schema ignores (negatives allowed)."""
+    import json
+
+    document = json.loads(render())
+    integers = [s for s in _schemas_in(document) if s.get("type") == "integer"]
+    assert integers
+    for schema in integers:
+        for key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            assert not isinstance(schema.get(key), float), schema
+    assert not [s for s in _schemas_in(document) if {"ge", "le", "gt", "lt"} & set(s) and "type" in s]
+    schemas = document["components"]["schemas"]
+    byte_counts = [
+        schemas["NodeVolumeEntry"]["properties"]["total_bytes"],
+        schemas["NodeVolumeEntry"]["properties"]["usable_bytes"],
+        schemas["HardLimit"]["properties"]["min_available_bytes"],
+        schemas["LimitLevel"]["properties"]["min_available_bytes"],
+        schemas["HysteresisLevel"]["properties"]["bytes"],
+    ]
+    for schema in byte_counts:
+        assert (schema["minimum"], schema["maximum"]) == (0, 2**63 - 1), schema

@@ -91,7 +91,7 @@ def test_a_body_with_80000_unknown_keys_gets_a_problem_of_20_errors_and_the_coun
 
 
 def test_long_texts_in_a_problem_are_cut_and_a_short_list_is_whole():
-    from app.server.problems import MAX_PROBLEM_BYTES, SHOWN_CHARS, errors_detail, field_error, problem_json
+    from app.server.problems import MAX_PROBLEM_BYTES, MESSAGE_CHARS, SHOWN_CHARS, errors_detail, field_error, problem_json
 
     errors = [field_error("k" * 100_000, "body", "m" * 100_000) for _ in range(25)]
     answer = problem_json("/p" * 50_000, 422, "Invalid request", errors_detail(errors), errors)
@@ -99,6 +99,12 @@ def test_long_texts_in_a_problem_are_cut_and_a_short_list_is_whole():
     problem = json.loads(answer.body)
     assert len(problem["errors"]) == 20 and problem["more_errors"] == 5
     assert problem["errors"][0]["field"] == "k" * SHOWN_CHARS + "..." and len(problem["instance"]) == SHOWN_CHARS + 3
+    assert problem["errors"][0]["message"] == "m" * MESSAGE_CHARS + "..."
+    # Texts of four bytes a character: errors are left out, and counted, until the document fits.
+    wide = [field_error("\U0001f600" * 100_000, "body", "\U0001f600" * 100_000) for _ in range(25)]
+    answer = problem_json("/p", 422, "Invalid request", errors_detail(wide), wide)
+    problem = json.loads(answer.body)
+    assert len(answer.body) <= MAX_PROBLEM_BYTES and len(problem["errors"]) + problem["more_errors"] == 25 and len(problem["errors"]) < 20
     few = [field_error("produce", "body", "Input should be greater than 0")]
     whole = json.loads(problem_json("/quotas/overrides", 422, "Invalid request", errors_detail(few), few).body)
     assert whole["errors"] == few and "more_errors" not in whole and whole["detail"] == "produce: Input should be greater than 0"

@@ -15,14 +15,17 @@ from fastapi import APIRouter, FastAPI, Request, Response
 from starlette.routing import Route
 
 from app.server.json_bodies import StrictJsonRoute
+from app.server.problems import problem_responses
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 class RouteSet:
     def __init__(self, **router_kwargs: Any) -> None:
-        # Every JSON body of the API is refused with a key given twice (json_bodies.py).
-        self.router = APIRouter(route_class=StrictJsonRoute, **router_kwargs)
+        # Every JSON body of the API is refused with a key given twice (json_bodies.py), and any
+        # request may be answered 503 by a stop that cuts it off (problems.UnexpectedErrors).
+        responses = {**problem_responses(503), **router_kwargs.pop("responses", {})}
+        self.router = APIRouter(route_class=StrictJsonRoute, responses=responses, **router_kwargs)
         self._hot: list[Route] = []
 
     def hot_get(self, path: str, **openapi: Any) -> Callable[[Endpoint], Endpoint]:
