@@ -28,7 +28,18 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from devtools.devcluster import LocalKafkaCluster
 
 from .conftest import MiB, free_port
-from .shim_harness import HARD_LIMIT, SERVICE_SETTINGS, SHIM_TABLE_LINE, LoadProducer, broker_log_count, running_shim_cluster, wait_for_shims, wait_until
+from .shim_harness import (
+    HARD_LIMIT,
+    SERVICE_SETTINGS,
+    SHIM_TABLE_LINE,
+    LoadProducer,
+    VolumeRamp,
+    broker_log_count,
+    operator_config,
+    running_shim_cluster,
+    wait_for_shims,
+    wait_until,
+)
 
 HORIZON = 120.0
 CHECK = 2.0
@@ -210,3 +221,61 @@ def test_a_fill_that_would_take_three_minutes_is_held_a_horizon_away_and_release
     print(f"released {release:.1f} s after the fill stopped ({released:.1f})")
     record_property("release_s", round(release, 1))
     assert release <= CHECK + QUOTA_WINDOW
+
+
+FOLLOWER, LEADER = 1, 2
+
+
+def test_a_follower_filling_by_replication_that_the_factor_does_not_slow_is_never_let_go(shim_cluster, start_service, service_port):
+    """Broker 1 holds only a follower of a partition that broker 2 leads, and its volume is 20
+    MiB above the hard limit. Two producers write to the leader: an excluded principal (an
+    operator moving data; the factor never slows it) at 192 KiB/s, and a producer held by the
+    produce quota (192 KiB/s; it offers 1.25 x). Broker 1's volume fills by replication alone,
+    and at least at the operator's rate whatever the factor. Horizon PT1M, check PT1S. From the
+    rule's first cut until the hard limit (24 MiB available: the disk is far from full), while
+    the follower's volume keeps filling, the published factor never returns to 1 and never
+    rises by more than 0.05; it falls below 0.001 first, where the simulated cluster of the
+    issue showed OPEN every other round."""
+    admin = AdminClient({"bootstrap.servers": shim_cluster.bootstrap_servers})
+    topic = "replicated-to-a-follower"
+    config = {"segment.bytes": str(MiB), "retention.bytes": "-1", "retention.ms": "-1"}
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[LEADER, FOLLOWER]], config=config)])[topic].result(timeout=30)
+    mount_point = shim_cluster.mount_point(FOLLOWER)
+    stats = os.statvfs(mount_point)
+    near = VolumeRamp(mount_point, stats.f_bavail * stats.f_frsize, HARD_LIMIT + 20 * MiB, 1.0)  # a volume near its limit
+    quota = 192 * 1024
+    started: list = []
+    try:
+        before = broker_log_count(shim_cluster, SHIM_TABLE_LINE)
+        service = start_service(
+            http_port=str(service_port),
+            kafka_admin_bootstrap_servers=shim_cluster.bootstrap_servers,
+            **{**SERVICE_SETTINGS, "storage_check_interval": "PT1S", "ramp_horizon": "PT1M", "produce": str(quota)},
+        )
+        service.wait_for(lambda d: d["source"] == "observed" and d["state"] == "OPEN", 20, "observed OPEN")
+        wait_for_shims(shim_cluster, before)
+        sampler = Sampler(mount_point, service.base_url)
+        started.append(sampler)
+        operator = LoadProducer({**operator_config(shim_cluster), "client.id": "mover"}, topic, [0], 1024, quota)
+        started.append(operator)
+        throttled = LoadProducer({"bootstrap.servers": shim_cluster.bootstrap_servers, "client.id": "filler"}, topic, [0], 1024, 1.25 * quota)
+        started.append(throttled)
+        wait_until(lambda: sampler.first(lambda factor, rule: rule == "time to full") is not None, 60, "the time rule", service.decision)
+        cut = sampler.first(lambda factor, rule: rule == "time to full")
+        wait_until(lambda: sampler.first(lambda factor, rule: rule == "hard limit", since=cut) is not None, 180, "the hard limit", service.decision)
+        limit = sampler.first(lambda factor, rule: rule == "hard limit", since=cut)
+        operator.stop(), throttled.stop()
+        filling = [(t, usable) for t, usable, _, _ in list(sampler.samples) if cut <= t < limit]
+        factors = sampler.factors(cut, limit)
+        print(f"\nfrom the first cut ({cut - sampler.samples[0][0]:.0f} s in) to the hard limit ({limit - cut:.0f} s later): factors {[round(f, 5) for f in factors]}")
+        print(f"rounds: {sampler.rounds(cut, quota)}")
+        assert filling[0][1] - filling[-1][1] >= 10 * MiB, "the follower's volume should have kept filling"
+        assert operator.rate(cut, limit) > 0.8 * quota, "the excluded principal should not have been slowed"
+        assert max(factors) < 1.0, factors
+        assert len(factors) >= 10 and max(b - a for a, b in zip(factors, factors[1:])) <= 0.05, factors
+        assert min(factors) < 0.001, "a fill the factor does not slow is throttled down to PAUSE before the hard limit"
+    finally:
+        for item in reversed(started):
+            item.stop()
+        admin.delete_topics([topic])[topic].result(timeout=30)
+        near.free()

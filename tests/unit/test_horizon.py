@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.decision.decider import ThrottleDecider
-from app.decision.fill_rate import half_trend_slope
 from app.decision.enforcement import ENFORCE_EVERYWHERE, Enforcement
+from app.decision.fill_rate import half_trend_slope
 from app.decision.horizon import (
     KAFKA_QUOTA_WINDOW_SECONDS,
     MIN_FACTOR_FOR_DEMAND,
