@@ -72,8 +72,8 @@ def half_trend_slope(times: Sequence[float], values: Sequence[float]) -> float:
 class FillTrend:
     """One volume's trend: its observations since it last gained space, no older than
     ``window_seconds`` before the latest one and at most ``max_observations`` of them (None:
-    any number), each with a weight the caller keeps beside it (the live rule: the factor in
-    force when it was made)."""
+    any number), each with a weight the caller keeps beside it (the live rule: the factor its
+    broker's shims applied when it was made)."""
 
     __slots__ = ("window_seconds", "max_observations", "times", "usable", "weights", "fill_rate", "_previous", "_before", "_slopes")
 
