@@ -17,6 +17,7 @@ class ReportRate:
     def __init__(self, min_interval: float = MIN_INTERVAL_SECONDS) -> None:
         self._min_interval = min_interval
         self._last: dict[int, float] = {}  # node id -> when its latest report was taken
+        self.taken = 0  # reports taken so far: the node view may have changed when it moves
 
     def retry_after(self, node_id: int, now: float) -> int | None:
         """Whole seconds until ``node_id`` may report again, or None when it may now (and the
@@ -27,4 +28,5 @@ class ReportRate:
         if len(self._last) > 2 * MAX_NODES:  # nodes long gone: only the recent ones matter
             self._last = {n: t for n, t in self._last.items() if now - t < self._min_interval}
         self._last[node_id] = now
+        self.taken += 1
         return None

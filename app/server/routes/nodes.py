@@ -10,7 +10,8 @@ from fastapi.security import HTTPBearer
 
 from app.server.problems import ProblemError, problem_responses
 from app.server.query import strict_query
-from app.server.report_rate import MAX_NODES, ReportRate
+from app.server.node_admission import UNLISTED_NODES
+from app.server.report_rate import ReportRate
 from app.server.routes.route_set import RouteSet
 from app.server.schemas.nodes import NodeVolumesBody
 from app.server.state import service_state
@@ -28,7 +29,7 @@ node_bearer = HTTPBearer(auto_error=False, scheme_name="NodeToken", description=
     "it is unset. Each report replaces the node's previous one and stays valid for the validity duration.",
     dependencies=[Depends(node_bearer), Depends(strict_query)],
     responses={
-        **problem_responses(400, 401, 404, 413, 422),
+        **problem_responses(400, 401, 404, 409, 413, 422),
         429: {**problem_responses(429)[429], "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait"}}},
     },
 )
@@ -39,12 +40,12 @@ async def put_node_volumes(
 ) -> Response:
     state = service_state(request)
     now = state.clock()
-    metadata = state.decider.metadata
-    if node_id not in metadata and len(metadata) >= MAX_NODES:
-        metadata.evict_expired(now)
-        if len(metadata) >= MAX_NODES:
-            wait = str(max(1, int(metadata.book.validity_seconds)))
-            raise ProblemError(429, "Too many nodes", f"the service takes reports from at most {MAX_NODES} nodes", headers={"Retry-After": wait})
+    if not state.node_admission.admits(node_id, state.decider, now):
+        detail = (
+            f"node {node_id} is not a broker the cluster has registered, and {UNLISTED_NODES} other nodes DescribeCluster "
+            "does not list (controllers, nodes starting) report already; a broker's report is taken once a round lists it"
+        )
+        raise ProblemError(409, "Unknown node", detail)
     rate: ReportRate = state.node_report_rate
     retry_after = rate.retry_after(node_id, now)
     if retry_after is not None:

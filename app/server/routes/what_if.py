@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from fastapi import Request
+from fastapi import Request, Response
 
 from app.decision.horizon import HORIZON_CHECK_INTERVALS, MIN_HORIZON_SECONDS
-from app.server.problems import InvalidRequest, field_error, problem_responses
+from app.server.problems import InvalidRequest, ProblemError, field_error, problem_responses
 from app.server.routes.route_set import RouteSet
+from app.server.routes.volumes import rendered_response
 from app.server.schemas.decision import decision_response
 from app.server.schemas.volumes import volumes_view
 from app.server.schemas.what_if import FIELD_SETTINGS, CandidateLimits, WhatIf, limit_values
 from app.server.state import service_state
+from app.server.view_cache import earliest, node_reports_change_at
 from app.settings.durations import DURATION_HINT, format_duration, parse_duration
 from app.settings.limits import storage_policy
 from app.settings.loading import ConfigurationError, check_limits
@@ -36,9 +38,12 @@ _HORIZON_SETTING = property_name("ramp_horizon")
     WHAT_IF_PATH,
     response_model=WhatIf,
     summary="What a candidate set of limits and horizon would decide on the live view (changes nothing)",
-    responses=problem_responses(413, 422),
+    responses={
+        **problem_responses(413, 422),
+        429: {**problem_responses(429)[429], "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait"}}},
+    },
 )
-async def what_if(candidate: CandidateLimits, request: Request) -> WhatIf:
+async def what_if(candidate: CandidateLimits, request: Request) -> Response:
     state = service_state(request)
     errors = []
     try:
@@ -52,9 +57,20 @@ async def what_if(candidate: CandidateLimits, request: Request) -> WhatIf:
             errors.append(field_error("horizon", "body", f"allowed: {problem} (as the setting {_HORIZON_SETTING})"))
     if errors:
         raise InvalidRequest(errors)
-    now = state.clock()
-    twin = state.decider.judged_by(storage_policy(limits), horizon)
-    return WhatIf(decision=decision_response(twin.decision(now)), volumes=volumes_view(twin, now))
+    policy = storage_policy(limits)
+
+    def render(now: float) -> tuple[WhatIf, float | None]:
+        twin = state.decider.judged_by(policy, horizon)
+        decision = twin.decision(now)
+        answer = WhatIf(decision=decision_response(decision), volumes=volumes_view(twin, now))
+        return answer, earliest(decision.reading.next_change_at, node_reports_change_at(state.decider, now))
+
+    # Computed once per candidate and change of the view; a new candidate within a budget.
+    answer = state.views.what_if(state, candidate.model_dump_json(), render)
+    if isinstance(answer, int):
+        detail = "new what-if candidates take more of the service's time than they may; try again, or repeat an earlier candidate"
+        raise ProblemError(429, "Too many requests", detail, headers={"Retry-After": str(answer)})
+    return rendered_response(request, answer, conditional=False)
 
 
 def _horizon_seconds(text: str, settings: Settings, trends_kept: bool) -> tuple[float | None, str | None]:

@@ -34,6 +34,7 @@ class VolumesView(BaseModel):
             "examples": [
                 {
                     "observed_at": "2026-11-21T16:40:00.000Z",
+                    "rendered_at": "2026-11-21T16:40:03.200Z",
                     "validity_seconds": 300.0,
                     "active_brokers": [1, 2],
                     "missing_brokers": [],
@@ -63,6 +64,10 @@ class VolumesView(BaseModel):
     )
 
     observed_at: str | None
+    rendered_at: str = Field(
+        description="When this view was rendered, which every age_seconds counts to: it is rendered again when what it "
+        "shows changes (a round, a node's report, an expiry, the decision), not for every request"
+    )
     validity_seconds: float
     active_brokers: list[int]
     missing_brokers: list[int]
@@ -101,6 +106,7 @@ def volumes_view(decider: ThrottleDecider, now: float) -> VolumesView:
     latest = decider.latest_round
     return VolumesView(
         observed_at=iso_instant(latest.finished_at) if latest else None,
+        rendered_at=iso_instant(now) or "",
         validity_seconds=decider.validity_seconds,
         active_brokers=sorted(decider.active_brokers),
         missing_brokers=sorted(latest.missing_brokers) if latest else [],

@@ -1,0 +1,130 @@
+"""GET /volumes and POST /what-if cost one rendering per change of what they show, not one per
+request: served from the bytes (with ETag and 304 for /volumes) until a round, a node's report,
+the decision or an expiry changes them; a new what-if candidate is computed within a budget of
+the event loop's time, and past it answered 429 with Retry-After."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.clock import ManualClock
+from app.observation.model import ObservationRound, VolumeObservation
+from app.server.routes import volumes as volumes_route, what_if as what_if_route
+from app.server.view_cache import WhatIfBudget
+
+from .asgi import run_scenario
+from .test_node_reports import GiB, NODE_AUTH, make_app, report
+
+RATIO = {"hard": {"min_available_ratio": 0.1}}
+SOFTER = {"hard": {"min_available_ratio": 0.1}, "soft": {"min_available_ratio": 0.3}}
+
+
+def many_volumes(clock, brokers=50, usable=500):
+    now = clock()
+    observations = tuple(VolumeObservation(b, f"/data/{d}", 1000, usable, now) for b in range(1, brokers + 1) for d in range(4))
+    return ObservationRound(now, now, tuple(range(1, brokers + 1)), observations)
+
+
+@pytest.fixture
+def renders(monkeypatch):
+    """How many times each route built its view."""
+    counted = {"volumes": 0, "what-if": 0}
+
+    def counting(module, name):
+        real = module.volumes_view
+
+        def view(*args, **kwargs):
+            counted[name] += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, "volumes_view", view)
+
+    counting(volumes_route, "volumes")
+    counting(what_if_route, "what-if")
+    return counted
+
+
+def run(tmp_path, scenario):
+    clock = ManualClock()
+    return run_scenario(make_app(tmp_path, clock, storage_per_volume_limit_min_available_bytes="100"), clock, scenario)
+
+
+def test_volumes_is_rendered_once_per_change_and_served_with_its_etag_and_304_in_between(tmp_path, renders):
+    async def scenario(client, loop, clock):
+        loop.apply_round(many_volumes(clock))
+        first = await client.get("/volumes")
+        clock.advance(5)
+        again = await client.get("/volumes", headers={"Accept-Encoding": "gzip"})
+        assert renders["volumes"] == 1 and first.status_code == again.status_code == 200
+        assert again.headers["etag"] == first.headers["etag"] and again.json() == first.json()
+        assert again.headers["content-encoding"] == "gzip", "a large view goes gzipped to a client that takes it"
+        assert first.json()["volumes"][0]["age_seconds"] == 0.0 and first.json()["rendered_at"] == first.json()["observed_at"]
+        unchanged = await client.get("/volumes", headers={"If-None-Match": first.headers["etag"]})
+        assert (unchanged.status_code, unchanged.content, unchanged.headers["etag"]) == (304, b"", first.headers["etag"])
+
+        assert (await client.put("/nodes/3000/volumes", json=report(GiB), headers=NODE_AUTH)).status_code == 204
+        reported = await client.get("/volumes", headers={"If-None-Match": first.headers["etag"]})
+        assert reported.status_code == 200 and renders["volumes"] == 2 and reported.json()["reporting_nodes"] == [3000]
+        assert reported.json()["volumes"][0]["age_seconds"] == 5.0
+
+        loop.apply_round(many_volumes(clock, usable=50))
+        after_round = (await client.get("/volumes")).json()
+        assert renders["volumes"] == 3 and {v["status"] for v in after_round["volumes"] if v["observed_by"] == "admin-api"} == {"breaching"}
+
+        clock.advance(loop.decider.validity_seconds + 1)  # every observation and the report expire: the view changes by itself
+        expired = (await client.get("/volumes")).json()
+        assert renders["volumes"] == 4 and expired["volumes"] == [] and expired["reporting_nodes"] == []
+
+    run(tmp_path, scenario)
+
+
+def test_a_what_if_answer_is_computed_once_per_candidate_and_change_of_the_view(tmp_path, renders):
+    async def scenario(client, loop, clock):
+        loop.apply_round(many_volumes(clock))
+        first = await client.post("/what-if", json=RATIO)
+        assert first.status_code == 200 and (await client.post("/what-if", json=RATIO)).json() == first.json()
+        assert renders["what-if"] == 1
+        assert (await client.post("/what-if", json=SOFTER)).status_code == 200 and renders["what-if"] == 2
+        assert (await client.post("/what-if", json=RATIO)).status_code == 200 and renders["what-if"] == 2
+        loop.apply_round(many_volumes(clock, usable=50))
+        after = (await client.post("/what-if", json=RATIO)).json()
+        assert renders["what-if"] == 3
+        assert after["volumes"]["volumes"][0]["status"] == "breaching" and first.json()["volumes"]["volumes"][0]["status"] == "ok"
+
+    run(tmp_path, scenario)
+
+
+def test_new_what_if_candidates_past_the_budget_are_answered_429_and_known_ones_still_served(tmp_path, renders):
+    async def scenario(client, loop, clock):
+        loop.apply_round(many_volumes(clock))
+        assert (await client.post("/what-if", json=RATIO)).status_code == 200
+        # The service's budget, spent as a flood of new candidates would spend it.
+        budget = WhatIfBudget(share=0.1, burst=1.0, clock=lambda: 0.0)
+        budget.spend(1.5)
+        (await _state(client)).views.budget = budget
+        refused = await client.post("/what-if", json=SOFTER)
+        assert refused.status_code == 429 and refused.headers["retry-after"] == "5"
+        assert refused.headers["content-type"] == "application/problem+json"
+        assert (await client.post("/what-if", json=RATIO)).status_code == 200, "a candidate already computed costs nothing"
+        assert renders["what-if"] == 1
+
+    run(tmp_path, scenario)
+
+
+async def _state(client):
+    return client._transport.app.state.service
+
+
+def test_the_what_if_budget_refills_at_its_share_of_the_time_up_to_its_burst():
+    now = [0.0]
+    budget = WhatIfBudget(share=0.1, burst=1.0, clock=lambda: now[0])
+    assert budget.retry_after() is None
+    budget.spend(0.6)
+    assert budget.retry_after() is None, "a burst of a second"
+    budget.spend(0.9)  # 0.5 s past the budget: five seconds at a tenth of the time
+    assert budget.retry_after() == 5
+    now[0] = 5.01
+    assert budget.retry_after() is None
+    now[0] = 1000.0
+    budget.spend(1.0)
+    assert budget.retry_after() == 1, "refilled to the burst, never beyond it"
