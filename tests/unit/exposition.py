@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from app.clock import ManualClock
 from app.observation.model import ObservationRound, VolumeObservation
 from app.server.app import create_app
+from app.server.http_server import edge_guard
 from app.settings import load_settings
 
 from .asgi import run_scenario
@@ -30,7 +31,9 @@ def make_app(clock: ManualClock, limits: dict[str, str] = BYTES_LIMITS, **overri
         **limits,
         **overrides,
     )
-    return create_app(settings, clock=clock, observe=False)
+    app = create_app(settings, clock=clock, observe=False)
+    edge_guard(settings, app.state.service.registry)  # as serving it registers the edge's metrics
+    return app
 
 
 def every_kind_of_volume(now: float) -> ObservationRound:
