@@ -44,6 +44,8 @@ from app.settings.limits import metadata_policy, storage_policy
 API_VERSION = "0.1.0"
 
 state_log = logging.getLogger("app.state")
+# How long start-up waits for the state topic (Kafka store) before serving.
+STATE_LOAD_WAIT_SECONDS = 10.0
 
 
 def kafka_source_from(settings: Settings, clock: Clock) -> VolumeSource:
@@ -85,7 +87,7 @@ def decider_from(settings: Settings, clock: Clock) -> ThrottleDecider:
     )
 
 
-def saved_state_from(settings: Settings, loop: ObservationLoop, clock: Clock) -> SavedState | None:
+async def saved_state_from(settings: Settings, loop: ObservationLoop, clock: Clock) -> SavedState | None:
     """Where this service keeps its decider's state: with the SQLite store a file in the data
     dir, which the decider resumes from here; with the Kafka store the state topic every replica
     shares (app/server/shared_state.py), which it mirrors as it reads it. None with observation
@@ -98,8 +100,16 @@ def saved_state_from(settings: Settings, loop: ObservationLoop, clock: Clock) ->
         shared = SharedState(
             state_topic_name(settings.quota_store_topic), to_librdkafka(settings.kafka_admin, settings.kafka_admin_bootstrap_servers)
         )
-        Replica(shared, loop, clock)
+        replica = Replica(shared, loop, clock)
         shared.start(asyncio.get_running_loop())
+        # Nothing is served before the latest decision is mirrored (a balancer that does not
+        # wait for /readyz would hand a shim the start-up OPEN): the topic holds one snapshot
+        # and the node reports since, read in well under a second; with Kafka unreachable the
+        # service starts after this wait, as from nothing.
+        if await asyncio.get_running_loop().run_in_executor(None, shared.wait_loaded, STATE_LOAD_WAIT_SECONDS):
+            replica.mirror_loaded()
+        else:
+            state_log.warning("the state topic %r was not read within %g s: serving from nothing until it is", shared.topic, STATE_LOAD_WAIT_SECONDS)
         return shared
     state_file = StateFile(settings.data_dir)
     data = state_file.load()
@@ -174,7 +184,7 @@ def create_app(
         quota_service.on_change(state.quota_table.publish)
         loop.enforcement = lambda: quota_service.enforcement
         quota_service.on_enforcement_change(loop.publish)  # every publication and the history carry it
-        saved = saved_state_from(settings, loop, clock)
+        saved = await saved_state_from(settings, loop, clock)
         loop.saved_state = saved
         loop.publish()
         if settings.history_enabled and settings.observation_enabled:

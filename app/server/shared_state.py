@@ -17,7 +17,10 @@ it. A mirror re-applies the reports it read after the ones that snapshot had tak
 ``reports-through`` offset), so a report never leaves a replica's view and comes back.
 
 A decider that stops (SIGTERM) leaves the group at once; one that dies is replaced after the
-group's session timeout (6 s). The replica elected resumes from the last snapshot it mirrored:
+group's session timeout (6 s). A decider that loses its place without a successor (the group
+coordinator's broker is down: nobody can be elected) goes on deciding until it reads a snapshot
+another replica wrote; for that moment two replicas may decide, and the others mirror whichever
+snapshot came last. The replica elected resumes from the last snapshot it mirrored:
 until its own first round it serves that decision as last-valid, ``resumed_from`` set, and its
 first round decides exactly as the old decider would have. Meanwhile every replica serves its
 last mirror, whose validity is judged when read as always: never a decision older than the
@@ -76,6 +79,7 @@ class SharedState:
         self._stop = threading.Event()
         self._loaded = threading.Event()
         self._leading = threading.Event()
+        self._assigned_place = False  # the group assigned this replica the partition
         self._threads: list[threading.Thread] = []
         self._producer: Any = None
         self._event_loop: asyncio.AbstractEventLoop | None = None
@@ -135,6 +139,11 @@ class SharedState:
     def load(self) -> bytes | None:
         """The newest snapshot in the topic (after ``wait_loaded``)."""
         return self._latest_at_load[0] if self._latest_at_load is not None else None
+
+    @property
+    def latest_at_load(self) -> tuple[bytes, int] | None:
+        """The newest snapshot the topic held when this replica started, with its reports-through."""
+        return self._latest_at_load
 
     def save(self, snapshot: bytes) -> None:
         """Write the decider's snapshot, while this replica is the decider."""
@@ -234,6 +243,8 @@ class SharedState:
             if not self._loaded.is_set():
                 self._latest_at_load = (value, through)  # only the newest one is mirrored, once loaded
             elif not own:
+                if self.leading and not self._assigned_place:
+                    self._set_leading(False)  # another replica decides now: its snapshot is the truth
                 self._call_on_loop(lambda: self._mirror(value, through))
         elif key.startswith(NODE_KEY_PREFIX):
             if own:  # applied when this replica took it
@@ -307,11 +318,18 @@ class SharedState:
     def _assigned(self, consumer: Any, partitions: list[Any]) -> None:
         # Cooperative rebalancing hands over only what moves: an empty list changes nothing.
         if any(p.partition == PARTITION for p in partitions):
+            self._assigned_place = True
             self._set_leading(True)
 
     def _revoked(self, consumer: Any, partitions: list[Any]) -> None:
+        """The place is taken away: by a rebalance that gives it to another replica, or because
+        the group's coordinator cannot be reached (its broker down). This replica keeps deciding
+        until it reads a snapshot another replica wrote: with no coordinator nobody else can be
+        elected, and a cluster in trouble is when a decision is needed most."""
         if any(p.partition == PARTITION for p in partitions):
-            self._set_leading(False)
+            self._assigned_place = False
+            if self.leading:
+                log.info("this replica lost its place as the decider; it decides until another replica's snapshot is read")
 
     def _set_leading(self, leading: bool) -> None:
         if leading == self._leading.is_set():
@@ -387,6 +405,13 @@ class Replica:
             if held is None or held.received_at < report.received_at:
                 decider.record_node_report(report)
         self.loop.publish()
+
+    def mirror_loaded(self) -> None:
+        """Mirror the newest snapshot the topic held when this replica started (at start-up,
+        before serving; the follower hands it over too, and mirroring it twice changes nothing)."""
+        latest = self.shared.latest_at_load
+        if latest is not None:
+            self.mirror(*latest)
 
     def node_report(self, report: NodeReport, offset: int) -> None:
         self._read[report.node_id] = (offset, report)

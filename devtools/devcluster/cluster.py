@@ -832,9 +832,11 @@ class LocalKafkaCluster:
             # volume must not take the metadata log down with it.
             "metadata.log.dir": str(node.metadata_dir),
             "broker.heartbeat.interval.ms": "1000",
-            # internal topics: single partition, no replication
+            # internal topics: single partition, no replication, but for the group coordinator's:
+            # replicated on up to 3 brokers as Kafka's default, so groups (the service's decider
+            # election among them) keep a coordinator while one broker is down or halted.
             "offsets.topic.num.partitions": "1",
-            "offsets.topic.replication.factor": "1",
+            "offsets.topic.replication.factor": str(min(3, len(self._brokers))),
             "offsets.topic.segment.bytes": "1048576",
             "transaction.state.log.num.partitions": "1",
             "transaction.state.log.replication.factor": "1",

@@ -111,7 +111,11 @@ class DecisionRecorder:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                self.samples.append((time.monotonic(), self._client.get("/throttle-factor").json()))
+                response = self._client.get("/throttle-factor")
+                if response.status_code == 200:
+                    self.samples.append((time.monotonic(), response.json()))
+                else:  # e.g. a balancer's 502 while the replica behind it restarts
+                    self.errors.append(f"{response.status_code} {response.text[:200]}")
             except httpx.HTTPError as exc:
                 self.errors.append(repr(exc))
             time.sleep(self.interval)
@@ -597,3 +601,80 @@ def test_a_service_restarted_during_a_halted_broker_pause_resumes_the_pause(whol
     cluster.start_broker(3)
     restarted.wait_for(lambda d: d["state"] == "OPEN" and d["round"]["complete"] and d["active_brokers"] == 3, 30, "OPEN with broker 3 back")
     print(f"\nrestart by {stop.name}: {len(samples)} decisions sampled from the first answer, all PAUSE; OPEN once broker 3 was back")
+
+
+def test_two_replicas_behind_a_round_robin_balancer_never_flip_a_shim_through_an_incident_and_restarts(whole_cluster, start_service, service_port):
+    """The state issue's replica test: two replicas on the Kafka store behind a balancer that
+    sends each request to the other one, every broker's shim polling through it. A halted full
+    broker pauses the cluster, a metadata fill is reported to one replica, then each replica in
+    turn is restarted (the decider killed with -9, the other stopped with SIGTERM): no sample
+    through the balancer and no shim ever goes back to OPEN while the broker is down, and the
+    replicas' ETags meet within a check interval after each step."""
+    from .round_robin import RoundRobin
+    from .test_replicas import NODE_TOKEN, deciders, report_metadata_volume, wait_until_agreed
+
+    cluster = whole_cluster
+    ports = [free_port(), free_port()]
+    settings = {
+        **SERVICE_SETTINGS,
+        "kafka_admin_bootstrap_servers": cluster.bootstrap_servers,
+        "throttle_factor_validity_duration": "PT15S",
+        "quota_store": "kafka",
+        "quota_store_topic": f"fault-quotas-{os.getpid()}-{int(time.time())}",
+        "node_token": NODE_TOKEN,
+        "metadata_limit_min_available_ratio": "0.1",
+    }
+    before = broker_log_count(cluster, SHIM_TABLE_LINE)
+    balancer = RoundRobin(service_port, ports)
+    replicas = {port: start_service(http_port=str(port), **settings) for port in ports}
+    sampler = DecisionRecorder(f"http://127.0.0.1:{service_port}", interval=0.05)
+    try:
+        for replica in replicas.values():
+            replica.wait_ready()
+        replica_a, replica_b = replicas.values()
+        replica_a.wait_for(lambda d: d["state"] == "OPEN" and d["round"]["complete"], 30, "observed OPEN")
+        wait_for_shims(cluster, before, timeout=20)
+        wait_until_agreed(list(replicas.values()), CHECK)
+
+        halted = halt_broker_with_a_full_disk(cluster, replica_a, 3, "fault-replicas")
+        shims_before = shim_states(cluster)
+        wait_until_agreed(list(replicas.values()), CHECK)
+        assert report_metadata_volume(replica_b, 1, 0.05).status_code == 204
+        for replica in replicas.values():
+            replica.wait_for(lambda d: d["mutation_factor"] == 0.0, 1.0, "the metadata breach on both replicas")
+        wait_until_agreed(list(replicas.values()), CHECK)
+
+        for stop in (signal.SIGKILL, signal.SIGTERM):
+            current = list(replicas.values())
+            leading = deciders(current)
+            assert len(leading) == 1, [s.log()[-1500:] for s in current]
+            target = leading[0] if stop == signal.SIGKILL else next(s for s in current if s is not leading[0])
+            port = int(target.base_url.rsplit(":", 1)[1])
+            target.process.send_signal(stop)
+            target.process.wait(10)
+            replicas[port] = start_service(http_port=str(port), **settings)
+            replicas[port].wait_ready()
+            survivors = list(replicas.values())
+            deadline = time.monotonic() + 30
+            while len(deciders(survivors)) != 1:
+                assert time.monotonic() < deadline, "no decider after the restart"
+                time.sleep(0.1)
+            wait_until_agreed(survivors, CHECK)
+
+        states = sampler.seen("state", halted)
+        assert states == {"PAUSE"}, sampler.sequence("state", "source")
+        assert sampler.seen("mutation_factor", halted + 3) == {0.0}
+        switched = shim_states(cluster)
+        assert all("OPEN" not in switched[b][len(shims_before[b]) :] for b in cluster.broker_ids), shim_lines(cluster)[-3000:]
+
+        (cluster.mount_point(3) / "filler").unlink()
+        before_back = shim_states(cluster)
+        cluster.start_broker(3)
+        for replica in replicas.values():
+            replica.wait_for(lambda d: d["state"] == "OPEN" and d["active_brokers"] == 3, 30, "OPEN with broker 3 back")
+        wait_for_shim_state(cluster, before_back, "OPEN", 20, brokers=[1, 2])
+        print(f"\nround-robin replicas: {len(sampler.samples)} decisions through the balancer ({balancer.forwarded} requests forwarded,"
+              f" {balancer.failed} to a replica restarting), every one PAUSE while broker 3 was down")
+    finally:
+        sampler.stop()
+        balancer.close()
