@@ -11,7 +11,10 @@ report expires or the factor's validity ends. Between those the rendered bytes a
 A what-if answer is kept per candidate (the whole validated body); a candidate not seen since
 the last change is computed within a budget of the event loop's time (``WhatIfBudget``), so a
 client sending a new candidate every time gets 429 with Retry-After rather than the service's
-CPU."""
+CPU. Served from the bytes, an answer still costs a millisecond or so of the event loop, which
+every shim's poll shares: each client address gets them at a pace (``ReadPace``), a client
+asking faster waits for its turn, and one whose turn is further off than MAX_PACE_DELAY_SECONDS
+gets 429. Requests with the node or admin token are not paced."""
 
 from __future__ import annotations
 
@@ -37,6 +40,12 @@ MAX_WHAT_IF_ANSWERS = 16
 # WHAT_IF_BURST_SECONDS (about four answers at 1,000 brokers x 12 log dirs).
 WHAT_IF_SHARE = 0.1
 WHAT_IF_BURST_SECONDS = 1.0
+# Large answers per client address: READS_PER_SECOND, in bursts of READ_BURST.
+READS_PER_SECOND = 20.0
+READ_BURST = 40
+MAX_PACE_DELAY_SECONDS = 5.0
+# Client addresses remembered at once; past it, those with no turn pending are forgotten.
+MAX_PACED_CLIENTS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +90,37 @@ class WhatIfBudget:
         self._at = now
 
 
+class ReadPace:
+    """The turn of each client address (a generic cell rate algorithm): a request is due
+    1/``rate`` seconds after the previous one, with ``burst`` of them allowed at once."""
+
+    def __init__(
+        self, rate: float = READS_PER_SECOND, burst: int = READ_BURST, max_delay: float = MAX_PACE_DELAY_SECONDS, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._interval = 1.0 / rate
+        self._tolerance = (burst - 1) * self._interval
+        self._max_delay = max_delay
+        self._clock = clock
+        self._due: dict[str, float] = {}  # client -> when its next request would be on time
+
+    def delay(self, client: str) -> float | None:
+        """Seconds ``client`` waits for its turn (0: now), or None when it is further off than
+        the longest wait (the request is not counted)."""
+        now = self._clock()
+        due = max(self._due.get(client, now), now)
+        wait = max(0.0, due - self._tolerance - now)
+        if wait > self._max_delay:
+            return None
+        if len(self._due) >= MAX_PACED_CLIENTS and client not in self._due:
+            self._due = {c: t for c, t in self._due.items() if t > now}
+        self._due[client] = due + self._interval
+        return wait
+
+
 class ViewCache:
-    def __init__(self, budget: WhatIfBudget | None = None) -> None:
+    def __init__(self, budget: WhatIfBudget | None = None, pace: ReadPace | None = None) -> None:
         self.budget = budget or WhatIfBudget()
+        self.pace = pace or ReadPace()
         self._version: tuple[object, ...] = ()
         self._held: tuple[object, ...] = ()  # keeps the objects whose ids make the version alive
         self._volumes: Rendered | None = None

@@ -10,7 +10,7 @@ import pytest
 from app.clock import ManualClock
 from app.observation.model import ObservationRound, VolumeObservation
 from app.server.routes import volumes as volumes_route, what_if as what_if_route
-from app.server.view_cache import WhatIfBudget
+from app.server.view_cache import ReadPace, WhatIfBudget
 
 from .asgi import run_scenario
 from .test_node_reports import GiB, NODE_AUTH, make_app, report
@@ -128,3 +128,28 @@ def test_the_what_if_budget_refills_at_its_share_of_the_time_up_to_its_burst():
     now[0] = 1000.0
     budget.spend(1.0)
     assert budget.retry_after() == 1, "refilled to the burst, never beyond it"
+
+
+def test_a_client_gets_the_large_answers_at_its_pace_waits_for_its_turn_and_is_refused_past_the_longest_wait():
+    now = [0.0]
+    pace = ReadPace(rate=10.0, burst=3, max_delay=1.0, clock=lambda: now[0])
+    assert [pace.delay("10.0.0.1") for _ in range(3)] == [0.0, 0.0, 0.0], "a burst at once"
+    waits = [pace.delay("10.0.0.1") for _ in range(10)]
+    assert waits == pytest.approx([0.1 * n for n in range(1, 11)]), "then one turn every tenth of a second"
+    assert pace.delay("10.0.0.1") is None, "a turn more than a second off is refused"
+    assert pace.delay("10.0.0.2") == 0.0, "each address has its own turns"
+    now[0] = 5.0
+    assert pace.delay("10.0.0.1") == 0.0
+
+
+def test_a_client_asking_for_volumes_too_fast_waits_then_is_answered_429_and_a_token_holder_is_not_paced(tmp_path):
+    async def scenario(client, loop, clock):
+        state = await _state(client)
+        state.views.pace = ReadPace(rate=1.0, burst=2, max_delay=0.0)  # no waiting: past the burst, refused
+        assert [(await client.get("/volumes")).status_code for _ in range(3)] == [200, 200, 429]
+        refused = await client.post("/what-if", json=RATIO)
+        assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
+        assert "faster than they are given to one client" in refused.json()["detail"]
+        assert (await client.get("/volumes", headers={"Authorization": NODE_AUTH["Authorization"]})).status_code == 200
+
+    run(tmp_path, scenario)

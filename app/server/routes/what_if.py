@@ -15,7 +15,7 @@ from fastapi import Request, Response
 from app.decision.horizon import HORIZON_CHECK_INTERVALS, MIN_HORIZON_SECONDS
 from app.server.problems import InvalidRequest, ProblemError, field_error, problem_responses
 from app.server.routes.route_set import RouteSet
-from app.server.routes.volumes import rendered_response
+from app.server.routes.volumes import paced_responses, rendered_response, take_turn
 from app.server.schemas.decision import decision_response
 from app.server.schemas.volumes import volumes_view
 from app.server.schemas.what_if import FIELD_SETTINGS, CandidateLimits, WhatIf, limit_values
@@ -38,10 +38,7 @@ _HORIZON_SETTING = property_name("ramp_horizon")
     WHAT_IF_PATH,
     response_model=WhatIf,
     summary="What a candidate set of limits and horizon would decide on the live view (changes nothing)",
-    responses={
-        **problem_responses(413, 422),
-        429: {**problem_responses(429)[429], "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait"}}},
-    },
+    responses={**problem_responses(413, 422), **paced_responses()},
 )
 async def what_if(candidate: CandidateLimits, request: Request) -> Response:
     state = service_state(request)
@@ -57,6 +54,7 @@ async def what_if(candidate: CandidateLimits, request: Request) -> Response:
             errors.append(field_error("horizon", "body", f"allowed: {problem} (as the setting {_HORIZON_SETTING})"))
     if errors:
         raise InvalidRequest(errors)
+    await take_turn(request, state)
     policy = storage_policy(limits)
 
     def render(now: float) -> tuple[WhatIf, float | None]:
