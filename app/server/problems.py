@@ -14,6 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.quotas.kafka_store import StoreUnavailable
+from app.redaction import printable
 from app.server.refusal_log import bounded
 
 PROBLEM_JSON = "application/problem+json"
@@ -81,14 +82,21 @@ def field_error(field: str, location: str, message: str) -> dict[str, str]:
 
 def errors_detail(errors: list[dict[str, Any]]) -> str:
     """The errors in one sentence: the first MAX_ERRORS, then how many more."""
-    listed = "; ".join(f"{bounded(str(e['field']), SHOWN_CHARS)}: {bounded(str(e['message']), MESSAGE_CHARS)}" for e in errors[:MAX_ERRORS])
+    listed = "; ".join(f"{_shown(str(e['field']), SHOWN_CHARS)}: {_shown(str(e['message']), MESSAGE_CHARS)}" for e in errors[:MAX_ERRORS])
     more = len(errors) - MAX_ERRORS
     return listed if more <= 0 else f"{listed}; and {more:,} more"
 
 
+def _shown(text: str, limit: int) -> str:
+    """A text of the request as a problem echoes it: its control characters escaped by the rule
+    of every echoed value (redaction.printable: a client printing the detail gets no ANSI
+    escape, no line break of the request's), cut after ``limit`` characters."""
+    return bounded(printable(text), limit)
+
+
 def _bounded_errors(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
-        {key: bounded(value, MESSAGE_CHARS if key == "message" else SHOWN_CHARS) if isinstance(value, str) else value for key, value in error.items()}
+        {key: _shown(value, MESSAGE_CHARS if key == "message" else SHOWN_CHARS) if isinstance(value, str) else value for key, value in error.items()}
         for error in errors[:MAX_ERRORS]
     ]
 
@@ -111,8 +119,8 @@ def problem_json(
         body = Problem(
             title=title,
             status=status,
-            detail=None if detail is None else bounded(detail, MAX_DETAIL_CHARS),
-            instance=bounded(instance, SHOWN_CHARS),
+            detail=None if detail is None else _shown(detail, MAX_DETAIL_CHARS),
+            instance=_shown(instance, SHOWN_CHARS),
             errors=listed,
             more_errors=more or None,
         )

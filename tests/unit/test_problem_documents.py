@@ -130,3 +130,18 @@ def test_the_edges_own_answers_are_dated_and_its_501_names_every_served_method()
         refusal = llhttp_refusal(exc)
     assert refusal.status == 501 and f"the API serves the methods {', '.join(SERVED_METHODS)} (" in refusal.detail
     assert "POST" in refusal.detail
+
+
+def test_a_problem_escapes_the_control_characters_of_what_it_echoes_by_the_rule_of_every_echoed_value(tmp_path):
+    from .asgi import run_scenario
+
+    body = json.dumps({"hard": {"min_available_ratio": 0.1, "\x1b[31mRED\u2028x": 1}}).encode()
+
+    async def scenario(client, observer, clock):
+        return await client.post("/what-if", content=body, headers={"Content-Type": "application/json"})
+
+    response = run_scenario(app_for(tmp_path), ManualClock(), scenario)
+    problem = response.json()
+    assert response.status_code == 422
+    assert problem["errors"][0]["field"] == "hard.\\x1b[31mRED\\u2028x"
+    assert problem["detail"].startswith("hard.\\x1b[31mRED\\u2028x: ") and problem["detail"].isprintable()
