@@ -7,10 +7,11 @@ costs the log one line a minute, not ten thousand lines of its choosing."""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
+
+from app.redaction import printable
 
 MAX_QUOTED_CHARS = 200
 DEFAULT_INTERVAL_SECONDS = 60.0
@@ -25,9 +26,11 @@ def bounded(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
 
 
 def quoted(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
-    """A bounded prefix of a request part, quoted and escaped: ASCII only, no control
-    characters, so a hostile value stays on its line."""
-    return json.dumps(bounded(text, limit))
+    """A bounded prefix of a request part in double quotes: a backslash and a double quote
+    escaped (a value cannot close its quotes and forge the fields after it), its control
+    characters by the rule of every echoed value (redaction.printable: ``\\r\\n``, ``\\x1b``,
+    ``\\u2028``), so a hostile value stays on its line and colours nothing."""
+    return '"' + printable(bounded(text, limit).replace("\\", "\\\\").replace('"', '\\"')) + '"'
 
 
 class RefusalLog:

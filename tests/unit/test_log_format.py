@@ -121,3 +121,13 @@ def test_a_configuration_problem_escapes_a_path_it_echoes_by_the_rule_of_its_quo
         "throttle.service.data.dir='/etc/passwd/sub\\x1b[31mRED\\x1e' (from file x\\x07): allowed: a writable directory "
         "(/etc/passwd is not a directory, so /etc/passwd/sub\\x1b[31mRED\\x1e cannot be created)"
     )
+
+
+def test_an_audit_name_is_quoted_with_its_control_characters_escaped_by_the_same_rule():
+    from app.redaction import printable
+    from app.server.audit import entity_text
+
+    name = 'eve\x1b[31m\u2028é" outcome=accepted\\'
+    text = entity_text({"user": name})
+    assert text == 'user="eve\\x1b[31m\\u2028é\\" outcome=accepted\\\\"' and text.isprintable()
+    assert printable("eve\x1b[31m\u2028é") in text  # the rule of problems and log lines
