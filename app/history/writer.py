@@ -32,8 +32,7 @@ QUEUE_ROUNDS = 64  # rounds waiting to be written before new ones are dropped
 @dataclass(frozen=True)
 class _RoundResult:
     round_: ObservationRound
-    decision: Decision  # frozen in the round
-    rows: int  # counted in the round: what is dropped if it cannot be written
+    decision: Decision  # frozen in the round: the writer builds from its copies, on its own thread
 
 
 @dataclass(frozen=True)
@@ -76,11 +75,10 @@ class HistoryWriter:
         """Called on the event loop after each round with the decision it led to; returns at
         once. The decision is frozen here, in the round: the writer sees the round's view."""
         decision = decision.frozen()
-        rows = row_count(round_, decision)
         try:
-            self._queue.put_nowait(_RoundResult(round_, decision, rows))
+            self._queue.put_nowait(_RoundResult(round_, decision))
         except queue.Full:
-            self._counters.dropped("queue_full", rows)
+            self._counters.dropped("queue_full", row_count(round_, decision))
 
     def close(self, timeout_seconds: float = 10.0) -> None:
         """Write what is queued, then stop (the sentinel waits behind the queued rounds)."""
@@ -93,23 +91,24 @@ class HistoryWriter:
 
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
+            rows = _rows_in(item)
             try:
-                self._write(item)
+                self._write(item, rows)
             except Exception:  # a bug must not stop the history for good: this round's rows go
-                log.exception("history writer failed on a round: its %d rows are dropped", item.rows)
-                self._counters.dropped("write_error", item.rows)
+                log.exception("history writer failed on a round: its %d rows are dropped", rows)
+                self._counters.dropped("write_error", rows)
             if self.topic is not None:
                 try:
                     self.topic.publish(round_rows(item.round_, item.decision, self._interval))
                 except Exception:
-                    log.exception("history topic failed on a round: its %d rows are not published", item.rows)
-                    self._counters.topic_errors(item.rows)
+                    log.exception("history topic failed on a round: its %d rows are not published", rows)
+                    self._counters.topic_errors(rows)
 
-    def _write(self, item: _RoundResult) -> None:
+    def _write(self, item: _RoundResult, rows: int) -> None:
         try:
-            lines, count = round_lines(item.round_, item.decision, self._interval).encode(), item.rows
+            lines, count = round_lines(item.round_, item.decision, self._interval).encode(), rows
         except Exception:
-            lines, count = self._encodable_lines(item)
+            lines, count = self._encodable_lines(item, rows)
         if not count:
             return
         try:
@@ -126,7 +125,7 @@ class HistoryWriter:
                 log.info("history files writable again")
                 self._failing = False
 
-    def _encodable_lines(self, item: _RoundResult) -> tuple[bytes, int]:
+    def _encodable_lines(self, item: _RoundResult, rows: int) -> tuple[bytes, int]:
         """The round's rows one by one, when they cannot be encoded together: a row that
         cannot be built or encoded is dropped and counted, the others are written."""
         lines: list[str] = []
@@ -135,6 +134,16 @@ class HistoryWriter:
                 lines.append(ROW_ENCODER.encode(row) + "\n")
             except Exception as exc:
                 log.error("history row dropped: it cannot be encoded (%s: %s)", type(exc).__name__, exc)
-        if len(lines) < item.rows:
-            self._counters.dropped("write_error", item.rows - len(lines))
+        if len(lines) < rows:
+            self._counters.dropped("write_error", rows - len(lines))
         return "".join(lines).encode(), len(lines)
+
+
+def _rows_in(item: _RoundResult) -> int:
+    """How many rows the round has (what is dropped if it cannot be written); 1, the least a
+    round has, when even counting them fails."""
+    try:
+        return row_count(item.round_, item.decision)
+    except Exception:
+        log.exception("history writer cannot count a round's rows")
+        return 1
