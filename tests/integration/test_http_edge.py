@@ -26,6 +26,8 @@ from .test_hostile_requests import AUTH, SETTINGS, exchange, port_of, problem, r
 
 EDGE = {**SETTINGS, "http_head_timeout": "PT1S", "http_idle_timeout": "PT1S", "http_body_timeout": "PT1S"}
 HEAD_LIMIT = 16 * 1024
+NODE_TOKEN = "edge-capacity-node-token"
+SHIM = {"Authorization": f"Bearer {NODE_TOKEN}"}  # as every shim polls with the node token
 
 
 @pytest.fixture(scope="module")
@@ -248,10 +250,13 @@ def test_wait_in_other_scripts_digits_is_refused(service):
     assert answer.status_code == 422
 
 
-def test_past_the_connection_cap_new_clients_are_refused_at_once_and_served_again_when_connections_drop(tmp_path):
-    service = launch_service(tmp_path, **{**SETTINGS, "http_max_connections": "16", "http_head_timeout": "PT1M"})
+def test_past_the_connection_cap_with_every_connection_reserved_new_clients_are_refused_at_once_and_served_again_when_connections_drop(tmp_path):
+    service = launch_service(tmp_path, **{**SETTINGS, "http_max_connections": "16", "http_head_timeout": "PT1M", "node_token": NODE_TOKEN})
     try:
+        etag = service.client.get("/quotas").headers["etag"]
         held = [connect(service) for _ in range(16)]
+        for sock in held:  # shims' long-polls: reserved, never closed to make room
+            sock.sendall(request_head("GET", "/quotas?wait=60", {**SHIM, "If-None-Match": etag}))
         time.sleep(0.5)  # accepted: the service counts them once its loop has seen them
         refusals = []
         for _ in range(20):
@@ -280,7 +285,7 @@ def test_past_the_connection_cap_new_clients_are_refused_at_once_and_served_agai
         service.stop()
 
 
-def test_the_cap_stays_below_the_descriptor_limit_so_new_clients_are_refused_not_reset(tmp_path):
+def test_the_cap_stays_below_the_descriptor_limit_so_new_clients_are_served_not_reset(tmp_path):
     def limited() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (512, 512))
 
@@ -290,10 +295,14 @@ def test_the_cap_stays_below_the_descriptor_limit_so_new_clients_are_refused_not
         held = [connect(service) for _ in range(300)]
         time.sleep(0.5)
         started = time.monotonic()
-        with connect(service) as sock:
-            sock.sendall(request_head("GET", "/healthz", {}))
-            assert read_until_closed(sock, 5).startswith(b"HTTP/1.1 503 ")
+        with connect(service) as sock:  # the oldest idle connection makes room for it
+            sock.sendall(request_head("GET", "/healthz", {"Connection": "close"}))
+            assert read_until_closed(sock, 5).startswith(b"HTTP/1.1 200 ")
         assert time.monotonic() - started < 1
+        metrics = service.client.get("/metrics", headers={"Connection": "close"}).text
+        opened = re.search(r"^http_connections_open ([0-9.]+)$", metrics, re.M)
+        evicted = re.search(r'http_edge_refusals_total\{reason="evicted"\} ([0-9.]+)', metrics)
+        assert opened and float(opened.group(1)) <= 256 and evicted and float(evicted.group(1)) >= 300 - 256 + 1
         for sock in held:
             sock.close()
         time.sleep(0.5)
@@ -360,9 +369,7 @@ def test_a_body_still_dripping_after_its_refusal_is_closed_at_the_body_deadline(
     assert answer.startswith(b"HTTP/1.1 401 ") and elapsed < 3, (answer[:100], elapsed)
 
 
-NODE_TOKEN = "edge-capacity-node-token"
 FLOOD = 4300
-SHIM = {"Authorization": f"Bearer {NODE_TOKEN}"}
 
 
 @pytest.fixture(scope="module")
