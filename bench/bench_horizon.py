@@ -1,6 +1,7 @@
 """The per-round cost of the horizon rule (time to full) at 1,000 brokers x 12 log dirs.
 
 Run: .venv/bin/python bench/bench_horizon.py [--brokers 1000] [--dirs 12] [--rounds 20] [--service-rounds 4]
+     [--rule-from OTHER_HORIZON_PY]  (only the rule, another version of it against today's)
 Two services in this process, the same settings but for throttle.service.ramp.horizon (PT30M,
 check interval PT1M), apply the same rounds of a filling cluster: every volume fills at its own
 rate (most would take days, one in a hundred hours, a handful less than the horizon) and one in
@@ -22,13 +23,14 @@ The rule's cost is given as a share of it."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from app.decision.horizon import HorizonRule
+from app.decision.horizon import AppliedFactor, HorizonRule
 from app.decision.policy import LimitKind, StoragePolicy
 from app.observation.model import ObservationRound, VolumeObservation
 from app.server.app import create_app
@@ -117,7 +119,7 @@ def measure(brokers: int, dirs: int, count: int, paused: bool) -> tuple[float, f
         costs = (
             cpu_ms(lambda: without.apply_round(rounds[0])),
             cpu_ms(lambda: with_horizon.apply_round(rounds[1])),
-            cpu_ms(lambda: rule.record(rounds[2].observations, rule_factor)),
+            cpu_ms(lambda: rule.record(rounds[2].observations, AppliedFactor(rule_factor))),
         )
         rule_factor = 0.0 if paused else with_horizon.decider.reading(rounds[1].finished_at).factor
         if index >= warm:
@@ -148,13 +150,48 @@ def service_round_cpu(brokers: int, dirs: int, rounds: int) -> dict[str, float]:
     return cpu
 
 
+def compare_rules(path: Path, brokers: int, dirs: int, count: int) -> None:
+    """The rule of ``path`` (another version of app/decision/horizon.py, e.g. from ``git show
+    REV:app/decision/horizon.py``) against today's, on the same observations in this process,
+    rounds interleaved (which goes first alternates), medians after 8 warm rounds."""
+    spec = importlib.util.spec_from_file_location("horizon_before", path)
+    assert spec is not None and spec.loader is not None
+    before = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(before)
+    policy = StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, 2 * GiB)
+    # Versions before the factor applied took the factor in force as a number.
+    applied = getattr(before, "AppliedFactor", lambda factor: factor)
+    for case, paused in (("steady", False), ("paused", True)):
+        cluster = FillingCluster(brokers, dirs, time.time(), paused)
+        rules = {"before": (before.HorizonRule(policy, 1800.0), applied), "today": (HorizonRule(policy, 1800.0), AppliedFactor)}
+        costs: dict[str, list[float]] = {name: [] for name in rules}
+        factor = 1.0
+        for index in range(8 + count):
+            observations = cluster.round(factor).observations
+            in_force = 0.0 if paused else factor
+            order = list(rules) if index % 2 else list(reversed(rules))
+            for name in order:
+                rule, wrap = rules[name]
+                cost = cpu_ms(lambda rule=rule, wrap=wrap: rule.record(observations, wrap(in_force)))
+                if index >= 8:
+                    costs[name].append(cost)
+            if not paused:
+                factor = min([e.factor for e in rules["today"][0].at_risk.values()] or [1.0])
+        medians = "  ".join(f"{name} {statistics.median(values):.2f} ms" for name, values in costs.items())
+        print(f"{case:<9}the horizon rule alone, {path} against today's: {medians}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--brokers", type=int, default=1000)
     parser.add_argument("--dirs", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--service-rounds", type=int, default=4, help="rounds of the service process measured (0: skip)")
+    parser.add_argument("--rule-from", type=Path, help="only time this file's HorizonRule against today's, interleaved")
     args = parser.parse_args()
+    if args.rule_from:
+        compare_rules(args.rule_from, args.brokers, args.dirs, args.rounds)
+        return
     logging.disable(logging.WARNING)  # the state-change lines of the paused case
     print(f"{args.brokers * args.dirs} volumes ({args.brokers} brokers x {args.dirs} log dirs), median of {args.rounds} rounds, CPU time")
     print(f"{'case':<9}{'step':<48}{'ms':>9}{'x today':>9}")
