@@ -72,6 +72,13 @@ class ThrottleDecider:
         """Become exactly the decider whose snapshot ``data`` is (a replica serving the
         decision another replica made): every read answers as that one's. Raises
         ``SnapshotError`` for a snapshot taken under other settings."""
+        fresh, restored = self.mirrored(data, now)
+        self.adopt(fresh)
+        return restored
+
+    def mirrored(self, data: bytes, now: float) -> tuple[ThrottleDecider, Restored]:
+        """A new decider with this one's settings and the state in ``data``: built apart (on
+        any thread: it reads only this one's settings), then ``adopt``-ed at once."""
         fresh = ThrottleDecider(
             self.policy,
             self.validity_seconds,
@@ -82,9 +89,11 @@ class ThrottleDecider:
             horizon_seconds=self.horizon.horizon_seconds if self.horizon is not None else None,
             metadata_policy=self.metadata.policy,
         )
-        restored = restore_decider(fresh, data, now, exact_only=True)
-        self.__dict__.update(fresh.__dict__)
-        return restored
+        return fresh, restore_decider(fresh, data, now, exact_only=True)
+
+    def adopt(self, other: ThrottleDecider) -> None:
+        """Take ``other``'s state whole (built by ``mirrored``), in one step."""
+        self.__dict__.update(other.__dict__)
 
     def snapshot(self, saved_at: float) -> bytes:
         """Everything this decider keeps between rounds (``resume`` and ``mirror`` take it)."""

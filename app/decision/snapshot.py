@@ -18,11 +18,13 @@ Safe to read from a shared topic: JSON and raw arrays of numbers only, nothing e
 
 from __future__ import annotations
 
+import gc
 import json
 import struct
+from contextlib import contextmanager
 import sys
 from array import array
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -86,15 +88,21 @@ class _Writer:
         self._strings: dict[str, int] = {}
         self.arrays: dict[str, array] = {}
 
-    def observation(self, volume: VolumeObservation) -> int:
-        index = self._index.get(id(volume))
-        if index is None:
-            index = self._index[id(volume)] = len(self._observations)
-            self._observations.append(volume)
-        return index
-
     def observations(self, volumes: Iterable[VolumeObservation]) -> list[int]:
-        return [self.observation(v) for v in volumes]
+        """The positions of ``volumes`` in the pool, adding those not in it yet."""
+        index, pool = self._index, self._observations
+        positions = [index.get(id(v), -1) for v in volumes]
+        if -1 in positions:
+            volumes = list(volumes) if not isinstance(volumes, list) else volumes
+            for i, position in enumerate(positions):
+                if position == -1:
+                    volume = volumes[i]
+                    position = index.get(id(volume), -1)
+                    if position == -1:
+                        position = index[id(volume)] = len(pool)
+                        pool.append(volume)
+                    positions[i] = position
+        return positions
 
     def string(self, text: str) -> int:
         index = self._strings.get(text)
@@ -102,13 +110,23 @@ class _Writer:
             index = self._strings[text] = len(self._strings)
         return index
 
+    def strings_of(self, texts: list[str]) -> list[int]:
+        # Few distinct names (a broker's log dirs) among many entries: look each up once.
+        table = {text: self.string(text) for text in set(texts)}
+        return [table[text] for text in texts]
+
     def key(self, key: VolumeKey) -> list[Any]:
         return [key[0], self.string(key[1])]
+
+    def keys(self, name: str, keys: list[VolumeKey]) -> None:
+        """Many keys, as two arrays (broker ids, log dir strings)."""
+        self.arrays[f"{name}_brokers"] = array("q", [k[0] for k in keys])
+        self.arrays[f"{name}_dirs"] = array("q", self.strings_of([k[1] for k in keys]))
 
     def pool(self) -> dict[str, Any]:
         volumes = self._observations
         self.arrays["obs_broker"] = array("q", [v.broker_id for v in volumes])
-        self.arrays["obs_dir"] = array("q", [self.string(v.log_dir) for v in volumes])
+        self.arrays["obs_dir"] = array("q", self.strings_of([v.log_dir for v in volumes]))
         self.arrays["obs_total"] = array("q", [v.total_bytes for v in volumes])
         self.arrays["obs_usable"] = array("q", [v.usable_bytes for v in volumes])
         self.arrays["obs_at"] = array("d", [v.observed_at for v in volumes])
@@ -166,36 +184,50 @@ def _times_to_full(writer: _Writer, times: Mapping[VolumeKey, TimeToFull] | None
     return [[*writer.key(k), t.fill_rate, t.seconds_to_hard_limit, t.factor] for k, t in times.items()]
 
 
+def _floats(values: Iterable[float | None]) -> array:
+    """Numbers or None (NaN in the array)."""
+    return array("d", [_NAN if v is None else v for v in values])
+
+
 def _trends(writer: _Writer, trends: Mapping[VolumeKey, FillTrend]) -> dict[str, Any]:
-    keys, counts, slope_counts = [], array("q"), array("q")
-    times, usable, weights, slopes = array("d"), array("d"), array("d"), array("d")
-    previous, before, rates = array("d"), array("d"), array("d")
-    for key, trend in trends.items():
-        keys.append(writer.key(key))
+    # This runs for every volume every round: one pass over the trends, whole columns after.
+    values = list(trends.values())
+    writer.keys("trend", list(trends))
+    times: list[float] = []
+    usable: list[float] = []
+    weights: list[float] = []
+    slopes: list[float] = []
+    counts, slope_counts, previous, before, rates = [], [], [], [], []
+    nan = _NAN
+    for trend in values:
+        times += trend.times
+        usable += trend.usable
+        weights += trend.weights
         counts.append(len(trend.times))
-        times.extend(trend.times)
-        usable.extend(trend.usable)
-        weights.extend(trend.weights)
         trend_slopes = trend._slopes  # noqa: SLF001
-        slope_counts.append(-1 if trend_slopes is None else len(trend_slopes))
-        if trend_slopes is not None:
-            slopes.extend(trend_slopes)
-        previous.append(_NAN if trend._previous is None else trend._previous)  # noqa: SLF001
-        before.append(_NAN if trend._before is None else trend._before)  # noqa: SLF001
-        rates.append(_NAN if trend.fill_rate is None else trend.fill_rate)
-    for name, values in (
-        ("trend_counts", counts),
-        ("trend_slope_counts", slope_counts),
-        ("trend_times", times),
-        ("trend_usable", usable),
-        ("trend_weights", weights),
-        ("trend_slopes", slopes),
-        ("trend_previous", previous),
-        ("trend_before", before),
-        ("trend_rates", rates),
-    ):
-        writer.arrays[name] = values
-    return {"keys": keys}
+        if trend_slopes is None:
+            slope_counts.append(-1)
+        else:
+            slope_counts.append(len(trend_slopes))
+            slopes += trend_slopes
+        value = trend._previous  # noqa: SLF001
+        previous.append(nan if value is None else value)
+        value = trend._before  # noqa: SLF001
+        before.append(nan if value is None else value)
+        value = trend.fill_rate
+        rates.append(nan if value is None else value)
+    writer.arrays.update(
+        trend_counts=array("q", counts),
+        trend_times=array("d", times),
+        trend_usable=array("d", usable),
+        trend_weights=array("d", weights),
+        trend_slope_counts=array("q", slope_counts),
+        trend_slopes=array("d", slopes),
+        trend_previous=array("d", previous),
+        trend_before=array("d", before),
+        trend_rates=array("d", rates),
+    )
+    return {"count": len(values)}
 
 
 def encode_node_report(report: NodeReport) -> dict[str, Any]:
@@ -233,8 +265,27 @@ def _metadata(watch: MetadataWatch) -> dict[str, Any]:
     }
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Tens of thousands of objects made at once: the cyclic collector, run every few hundred
+    allocations, would walk them again and again (a third of a restore's time), and none of
+    them can be garbage before the restore ends."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def snapshot_decider(decider: ThrottleDecider, saved_at: float) -> bytes:
     """Everything ``decider`` keeps between rounds, as bytes."""
+    with _collector_paused():
+        return _snapshot(decider, saved_at)
+
+
+def _snapshot(decider: ThrottleDecider, saved_at: float) -> bytes:
     writer = _Writer()
     cache = decider.cache
     entries = writer.observations(cache._entries.values())  # noqa: SLF001
@@ -268,13 +319,19 @@ def snapshot_decider(decider: ThrottleDecider, saved_at: float) -> bytes:
     if horizon is not None:
         header["horizon"] = {
             "trends": _trends(writer, horizon._trends),  # noqa: SLF001
-            "rates": [[*writer.key(k), r] for k, r in horizon.rates.items()],
+            "rates": _rates(writer, horizon.rates),
             "at_risk": _times_to_full(writer, horizon._at_risk),  # noqa: SLF001
             "held_at": [[*writer.key(k), at] for k, at in horizon._held_at.items()],  # noqa: SLF001
         }
     header["observations"] = writer.pool()
     header["strings"] = writer.strings()
     return writer.encode(header)
+
+
+def _rates(writer: _Writer, rates: Mapping[VolumeKey, float | None]) -> int:
+    writer.keys("rate", list(rates))
+    writer.arrays["rate_values"] = _floats(rates.values())
+    return len(rates)
 
 
 def _round(round_: ObservationRound | None) -> dict[str, Any] | None:
@@ -328,24 +385,32 @@ class _Reader:
         a = self.arrays
         strings = self.strings
         errors = pool["errors"]
-        return [
-            VolumeObservation(broker, strings[d], total, usable, at, errors.get(str(i)))
-            for i, (broker, d, total, usable, at) in enumerate(zip(a["obs_broker"], a["obs_dir"], a["obs_total"], a["obs_usable"], a["obs_at"], strict=True))
-        ]
+        columns = (a[name].tolist() for name in ("obs_broker", "obs_dir", "obs_total", "obs_usable", "obs_at"))
+        volumes = [VolumeObservation(broker, strings[d], total, usable, at) for broker, d, total, usable, at in zip(*columns, strict=True)]
+        for i, error in errors.items():
+            v = volumes[int(i)]
+            volumes[int(i)] = VolumeObservation(v.broker_id, v.log_dir, v.total_bytes, v.usable_bytes, v.observed_at, error)
+        return volumes
 
     def key(self, encoded: list[Any]) -> VolumeKey:
         return (int(encoded[0]), self.strings[encoded[1]])
+
+    def keys(self, name: str) -> list[VolumeKey]:
+        strings = self.strings
+        return list(zip(self.arrays[f"{name}_brokers"].tolist(), [strings[d] for d in self.arrays[f"{name}_dirs"].tolist()], strict=True))
 
     def timeline(self, encoded: dict[str, Any] | None, name: str, policy: StoragePolicy) -> Timeline | None:
         if encoded is None:
             return None
         if encoded["kind"] == "steady":
             return SteadyTimeline(encoded["factor"], encoded["start"], encoded["until"])
-        members, counts, bounds = self.arrays[f"{name}_members"], self.arrays[f"{name}_counts"], self.arrays[f"{name}_bounds"]
+        members = self.arrays[f"{name}_members"].tolist()
+        counts, bounds = self.arrays[f"{name}_counts"].tolist(), self.arrays[f"{name}_bounds"].tolist()
+        observations = self.observations
         groups: dict[float, list[VolumeObservation]] = {}
         position = 0
         for bound, count in zip(bounds, counts, strict=True):
-            groups[bound] = [self.observations[i] for i in members[position : position + count]]
+            groups[bound] = [observations[i] for i in members[position : position + count]]
             position += count
         return ViewTimeline(
             policy,
@@ -367,32 +432,33 @@ def decode_node_report(encoded: dict[str, Any]) -> NodeReport:
     return NodeReport(int(encoded["node"]), frozenset(encoded["roles"]), volumes, float(encoded["at"]))
 
 
+def _nan_none(values: array) -> list[float | None]:
+    return [None if v != v else v for v in values.tolist()]  # NaN stands for None
+
+
 def _restore_trends(decider: ThrottleDecider, reader: _Reader, encoded: dict[str, Any]) -> int:
     horizon = decider.horizon
     assert horizon is not None
     a = reader.arrays
-    counts, slope_counts = a["trend_counts"], a["trend_slope_counts"]
-    times, usable, weights, slopes = a["trend_times"], a["trend_usable"], a["trend_weights"], a["trend_slopes"]
-    previous, before, rates = a["trend_previous"], a["trend_before"], a["trend_rates"]
+    counts, slope_counts = a["trend_counts"].tolist(), a["trend_slope_counts"].tolist()
+    times, usable, weights, slopes = (a[name].tolist() for name in ("trend_times", "trend_usable", "trend_weights", "trend_slopes"))
+    previous, before, rates = (_nan_none(a[name]) for name in ("trend_previous", "trend_before", "trend_rates"))
     trends: dict[VolumeKey, FillTrend] = {}
     position = slope_position = 0
-    for i, key in enumerate(encoded["trends"]["keys"]):
-        count = counts[i]
-        trend = FillTrend(horizon.window_seconds, MAX_TREND_OBSERVATIONS)
-        trend.times = list(times[position : position + count])
-        trend.usable = list(usable[position : position + count])
-        trend.weights = list(weights[position : position + count])
-        position += count
+    window = horizon.window_seconds
+    for i, key in enumerate(reader.keys("trend")):
+        end = position + counts[i]
+        trend = FillTrend(window, MAX_TREND_OBSERVATIONS)
+        trend.times, trend.usable, trend.weights = times[position:end], usable[position:end], weights[position:end]
+        position = end
         slope_count = slope_counts[i]
         if slope_count >= 0:
-            trend._slopes = list(slopes[slope_position : slope_position + slope_count])  # noqa: SLF001
+            trend._slopes = slopes[slope_position : slope_position + slope_count]  # noqa: SLF001
             slope_position += slope_count
-        trend._previous = None if previous[i] != previous[i] else previous[i]  # noqa: SLF001 - NaN: None
-        trend._before = None if before[i] != before[i] else before[i]  # noqa: SLF001
-        trend.fill_rate = None if rates[i] != rates[i] else rates[i]
-        trends[reader.key(key)] = trend
+        trend._previous, trend._before, trend.fill_rate = previous[i], before[i], rates[i]  # noqa: SLF001
+        trends[key] = trend
     horizon._trends = trends  # noqa: SLF001
-    horizon.rates = {reader.key([b, d]): r for b, d, r in encoded["rates"]}
+    horizon.rates = dict(zip(reader.keys("rate"), _nan_none(a["rate_values"]), strict=True))
     horizon._at_risk = reader.times_to_full(encoded["at_risk"]) or {}  # noqa: SLF001
     horizon._held_at = {reader.key([b, d]): at for b, d, at in encoded["held_at"]}  # noqa: SLF001
     return len(trends)
@@ -447,6 +513,11 @@ def restore_decider(decider: ThrottleDecider, data: bytes, now: float, exact_onl
 
     A last valid factor that had already expired at ``now`` is not brought back either: the
     service starts as from nothing but the facts (the start-up grace, then its first round)."""
+    with _collector_paused():
+        return _restore_from(decider, data, now, exact_only)
+
+
+def _restore_from(decider: ThrottleDecider, data: bytes, now: float, exact_only: bool) -> Restored:
     reader = _Reader(data)
     header = reader.header
     try:
@@ -464,7 +535,8 @@ def _restore(decider: ThrottleDecider, reader: _Reader, header: dict[str, Any], 
     cache = decider.cache
     observations = reader.observations
     cached = header["cache"]
-    cache._entries = {observations[i].key: observations[i] for i in cached["entries"]}  # noqa: SLF001
+    entries = [observations[i] for i in cached["entries"]]
+    cache._entries = {(o.broker_id, o.log_dir): o for o in entries}  # noqa: SLF001
     cache._confirmed = {reader.key([b, d]): at for b, d, at in cached["confirmed"]}  # noqa: SLF001
     cache._fenced = frozenset(cached["fenced"])  # noqa: SLF001
     state = header["decider"]

@@ -37,12 +37,16 @@ class RoundRobin:
         self._loop.run_forever()
 
     def close(self) -> None:
-        def stop() -> None:
+        async def stop() -> None:
             assert self._server is not None
             self._server.close()
+            held = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            for task in held:  # the long-polls still held
+                task.cancel()
+            await asyncio.gather(*held, return_exceptions=True)
             self._loop.stop()
 
-        self._loop.call_soon_threadsafe(stop)
+        asyncio.run_coroutine_threadsafe(stop(), self._loop)
         self._thread.join(10)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
