@@ -1,6 +1,7 @@
-"""How often one node may report its volumes: at most once per MIN_INTERVAL_SECONDS each, and
-reports from at most MAX_NODES nodes in the view at once. A report refused here is answered 429
-with Retry-After; the shim keeps polling its quotas whatever the answer."""
+"""How often one node may report its volumes: at most once per MIN_INTERVAL_SECONDS each (which
+nodes may report at all is app/server/node_admission.py's to say, before this counts them). A
+report refused here is answered 429 with Retry-After; the shim keeps polling its quotas whatever
+the answer."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import math
 # A shim reports once per poll interval (5 s by default, 100 ms at the least); one report a
 # second per node keeps a misconfigured or looping node from costing the service more than that.
 MIN_INTERVAL_SECONDS = 1.0
-# Far beyond any quorum and broker count; a token holder cannot grow the view without bound.
+# Nodes remembered before those not heard from within the interval are forgotten (only admitted
+# nodes are counted: the registered brokers and a few others).
 MAX_NODES = 10_000
 
 
