@@ -143,8 +143,11 @@ class ThrottleDecider:
         (hysteresis holds only a volume that breached before, and which did under other limits
         is not known; a service restarted with ``policy`` starts so too). A horizon is judged on
         this decider's fill trends, replayed through the candidate's rule
-        (``HorizonRule.judged_by``): it needs this decider to have a horizon. Only for
-        ``decision`` and ``volumes``: it must not take rounds (it shares the cache)."""
+        (``HorizonRule.judged_by``): it needs this decider to have a horizon. The candidate's
+        time factors are those after the latest round, for every view the twin holds (after a
+        round that missed a broker, the decider's last valid view keeps those of its own
+        round). Only for ``decision`` and ``volumes``: it must not take rounds (it shares the
+        cache)."""
         twin = copy.copy(self)
         twin.policy = policy
         if horizon_seconds is None:
