@@ -440,8 +440,8 @@ class Settings(BaseSettings):
         MAX_CONNECTIONS_DEFAULT,
         SERVICE_PREFIX + "http.max.connections",
         f"an integer from {MAX_CONNECTIONS_RANGE[0]} to {MAX_CONNECTIONS_RANGE[1]}",
-        "Connections served at once (kept 256 below the process's file limit); a connection past it is answered 503 "
-        "and closed at once.",
+        "Connections served at once (kept 256 below the process's file limit); a connection past it closes the oldest "
+        "one not serving a node or admin token holder or a probe, or is answered 503 and closed at once when there is none.",
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = setting(
         "INFO",
