@@ -76,9 +76,12 @@ class Sampler:
         while not self._stop.wait(0.5):
             stats = os.statvfs(self.mount_point)
             try:
-                decision = self._client.get("/throttle-factor").json()
+                response = self._client.get("/throttle-factor")
             except httpx.HTTPError:
                 continue
+            if response.status_code != 200:  # a balancer's 502 while the replica behind it restarts
+                continue
+            decision = response.json()
             now = time.monotonic()
             self.samples.append((now, stats.f_bavail * stats.f_frsize, decision["factor"], decision.get("rule")))
             ramping = [v.get("fill_rate_bytes_per_second") for v in decision.get("ramping", [])]
@@ -277,5 +280,74 @@ def test_a_follower_filling_by_replication_that_the_factor_does_not_slow_is_neve
     finally:
         for item in reversed(started):
             item.stop()
+        admin.delete_topics([topic])[topic].result(timeout=30)
+        near.free()
+
+
+def test_two_replicas_hand_over_a_ramp_in_progress_without_a_flip(shim_cluster, start_service, service_port):
+    """The follower fill above, decided by two replicas (Kafka store) behind a balancer that
+    sends each request to the other one, every shim polling through it; the decider is killed
+    (-9) while the ramp is in progress. The other replica mirrored its trends: it serves the
+    same factor until it takes over, then goes on from the same trends. Through the balancer the
+    factor never returns to 1 and never rises by more than 0.05 until the hard limit."""
+    from .round_robin import RoundRobin
+    from .test_replicas import deciders
+
+    admin = AdminClient({"bootstrap.servers": shim_cluster.bootstrap_servers})
+    topic = "replicated-to-a-follower-2"
+    config = {"segment.bytes": str(MiB), "retention.bytes": "-1", "retention.ms": "-1"}
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[LEADER, FOLLOWER]], config=config)])[topic].result(timeout=30)
+    mount_point = shim_cluster.mount_point(FOLLOWER)
+    stats = os.statvfs(mount_point)
+    near = VolumeRamp(mount_point, stats.f_bavail * stats.f_frsize, HARD_LIMIT + 20 * MiB, 1.0)
+    quota = 192 * 1024
+    ports = [free_port(), free_port()]
+    settings = {
+        **SERVICE_SETTINGS,
+        "kafka_admin_bootstrap_servers": shim_cluster.bootstrap_servers,
+        "storage_check_interval": "PT1S",
+        "ramp_horizon": "PT1M",
+        "produce": str(quota),
+        "quota_store": "kafka",
+        "quota_store_topic": f"ramp-quotas-{os.getpid()}-{int(time.time())}",
+    }
+    started: list = []
+    balancer = RoundRobin(service_port, ports)
+    try:
+        before = broker_log_count(shim_cluster, SHIM_TABLE_LINE)
+        replicas = [start_service(http_port=str(port), **settings) for port in ports]
+        for replica in replicas:
+            replica.wait_ready()
+        replicas[0].wait_for(lambda d: d["source"] == "observed" and d["state"] == "OPEN", 20, "observed OPEN")
+        wait_for_shims(shim_cluster, before)
+        sampler = Sampler(mount_point, f"http://127.0.0.1:{service_port}")
+        started.append(sampler)
+        operator = LoadProducer({**operator_config(shim_cluster), "client.id": "mover"}, topic, [0], 1024, quota)
+        started.append(operator)
+        throttled = LoadProducer({"bootstrap.servers": shim_cluster.bootstrap_servers, "client.id": "filler"}, topic, [0], 1024, 1.25 * quota)
+        started.append(throttled)
+        wait_until(lambda: sampler.first(lambda factor, rule: rule == "time to full") is not None, 60, "the time rule", replicas[0].decision)
+        cut = sampler.first(lambda factor, rule: rule == "time to full")
+        time.sleep(10)  # the ramp in progress
+        leading = deciders(replicas)
+        assert len(leading) == 1, [r.log()[-1500:] for r in replicas]
+        leading[0].process.kill()
+        leading[0].process.wait(5)
+        killed = time.monotonic()
+        survivor = next(r for r in replicas if r is not leading[0])
+        wait_until(lambda: deciders([survivor]) == [survivor], 30, "the other replica taking over", survivor.decision)
+        took_over = time.monotonic() - killed
+        wait_until(lambda: sampler.first(lambda factor, rule: rule == "hard limit", since=cut) is not None, 180, "the hard limit", survivor.decision)
+        limit = sampler.first(lambda factor, rule: rule == "hard limit", since=cut)
+        operator.stop(), throttled.stop()
+        factors = sampler.factors(cut, limit)
+        print(f"\ntwo replicas, the decider killed {killed - cut:.0f} s into the ramp, the other deciding {took_over:.1f} s later;"
+              f" factors through the balancer to the hard limit {[round(f, 4) for f in factors]}")
+        assert max(factors) < 1.0, factors
+        assert len(factors) >= 10 and max(b - a for a, b in zip(factors, factors[1:])) <= 0.05, factors
+    finally:
+        for item in reversed(started):
+            item.stop()
+        balancer.close()
         admin.delete_topics([topic])[topic].result(timeout=30)
         near.free()
