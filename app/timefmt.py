@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime
 
 
+# A view of thousands of volumes repeats a few instants (a round's observed_at, the expiries):
+# each is formatted once.
+@functools.lru_cache(maxsize=4096)
 def iso_instant(epoch_seconds: float | None) -> str | None:
     if epoch_seconds is None:
         return None
