@@ -8,7 +8,13 @@ from __future__ import annotations
 from app.observation.model import ObservationRound, VolumeObservation
 from app.server.node_admission import UNLISTED_NODES
 
-from .test_node_reports import GiB, NODE_AUTH, VALIDITY, report, run
+from .test_node_reports import GiB, NODE_AUTH, VALIDITY, report, run as run_unobserved
+
+OBSERVING = {"storage_check_interval": "PT30S", "kafka_admin_bootstrap_servers": "127.0.0.1:1"}  # rounds applied by the tests
+
+
+def run(tmp_path, scenario):
+    return run_unobserved(tmp_path, scenario, **OBSERVING)
 
 
 def registered(clock, active=(1, 2, 3), fenced=(4,)) -> ObservationRound:
@@ -67,3 +73,11 @@ def test_a_broker_a_round_lists_is_taken_even_when_the_margin_is_full(tmp_path):
         assert (await client.put("/nodes/7/volumes", json=broker_report(), headers=NODE_AUTH)).status_code == 204
 
     run(tmp_path, scenario)
+
+
+def test_with_observation_off_no_round_lists_the_brokers_and_a_thousand_nodes_are_taken(tmp_path):
+    async def scenario(client, loop, clock):
+        statuses = {(await client.put(f"/nodes/{n}/volumes", json=report(GiB), headers=NODE_AUTH)).status_code for n in range(1, 1001)}
+        assert statuses == {204} and len(loop.decider.metadata) == 1000
+
+    run_unobserved(tmp_path, scenario)

@@ -40,7 +40,7 @@ async def put_node_volumes(
 ) -> Response:
     state = service_state(request)
     now = state.clock()
-    if not state.node_admission.admits(node_id, state.decider, now):
+    if not state.node_admission.admits(node_id, state.decider, now, observing=state.settings.observation_enabled):
         detail = (
             f"node {node_id} is not a broker the cluster has registered, and {UNLISTED_NODES} other nodes DescribeCluster "
             "does not list (controllers, nodes starting) report already; a broker's report is taken once a round lists it"
