@@ -304,8 +304,8 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         (a client that does not read its answer must not keep the descriptor)."""
         self._disarm_head_deadline()
         self._disarm_body_deadline()
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.abort()
+        if self.transport is not None:
+            self.transport.abort()  # also one closing already, whose answer the client does not read
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
