@@ -197,3 +197,25 @@ def test_probes_and_token_holders_reserve_their_connection_and_no_one_else(targe
     guard = ConnectionGuard(10, 1, tokens=[b"node-token-0123456789", b"admin-token-0123456789"])
     headers = [(b"host", b"a")] + ([(b"authorization", authorization)] if authorization else [])
     assert guard.reserves(target, headers) is reserves
+
+
+def test_the_uvicorn_internals_the_edge_protocol_relies_on_are_where_it_expects_them():
+    """The edge extends uvicorn's httptools protocol through its internals (tested with uvicorn
+    0.54): this fails when they move, before a flood finds out."""
+    import inspect
+
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+
+    for method in ("connection_made", "connection_lost", "data_received", "on_message_begin", "on_headers_complete",
+                   "on_message_complete", "on_response_complete", "send_400_response", "_unset_keepalive_if_required"):
+        assert callable(getattr(HttpToolsProtocol, method, None)), method
+    protocol_source = inspect.getsource(HttpToolsProtocol)
+    # A request's end reaches the subclass's on_response_complete (it frees the connection's reservation).
+    assert "on_response=self.on_response_complete" in protocol_source
+    for attribute in ("self.pipeline", "self.cycle", "self.url", "self.headers", "self.transport"):
+        assert attribute in protocol_source, attribute
+    cycle_source = inspect.getsource(RequestResponseCycle)
+    assert "self.response_started" in cycle_source and "self.disconnected" in cycle_source
+    # A GET's second receive() waits for the connection to close: how a long-poll learns its client went.
+    receive = inspect.getsource(RequestResponseCycle.receive)
+    assert "await self.message_event.wait()" in receive and '{"type": "http.disconnect"}' in receive
