@@ -22,6 +22,8 @@ import gc
 import json
 import struct
 from contextlib import contextmanager
+from itertools import chain
+from operator import attrgetter
 import sys
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
@@ -32,6 +34,7 @@ from app.decision.fill_rate import FillTrend, TimeToFull
 from app.decision.horizon import MAX_TREND_OBSERVATIONS
 from app.decision.policy import StoragePolicy, VolumeStatus, VolumeVerdict
 from app.decision.timeline import SteadyTimeline, Timeline, ViewTimeline
+from app.observation.cache import VolumeCache
 from app.observation.model import ObservationRound, VolumeKey, VolumeObservation
 from app.observation.node_reports import NodeReport, NodeVolume
 
@@ -91,6 +94,10 @@ class _Writer:
     def observations(self, volumes: Iterable[VolumeObservation]) -> list[int]:
         """The positions of ``volumes`` in the pool, adding those not in it yet."""
         index, pool = self._index, self._observations
+        if not pool:  # the first set (the cache's): all new, distinct
+            pool.extend(volumes)
+            index.update({id(v): i for i, v in enumerate(pool)})
+            return list(range(len(pool)))
         positions = [index.get(id(v), -1) for v in volumes]
         if -1 in positions:
             volumes = list(volumes) if not isinstance(volumes, list) else volumes
@@ -178,6 +185,20 @@ def _timeline(writer: _Writer, timeline: Timeline | None, name: str, validity: f
     }
 
 
+def _cache_view(view: Timeline | None) -> dict[str, Any] | None:
+    """The latest round's view: its groups are the cache's by expiry (the cache changes only in
+    a round, which builds the view from it), so only what else it rests on is written."""
+    if view is None:
+        return None
+    assert isinstance(view, ViewTimeline)
+    return {
+        "kind": "cache",
+        "start": view._start,  # noqa: SLF001
+        "breaching": [[k[0], k[1]] for k in view._breaching],  # noqa: SLF001
+        "times_to_full": None if view._times_to_full is None else [[k[0], k[1], t.fill_rate, t.seconds_to_hard_limit, t.factor] for k, t in view._times_to_full.items()],  # noqa: SLF001
+    }
+
+
 def _times_to_full(writer: _Writer, times: Mapping[VolumeKey, TimeToFull] | None) -> list[Any] | None:
     if times is None:
         return None
@@ -190,42 +211,21 @@ def _floats(values: Iterable[float | None]) -> array:
 
 
 def _trends(writer: _Writer, trends: Mapping[VolumeKey, FillTrend]) -> dict[str, Any]:
-    # This runs for every volume every round: one pass over the trends, whole columns after.
+    # This runs for every volume every round: whole columns, iterated in C (map, chain).
     values = list(trends.values())
     writer.keys("trend", list(trends))
-    times: list[float] = []
-    usable: list[float] = []
-    weights: list[float] = []
-    slopes: list[float] = []
-    counts, slope_counts, previous, before, rates = [], [], [], [], []
-    nan = _NAN
-    for trend in values:
-        times += trend.times
-        usable += trend.usable
-        weights += trend.weights
-        counts.append(len(trend.times))
-        trend_slopes = trend._slopes  # noqa: SLF001
-        if trend_slopes is None:
-            slope_counts.append(-1)
-        else:
-            slope_counts.append(len(trend_slopes))
-            slopes += trend_slopes
-        value = trend._previous  # noqa: SLF001
-        previous.append(nan if value is None else value)
-        value = trend._before  # noqa: SLF001
-        before.append(nan if value is None else value)
-        value = trend.fill_rate
-        rates.append(nan if value is None else value)
+    times, usable, weights = (list(map(attrgetter(name), values)) for name in ("times", "usable", "weights"))
+    slopes = list(map(attrgetter("_slopes"), values))
     writer.arrays.update(
-        trend_counts=array("q", counts),
-        trend_times=array("d", times),
-        trend_usable=array("d", usable),
-        trend_weights=array("d", weights),
-        trend_slope_counts=array("q", slope_counts),
-        trend_slopes=array("d", slopes),
-        trend_previous=array("d", previous),
-        trend_before=array("d", before),
-        trend_rates=array("d", rates),
+        trend_counts=array("q", list(map(len, times))),
+        trend_times=array("d", list(chain.from_iterable(times))),
+        trend_usable=array("d", list(chain.from_iterable(usable))),
+        trend_weights=array("d", list(chain.from_iterable(weights))),
+        trend_slope_counts=array("q", [-1 if s is None else len(s) for s in slopes]),
+        trend_slopes=array("d", list(chain.from_iterable(filter(None, slopes)))),
+        trend_previous=_floats(map(attrgetter("_previous"), values)),
+        trend_before=_floats(map(attrgetter("_before"), values)),
+        trend_rates=_floats(map(attrgetter("fill_rate"), values)),
     )
     return {"count": len(values)}
 
@@ -305,7 +305,7 @@ def _snapshot(decider: ThrottleDecider, saved_at: float) -> bytes:
             "breaching": [writer.key(k) for k in decider._breaching],  # noqa: SLF001
             "latest_round": _round(decider.latest_round),
         },
-        "view": _timeline(writer, decider._view, "view", decider.validity_seconds),  # noqa: SLF001
+        "view": _cache_view(decider._view),  # noqa: SLF001
         "holder": {
             "initial": holder._initial,  # noqa: SLF001
             "latest_succeeded": holder._latest_succeeded,  # noqa: SLF001
@@ -399,9 +399,21 @@ class _Reader:
         strings = self.strings
         return list(zip(self.arrays[f"{name}_brokers"].tolist(), [strings[d] for d in self.arrays[f"{name}_dirs"].tolist()], strict=True))
 
-    def timeline(self, encoded: dict[str, Any] | None, name: str, policy: StoragePolicy) -> Timeline | None:
+    def timeline(
+        self, encoded: dict[str, Any] | None, name: str, policy: StoragePolicy, cache: VolumeCache | None = None
+    ) -> Timeline | None:
         if encoded is None:
             return None
+        if encoded["kind"] == "cache":
+            assert cache is not None
+            return ViewTimeline(
+                policy,
+                cache.by_expiry(),
+                frozenset((int(b), d) for b, d in encoded["breaching"]),
+                encoded["start"],
+                cache.validity_seconds,
+                None if encoded["times_to_full"] is None else {(int(b), d): TimeToFull(r, sec, f) for b, d, r, sec, f in encoded["times_to_full"]},
+            )
         if encoded["kind"] == "steady":
             return SteadyTimeline(encoded["factor"], encoded["start"], encoded["until"])
         members = self.arrays[f"{name}_members"].tolist()
@@ -562,7 +574,7 @@ def _restore(decider: ThrottleDecider, reader: _Reader, header: dict[str, Any], 
     if exact:
         decider.last_success_at = state["last_success_at"]
         decider._breaching = frozenset(reader.key(k) for k in state["breaching"])  # noqa: SLF001
-        view = reader.timeline(header["view"], "view", decider.policy)
+        view = reader.timeline(header["view"], "view", decider.policy, cache)
         decider._view = view  # noqa: SLF001
         if view is not None and decider.latest_round is not None:
             step = view.at(decider.latest_round.finished_at)
