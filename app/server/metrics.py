@@ -44,6 +44,7 @@ from app.observation.model import ObservationRound, VolumeObservation
 from app.quotas.service import QuotaService
 from app.server.conditional import WAIT_PARAMETER
 from app.server.methods import metric_method
+from app.server.saved_state import SavedState
 
 HTTP_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 300.0)
 # Long-polls are held up to the wait asked for (at most 300 s): their own histogram, so that
@@ -205,6 +206,11 @@ class ServiceMetrics:
         """The history writer wrote rows at ``at`` (epoch seconds), or started."""
         self.history_written_at = at
 
+    def bind_saved_state(self, saved: Callable[[], SavedState | None], deciding: Callable[[], bool]) -> None:
+        """Whether this process observes (the decider among replicas), and the snapshots of its
+        state that could not be kept."""
+        self.registry.register(SavedStateCollector(saved, deciding))
+
     def bind_quotas(self, quotas: Callable[[], QuotaService | None]) -> None:
         """The quota table and its store, once the app has opened it."""
         self.registry.register(QuotaStoreCollector(quotas))
@@ -351,6 +357,29 @@ def _rule_and_time_to_full(decision: Decision) -> Iterator[GaugeMetricFamily | S
             left.add_metric(labels, verdict.time_to_full.seconds_to_hard_limit)
     yield rate
     yield left
+
+
+class SavedStateCollector(Collector):
+    def __init__(self, saved: Callable[[], SavedState | None], deciding: Callable[[], bool]) -> None:
+        self._saved = saved
+        self._deciding = deciding
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        saved = self._saved()
+        if saved is None:  # observation off: nothing is decided, nothing kept
+            return
+        yield GaugeMetricFamily(
+            "kafka_throttle_deciding",
+            "1 while this process observes the cluster and decides (one process; among replicas on the Kafka store, the elected "
+            "decider), 0 while it serves the decision another replica made",
+            value=1.0 if self._deciding() else 0.0,
+        )
+        yield CounterMetricFamily(
+            "kafka_throttle_state_save_failures",
+            "Snapshots of the decider's state (and node reports shared with other replicas) that could not be kept: the state "
+            "file not writable, or the state topic not taking records",
+            value=saved.failures,
+        )
 
 
 class QuotaStoreCollector(Collector):

@@ -46,6 +46,11 @@ class SavedState(Protocol):
         """What was kept has been read (serving before that would serve a decision it lacks)."""
         ...
 
+    @property
+    def failures(self) -> int:
+        """Snapshots (and, shared, node reports) that could not be kept."""
+        ...
+
 
 class _LatestOnly:
     """One thread writing the newest of the snapshots handed to it."""

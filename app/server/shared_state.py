@@ -94,6 +94,7 @@ class SharedState:
         self._latest_at_load: tuple[bytes, int] | None = None  # the newest snapshot while reading to the end
         self.reports_through = -1  # the offset of the last node report this replica applied
         self.snapshots_written = 0
+        self.failures = 0  # records the topic did not take
         self.snapshots_mirrored = 0
         self.error: str | None = None
 
@@ -170,13 +171,16 @@ class SharedState:
             self._producer.produce(self.topic, key=key, value=value, partition=PARTITION, headers=headers, on_delivery=self._delivered)
             self._producer.poll(0)
         except BufferError as exc:  # the topic is not taking writes; the next snapshot tries again
+            self.failures += 1
             self.error = f"{type(exc).__name__}: {exc}"
         except Exception as exc:  # e.g. a record larger than the producer takes
+            self.failures += 1
             self.error = f"{type(exc).__name__}: {exc}"
             log.warning("cannot write to the state topic %r: %s", self.topic, self.error)
 
     def _delivered(self, error: Any, message: Any) -> None:
         if error is not None:
+            self.failures += 1
             self.error = error.str()
 
     def _on_client_error(self, error: Any) -> None:

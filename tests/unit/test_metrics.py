@@ -201,3 +201,19 @@ def test_the_history_writers_last_write_is_exported_only_while_the_history_is_on
     assert started <= value(on, "kafka_throttle_history_last_written_timestamp_seconds") <= time.time()
     off = parse(scrape_after(busy_service, history_enabled="false"))
     assert value(off, "kafka_throttle_history_last_written_timestamp_seconds") is None
+
+
+def test_a_single_process_says_it_decides_and_counts_the_snapshots_it_could_not_keep():
+    samples = parse(scrape_after(busy_service))
+    assert value(samples, "kafka_throttle_deciding") == 1.0
+    assert value(samples, "kafka_throttle_state_save_failures_total") == 0.0
+
+    async def rounds_that_cannot_be_kept(client, loop, clock):
+        path = loop.saved_state.path
+        path.unlink(missing_ok=True)
+        path.mkdir()  # no file can replace a folder: every save fails
+        loop.apply_round(every_kind_of_volume(clock()))
+        loop.saved_state._writer.close()  # noqa: SLF001 - until the writer has tried
+
+    samples = parse(scrape_after(rounds_that_cannot_be_kept))
+    assert value(samples, "kafka_throttle_state_save_failures_total") >= 1.0
