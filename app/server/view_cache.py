@@ -11,7 +11,9 @@ report expires or the factor's validity ends. Between those the rendered bytes a
 A what-if answer is kept per candidate (the whole validated body); a candidate not seen since
 the last change is computed within a budget of the event loop's time (``WhatIfBudget``), so a
 client sending a new candidate every time gets 429 with Retry-After rather than the service's
-CPU. Served from the bytes, an answer still costs a millisecond or so of the event loop, which
+CPU. When the view changes faster than its answers can be afforded (1,000 nodes reporting every
+few seconds change it hundreds of times a second), the answers kept are served until rendering
+them again is: their ``rendered_at`` says which moment they show. Served from the bytes, an answer still costs a millisecond or so of the event loop, which
 every shim's poll shares: each client address gets them at a pace (``ReadPace``), a client
 asking faster waits for its turn, and one whose turn is further off than MAX_PACE_DELAY_SECONDS
 gets 429. Requests with the node or admin token are not paced."""
@@ -23,7 +25,7 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
@@ -40,6 +42,11 @@ MAX_WHAT_IF_ANSWERS = 16
 # WHAT_IF_BURST_SECONDS (about four answers at 1,000 brokers x 12 log dirs).
 WHAT_IF_SHARE = 0.1
 WHAT_IF_BURST_SECONDS = 1.0
+# A /volumes answer that no longer shows the view is rendered again only once the time since its
+# rendering is this many times what the rendering cost: with 1,000 nodes reporting every few
+# seconds the view changes hundreds of times a second, and a poller must not have it rebuilt
+# each time (at 1,000 brokers x 12 log dirs: at most every 3 s, a tenth of the event loop).
+RERENDER_AFTER_COST = 10.0
 # Large answers per client address: READS_PER_SECOND, in bursts of READ_BURST.
 READS_PER_SECOND = 20.0
 READ_BURST = 40
@@ -54,6 +61,9 @@ class Rendered:
     gzipped: bytes | None
     etag: str
     changes_at: float | None  # when what it shows changes by itself, if ever
+    version: tuple[object, ...] = ()  # of the view it was rendered from
+    cost: float = 0.0  # seconds of the event loop its rendering took
+    rendered: float = 0.0  # when (time.perf_counter)
 
 
 def rendered(model: BaseModel, changes_at: float | None) -> Rendered:
@@ -118,50 +128,72 @@ class ReadPace:
 
 
 class ViewCache:
-    def __init__(self, budget: WhatIfBudget | None = None, pace: ReadPace | None = None) -> None:
+    def __init__(
+        self,
+        budget: WhatIfBudget | None = None,
+        pace: ReadPace | None = None,
+        rerender_after_cost: float = RERENDER_AFTER_COST,
+        timer: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.budget = budget or WhatIfBudget()
         self.pace = pace or ReadPace()
+        self._rerender_after_cost = rerender_after_cost
+        self._timer = timer
         self._version: tuple[object, ...] = ()
         self._held: tuple[object, ...] = ()  # keeps the objects whose ids make the version alive
         self._volumes: Rendered | None = None
         self._what_if: OrderedDict[str, Rendered] = OrderedDict()
 
-    def _current_version(self, state: ServiceState, now: float) -> None:
-        """Forget every answer when what they show has changed since they were rendered."""
+    def _current_version(self, state: ServiceState, now: float) -> tuple[object, ...]:
+        """What the answers show now, as identities: the latest round, the decider's view step
+        (it ends at each expiry), the reports taken, the published decision's ETag."""
         latest_round, step = state.decider.latest_round, state.decider.view_at(now)
         version = (id(latest_round), id(step), state.node_report_rate.taken, state.decisions.current().etag)
         if version != self._version:
-            self._version, self._held = version, (latest_round, step)
-            self._volumes = None
-            self._what_if.clear()
+            self._version, self._held = version, (latest_round, step)  # held: their ids stay theirs
+        return version
+
+    @staticmethod
+    def _shows(answer: Rendered, version: tuple[object, ...], now: float) -> bool:
+        return answer.version == version and not _passed(answer.changes_at, now)
 
     def volumes(self, state: ServiceState, render: Callable[[float], tuple[BaseModel, float | None]]) -> Rendered:
-        """The /volumes answer; ``render(now)`` gives the view and when it changes by itself."""
+        """The /volumes answer; ``render(now)`` gives the view and when it changes by itself.
+        One that no longer shows the view is kept until rendering it again is affordable."""
         now = state.clock()
-        self._current_version(state, now)
-        if self._volumes is None or _passed(self._volumes.changes_at, now):
-            self._volumes = rendered(*render(now))
+        version = self._current_version(state, now)
+        kept = self._volumes
+        if kept is None or (not self._shows(kept, version, now) and self._timer() - kept.rendered >= kept.cost * self._rerender_after_cost):
+            self._volumes = self._timed(render, now, version)
+        assert self._volumes is not None
         return self._volumes
 
     def what_if(self, state: ServiceState, candidate: str, render: Callable[[float], tuple[BaseModel, float | None]]) -> Rendered | int:
-        """The what-if answer for ``candidate`` (its validated body, as JSON), or the seconds to
-        wait when it is new and the budget is spent."""
+        """The what-if answer for ``candidate`` (its validated body, as JSON). Computed when it
+        is new or no longer shows the view and the budget allows; else the answer kept, or for a
+        new candidate the seconds to wait."""
         now = state.clock()
-        self._current_version(state, now)
-        answer = self._what_if.get(candidate)
-        if answer is not None and not _passed(answer.changes_at, now):
+        version = self._current_version(state, now)
+        kept = self._what_if.get(candidate)
+        if kept is not None:
             self._what_if.move_to_end(candidate)
-            return answer
+            if self._shows(kept, version, now):
+                return kept
         wait = self.budget.retry_after()
         if wait is not None:
-            return wait
-        started = time.perf_counter()
-        answer = rendered(*render(now))
-        self.budget.spend(time.perf_counter() - started)
+            return kept if kept is not None else wait
+        answer = self._timed(render, now, version)
+        self.budget.spend(answer.cost)
         self._what_if[candidate] = answer
         if len(self._what_if) > MAX_WHAT_IF_ANSWERS:
             self._what_if.popitem(last=False)
         return answer
+
+    def _timed(self, render: Callable[[float], tuple[BaseModel, float | None]], now: float, version: tuple[object, ...]) -> Rendered:
+        started = self._timer()
+        answer = rendered(*render(now))
+        finished = self._timer()
+        return replace(answer, version=version, cost=finished - started, rendered=finished)
 
 
 def _passed(instant: float | None, now: float) -> bool:
