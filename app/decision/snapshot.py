@@ -22,8 +22,8 @@ import gc
 import json
 import struct
 from contextlib import contextmanager
-from itertools import chain
-from operator import attrgetter
+from itertools import chain, compress
+from operator import attrgetter, eq, not_
 import sys
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
@@ -210,17 +210,30 @@ def _floats(values: Iterable[float | None]) -> array:
     return array("d", [_NAN if v is None else v for v in values])
 
 
+def _repeated(lists: list[list[float]]) -> tuple[array, list[float]]:
+    """Lists that often equal the one before (the times and factors applied of one broker's log
+    dirs, observed in the same rounds): a flag for each (1: the same as the one before) and the
+    others' values, flattened. Compared and gathered in C (map, compress, chain)."""
+    same = [False, *map(eq, lists, lists[1:])] if lists else []
+    values = list(chain.from_iterable(compress(lists, map(not_, same))))
+    return array("b", same), values
+
+
 def _trends(writer: _Writer, trends: Mapping[VolumeKey, FillTrend]) -> dict[str, Any]:
     # This runs for every volume every round: whole columns, iterated in C (map, chain).
     values = list(trends.values())
     writer.keys("trend", list(trends))
     times, usable, weights = (list(map(attrgetter(name), values)) for name in ("times", "usable", "weights"))
+    times_same, times_values = _repeated(times)
+    weights_same, weights_values = _repeated(weights)
     slopes = list(map(attrgetter("_slopes"), values))
     writer.arrays.update(
         trend_counts=array("q", list(map(len, times))),
-        trend_times=array("d", list(chain.from_iterable(times))),
+        trend_times_same=times_same,
+        trend_times=array("d", times_values),
         trend_usable=array("d", list(chain.from_iterable(usable))),
-        trend_weights=array("d", list(chain.from_iterable(weights))),
+        trend_weights_same=weights_same,
+        trend_weights=array("d", weights_values),
         trend_slope_counts=array("q", [-1 if s is None else len(s) for s in slopes]),
         trend_slopes=array("d", list(chain.from_iterable(filter(None, slopes)))),
         trend_previous=_floats(map(attrgetter("_previous"), values)),
@@ -448,12 +461,27 @@ def _nan_none(values: array) -> list[float | None]:
     return [None if v != v else v for v in values.tolist()]  # NaN stands for None
 
 
+def _unrepeated(counts: list[int], same: list[int], values: list[float]) -> list[list[float]]:
+    """The lists ``_repeated`` wrote, each a list of its own (a trend changes its lists in place)."""
+    out: list[list[float]] = []
+    position = 0
+    for count, repeated in zip(counts, same, strict=True):
+        if repeated:
+            out.append(list(out[-1]))
+        else:
+            out.append(values[position : position + count])
+            position += count
+    return out
+
+
 def _restore_trends(decider: ThrottleDecider, reader: _Reader, encoded: dict[str, Any]) -> int:
     horizon = decider.horizon
     assert horizon is not None
     a = reader.arrays
     counts, slope_counts = a["trend_counts"].tolist(), a["trend_slope_counts"].tolist()
-    times, usable, weights, slopes = (a[name].tolist() for name in ("trend_times", "trend_usable", "trend_weights", "trend_slopes"))
+    usable, slopes = a["trend_usable"].tolist(), a["trend_slopes"].tolist()
+    times = _unrepeated(counts, a["trend_times_same"].tolist(), a["trend_times"].tolist())
+    weights = _unrepeated(counts, a["trend_weights_same"].tolist(), a["trend_weights"].tolist())
     previous, before, rates = (_nan_none(a[name]) for name in ("trend_previous", "trend_before", "trend_rates"))
     trends: dict[VolumeKey, FillTrend] = {}
     position = slope_position = 0
@@ -461,7 +489,7 @@ def _restore_trends(decider: ThrottleDecider, reader: _Reader, encoded: dict[str
     for i, key in enumerate(reader.keys("trend")):
         end = position + counts[i]
         trend = FillTrend(window, MAX_TREND_OBSERVATIONS)
-        trend.times, trend.usable, trend.weights = times[position:end], usable[position:end], weights[position:end]
+        trend.times, trend.usable, trend.weights = times[i], usable[position:end], weights[i]
         position = end
         slope_count = slope_counts[i]
         if slope_count >= 0:
