@@ -47,6 +47,8 @@ WHAT_IF_BURST_SECONDS = 1.0
 # seconds the view changes hundreds of times a second, and a poller must not have it rebuilt
 # each time (at 1,000 brokers x 12 log dirs: at most every 3 s, a tenth of the event loop).
 RERENDER_AFTER_COST = 10.0
+# Renderings cheaper than this are always done again at once (a small cluster's view is exact).
+CHEAP_RENDER_SECONDS = 0.005
 # Large answers per client address: READS_PER_SECOND, in bursts of READ_BURST.
 READS_PER_SECOND = 20.0
 READ_BURST = 40
@@ -163,7 +165,7 @@ class ViewCache:
         now = state.clock()
         version = self._current_version(state, now)
         kept = self._volumes
-        if kept is None or (not self._shows(kept, version, now) and self._timer() - kept.rendered >= kept.cost * self._rerender_after_cost):
+        if kept is None or (not self._shows(kept, version, now) and self._affordable(kept)):
             self._volumes = self._timed(render, now, version)
         assert self._volumes is not None
         return self._volumes
@@ -188,6 +190,9 @@ class ViewCache:
         if len(self._what_if) > MAX_WHAT_IF_ANSWERS:
             self._what_if.popitem(last=False)
         return answer
+
+    def _affordable(self, kept: Rendered) -> bool:
+        return kept.cost < CHEAP_RENDER_SECONDS or self._timer() - kept.rendered >= kept.cost * self._rerender_after_cost
 
     def _timed(self, render: Callable[[float], tuple[BaseModel, float | None]], now: float, version: tuple[object, ...]) -> Rendered:
         started = self._timer()
