@@ -12,6 +12,11 @@ hysteresis in the hard limit's unit. The document states each limit's own range 
 names one kind (the hard limit exactly one), but not these rules across fields (the
 descriptions say them); a candidate set that breaks one must be answered 422 naming the rule.
 
+A what-if's horizon is judged on the service's own fill trends: a service without
+throttle.service.ramp.horizon (the one under test observes nothing) keeps none, and answers a
+candidate horizon 422 naming that rule, which depends on the service's settings, not on the
+request (the field's description says it).
+
 And PUT /nodes/{node_id}/volumes: it takes the node token, not the admin token the command line
 sends (``before_call`` sends the node token there); usable bytes at most total bytes, each
 log_dir, role and holds entry once and data only on a node with the broker role are rules
@@ -29,6 +34,7 @@ NEITHER = "name a user, a client-id, or both"
 
 
 WHAT_IF_PATH = "/what-if"
+HORIZON_RULE = "a horizon only where the service keeps fill trends"
 NODES_PATH = "/nodes/"
 NODE_TOKEN = "schemathesis-node-token-0123"  # tests/integration/test_schemathesis.py configures it
 NODE_RULES = (
@@ -54,6 +60,11 @@ def _relates_limits(case) -> bool:
     return _positive(case) and case.path == WHAT_IF_PATH and any(body.get(part) for part in ("soft", "hysteresis"))
 
 
+def _tries_a_horizon(case) -> bool:
+    body = case.body if isinstance(case.body, dict) else {}
+    return _positive(case) and case.path == WHAT_IF_PATH and body.get("horizon") is not None
+
+
 def _names_neither(case) -> bool:
     return _positive(case) and case.path == ENTITY_PATH and not {"user", "client-id"} & set(case.query or {})
 
@@ -74,6 +85,9 @@ def positive_data_acceptance_but_an_entity_of_no_name(ctx, response, case):
         if response.status_code == 422:
             assert any(rule in response.text for rule in NODE_RULES), f"{response.status_code} {response.text[:300]}"
             return None
+    if _tries_a_horizon(case) and response.status_code == 422:
+        assert HORIZON_RULE in response.text, f"{response.status_code} {response.text[:300]}"
+        return None
     if _relates_limits(case) and response.status_code == 422:
         assert "allowed: " in response.text, f"{response.status_code} {response.text[:300]}"  # the rule is named
         return None

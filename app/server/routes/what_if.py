@@ -8,6 +8,7 @@ counted (beyond the HTTP metrics), so it needs no token; the body limit applies 
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 from fastapi import Request, Response
@@ -18,7 +19,7 @@ from app.server.routes.route_set import RouteSet
 from app.server.routes.volumes import paced_responses, rendered_response, take_turn
 from app.server.schemas.decision import decision_response
 from app.server.schemas.volumes import volumes_view
-from app.server.schemas.what_if import FIELD_SETTINGS, CandidateLimits, WhatIf, limit_values
+from app.server.schemas.what_if import FIELD_SETTINGS, HORIZON_PATTERN, CandidateLimits, WhatIf, limit_values
 from app.server.state import service_state
 from app.server.view_cache import earliest, node_reports_change_at
 from app.settings.durations import DURATION_HINT, format_duration, parse_duration
@@ -38,7 +39,7 @@ _HORIZON_SETTING = property_name("ramp_horizon")
     WHAT_IF_PATH,
     response_model=WhatIf,
     summary="What a candidate set of limits and horizon would decide on the live view (changes nothing)",
-    responses={**problem_responses(413, 422), **paced_responses()},
+    responses={**problem_responses(400, 413, 422), **paced_responses()},
 )
 async def what_if(candidate: CandidateLimits, request: Request) -> Response:
     state = service_state(request)
@@ -78,12 +79,11 @@ def _horizon_seconds(text: str, settings: Settings, trends_kept: bool) -> tuple[
     if settings.observation_enabled:
         least = max(least, settings.storage_check_interval * HORIZON_CHECK_INTERVALS)
     allowed = f"{DURATION_HINT}, at least {format_duration(least)} (PT1M and {HORIZON_CHECK_INTERVALS} check intervals)"
-    try:
-        horizon = parse_duration(text)
-    except ValueError:
+    if not trends_kept:  # whatever the horizon: nothing to judge it on
+        return None, f"a horizon only where the service keeps fill trends: set {_HORIZON_SETTING} to try one"
+    if re.fullmatch(HORIZON_PATTERN, text) is None:  # as the document states it: no spaces
         return None, allowed
+    horizon = parse_duration(text)
     if horizon < least:
         return None, allowed
-    if not trends_kept:
-        return None, f"a horizon only where the service keeps fill trends: set {_HORIZON_SETTING} to try one"
     return horizon.total_seconds(), None

@@ -40,6 +40,13 @@ def _exactly_one_kind(schema: dict[str, Any]) -> None:
     schema.update({"minProperties": 1, "maxProperties": 1})
 
 
+
+# The ISO-8601 durations the settings take (app/settings/durations.py: PnDTnHnMn.nS, any case,
+# at least one part, ASCII digits), as a pattern the document states and the body is held to.
+_SECONDS = r"[0-9]+(?:\.[0-9]{1,9})?[Ss]"
+_TIME = rf"[Tt](?:[0-9]+[Hh](?:[0-9]+[Mm])?(?:{_SECONDS})?|[0-9]+[Mm](?:{_SECONDS})?|{_SECONDS})"
+HORIZON_PATTERN = rf"^[Pp](?:[0-9]+[Dd](?:{_TIME})?|{_TIME})$"
+
 class LimitLevel(BaseModel):
     """One level, of one kind: usable bytes or usable/total ratio."""
 
@@ -87,6 +94,7 @@ class CandidateLimits(BaseModel):
     horizon: str = Field(  # type: ignore[assignment]
         None,
         strict=True,
+        json_schema_extra={"pattern": HORIZON_PATTERN},  # held to by the route, which names the setting
         description=(
             "Time to full (optional), as throttle.service.ramp.horizon: an ISO-8601 duration such as PT30M, at least PT1M "
             "and 12 of the service's check intervals. Judged on the fill trends the service keeps, so only a service "
