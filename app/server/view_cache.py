@@ -42,11 +42,12 @@ MAX_WHAT_IF_ANSWERS = 16
 # WHAT_IF_BURST_SECONDS (about four answers at 1,000 brokers x 12 log dirs).
 WHAT_IF_SHARE = 0.1
 WHAT_IF_BURST_SECONDS = 1.0
-# A /volumes answer that no longer shows the view is rendered again only once the time since its
+# An answer that no longer shows the view is rendered again only once the time since its
 # rendering is this many times what the rendering cost: with 1,000 nodes reporting every few
 # seconds the view changes hundreds of times a second, and a poller must not have it rebuilt
-# each time (at 1,000 brokers x 12 log dirs: at most every 3 s, a tenth of the event loop).
-RERENDER_AFTER_COST = 10.0
+# each time (at 1,000 brokers x 12 log dirs: at most every 9 s, each rendering holding the event
+# loop for 0.3 s).
+RERENDER_AFTER_COST = 30.0
 # Renderings cheaper than this are always done again at once (a small cluster's view is exact).
 CHEAP_RENDER_SECONDS = 0.005
 # Large answers per client address: READS_PER_SECOND, in bursts of READ_BURST.
@@ -179,7 +180,7 @@ class ViewCache:
         kept = self._what_if.get(candidate)
         if kept is not None:
             self._what_if.move_to_end(candidate)
-            if self._shows(kept, version, now):
+            if self._shows(kept, version, now) or not self._affordable(kept):
                 return kept
         wait = self.budget.retry_after()
         if wait is not None:
