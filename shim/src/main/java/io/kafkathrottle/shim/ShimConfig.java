@@ -55,7 +55,9 @@ final class ShimConfig {
             .define(FALLBACK_FACTOR, Type.DOUBLE, 1.0, Range.between(0.0, 1.0), Importance.HIGH,
                     "Throttle factor applied while no valid table is known (service unreachable at start, or the last table expired)."
                             + " 1.0 fails open; 0.0 is the fail-safe choice.")
-            .define(TOKEN, Type.PASSWORD, null, Importance.LOW, "Bearer token sent with every poll, if set.")
+            .define(TOKEN, Type.PASSWORD, null, Importance.LOW,
+                    "Bearer token sent with every poll and volume report, if set: the service's node token (throttle.service.node.token)."
+                            + " With it the poll keeps its connection at the service's connection cap.")
             .define(TRUSTSTORE_LOCATION, Type.STRING, null, Importance.LOW,
                     "Trust store for an https service URL; unset: the JVM's default trust store.")
             .define(TRUSTSTORE_PASSWORD, Type.PASSWORD, null, Importance.LOW, "Password of the trust store.")
