@@ -272,19 +272,25 @@ class KafkaQuotaStore:
                 listener()
 
     def _ensure_topic(self) -> None:
-        from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient, NewTopic
+        ensure_compacted_topic(self._client_config, self.topic, TOPIC_CONFIG, self._write_timeout, "quota topic")
 
-        admin = AdminClient({**self._client_config})
-        metadata = admin.list_topics(timeout=self._write_timeout)
-        if self.topic in metadata.topics and not metadata.topics[self.topic].error:
-            return
-        replicas, min_insync = topic_settings(len(metadata.brokers))
-        config = {**TOPIC_CONFIG, "min.insync.replicas": str(min_insync)}
-        future = admin.create_topics([NewTopic(self.topic, num_partitions=1, replication_factor=replicas, config=config)])[self.topic]
-        try:
-            future.result(timeout=self._write_timeout)
-            log.info("created the quota topic %r (replication factor %d, min.insync.replicas %d, compacted)", self.topic, replicas, min_insync)
-        except KafkaException as exc:
-            if exc.args[0].code() != 36:  # TOPIC_ALREADY_EXISTS: another replica was first
-                raise
+
+def ensure_compacted_topic(client_config: dict[str, Any], topic: str, config: dict[str, str], timeout: float, what: str) -> None:
+    """Create the one-partition compacted ``topic`` unless it exists (the quota topic, the
+    state topic): replicated as ``topic_settings`` says, with ``config`` besides."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({**client_config})
+    metadata = admin.list_topics(timeout=timeout)
+    if topic in metadata.topics and not metadata.topics[topic].error:
+        return
+    replicas, min_insync = topic_settings(len(metadata.brokers))
+    settings = {**config, "cleanup.policy": "compact", "min.insync.replicas": str(min_insync)}
+    future = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=replicas, config=settings)])[topic]
+    try:
+        future.result(timeout=timeout)
+        log.info("created the %s %r (replication factor %d, min.insync.replicas %d, compacted)", what, topic, replicas, min_insync)
+    except KafkaException as exc:
+        if exc.args[0].code() != 36:  # TOPIC_ALREADY_EXISTS: another replica was first
+            raise

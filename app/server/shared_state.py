@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from app.clock import Clock
 from app.decision.snapshot import SnapshotError, decode_node_report, encode_node_report
 from app.observation.node_reports import NodeReport
-from app.quotas.kafka_store import topic_settings
+from app.quotas.kafka_store import ensure_compacted_topic
 
 if TYPE_CHECKING:
     from app.decision.decider import ThrottleDecider
@@ -361,30 +361,13 @@ class SharedState:
         self._call_on_loop(lambda: self.on_leadership(leading))
 
     def _ensure_topic(self) -> None:
-        from confluent_kafka import KafkaException
-        from confluent_kafka.admin import AdminClient, NewTopic
-
-        admin = AdminClient({**self._client_config})
-        metadata = admin.list_topics(timeout=self._write_timeout)
-        if self.topic in metadata.topics and not metadata.topics[self.topic].error:
-            return
-        replicas, min_insync = topic_settings(len(metadata.brokers))
         config = {
-            "cleanup.policy": "compact",
-            "min.insync.replicas": str(min_insync),
             "max.message.bytes": str(MAX_RECORD_BYTES),
             # The snapshot key is rewritten every round: compact it soon, keep what a reader needs.
             "segment.ms": "600000",
             "min.cleanable.dirty.ratio": "0.1",
         }
-        future = admin.create_topics([NewTopic(self.topic, num_partitions=1, replication_factor=replicas, config=config)])[self.topic]
-        try:
-            future.result(timeout=self._write_timeout)
-            log.info("created the state topic %r (replication factor %d, compacted)", self.topic, replicas)
-        except KafkaException as exc:
-            if exc.args[0].code() != 36:  # TOPIC_ALREADY_EXISTS: another replica was first
-                raise
-
+        ensure_compacted_topic(self._client_config, self.topic, config, self._write_timeout, "state topic")
 
 class Replica:
     """Binds the state topic to this replica's loop and decider: mirrors the decider's snapshots

@@ -22,6 +22,7 @@ import io.strimzi.api.kafka.model.topic.KafkaTopic;
 import io.strimzi.api.kafka.model.user.KafkaUser;
 import io.strimzi.api.kafka.model.user.acl.AclOperation;
 import io.strimzi.api.kafka.model.user.acl.AclRule;
+import io.strimzi.api.kafka.model.user.acl.AclRuleGroupResource;
 import io.strimzi.api.kafka.model.user.acl.AclRuleTopicResource;
 import io.strimzi.api.kafka.model.user.KafkaUserAuthorizationSimple;
 import java.lang.reflect.Method;
@@ -216,11 +217,14 @@ class StrimziResourcesTest {
         assertEquals(1, users.size());
         KafkaUserAuthorizationSimple authorization = (KafkaUserAuthorizationSimple) users.get(0).getSpec().getAuthorization();
         Map<String, Set<AclOperation>> byResource = authorization.getAcls().stream().collect(Collectors.toMap(
-                rule -> rule.getResource() instanceof AclRuleTopicResource topic ? "topic:" + topic.getName() : rule.getResource().getType(),
+                rule -> rule.getResource() instanceof AclRuleTopicResource topic ? "topic:" + topic.getName()
+                        : rule.getResource() instanceof AclRuleGroupResource group ? "group:" + group.getName() : rule.getResource().getType(),
                 (AclRule rule) -> Set.copyOf(rule.getOperations())));
         assertEquals(Map.of(
                 "cluster", Set.of(AclOperation.DESCRIBE),
                 "topic:kafka-throttle-quotas", Set.of(AclOperation.CREATE, AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE),
+                "topic:kafka-throttle-quotas-state", Set.of(AclOperation.CREATE, AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE),
+                "group:kafka-throttle-quotas-state-decider", Set.of(AclOperation.READ),
                 "topic:kafka-throttle-history", Set.of(AclOperation.DESCRIBE, AclOperation.WRITE)), byResource);
     }
 
