@@ -304,8 +304,8 @@ class Settings(BaseSettings):
         None,
         SERVICE_PREFIX + "node.token",
         "a secret of at least 16 characters, not the admin token; unset: node reports are refused (404)",
-        "Bearer token the nodes' shims send with PUT /nodes/{node_id}/volumes (their "
-        "client.quota.callback.static.token); separate from the admin token.",
+        "Bearer token the nodes' shims send with PUT /nodes/{node_id}/volumes and their polls (their "
+        "client.quota.callback.service.token); separate from the admin token.",
     )
     enforcement: Literal["enforce", "shadow"] = setting(
         "enforce",
