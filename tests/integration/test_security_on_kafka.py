@@ -453,18 +453,22 @@ def kafka_user_acls(principal: str) -> list[AclBinding]:
 def test_the_strimzi_kafka_users_acls_are_all_the_service_needs(secure_cluster, pki, start_service):
     """With only the ACLs deploy/strimzi/kafka-user.yaml grants: the service observes the cluster
     (DescribeCluster, DescribeLogDirs), creates and follows the Kafka quota store's topic,
-    takes a change, and publishes history rows to the history topic the operator created.
-    Its consumer group is someone else's: the store reads by assignment and needs none."""
+    takes a change, and publishes history rows to the history topic the operator created; with
+    the Kafka store it also creates and follows the state topic and is elected the decider through
+    the one group it may read. Every other consumer group is someone else's: the store and the
+    state follower read by assignment and need none."""
     quota_topic, history_topic = "kafka-throttle-quotas", "kafka-throttle-history"  # the defaults
+    state_topic, decider_group = f"{quota_topic}-state", f"{quota_topic}-state-decider"
     admin = AdminClient({"bootstrap.servers": secure_cluster.bootstrap_servers})  # a super user
-    if quota_topic in admin.list_topics(timeout=30).topics:  # made by an earlier test: the service must create it
-        admin.delete_topics([quota_topic])[quota_topic].result(timeout=30)
-        while quota_topic in admin.list_topics(timeout=30).topics:
-            time.sleep(0.2)
+    for made in (quota_topic, state_topic):
+        if made in admin.list_topics(timeout=30).topics:  # made by an earlier test: the service must create it
+            admin.delete_topics([made])[made].result(timeout=30)
+            while made in admin.list_topics(timeout=30).topics:
+                time.sleep(0.2)
     if history_topic not in admin.list_topics(timeout=30).topics:  # what the KafkaTopic resource does
         admin.create_topics([NewTopic(history_topic, 1, 2, config={"cleanup.policy": "compact"})])[history_topic].result(timeout=30)
     granted = kafka_user_acls("User:throttle")
-    assert {binding.name for binding in granted} == {"kafka-cluster", quota_topic, history_topic}
+    assert {binding.name for binding in granted} == {"kafka-cluster", quota_topic, state_topic, decider_group, history_topic}
     # Someone else's ACL on every resource the service touches, its consumer groups included:
     # none is open for want of ACLs, so what the user was not granted is denied.
     others = [
@@ -472,6 +476,7 @@ def test_the_strimzi_kafka_users_acls_are_all_the_service_needs(secure_cluster, 
         for restype, name, pattern in (
             (ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL),
             (ResourceType.TOPIC, quota_topic, ResourcePatternType.LITERAL),
+            (ResourceType.TOPIC, state_topic, ResourcePatternType.LITERAL),
             (ResourceType.TOPIC, history_topic, ResourcePatternType.LITERAL),
             (ResourceType.GROUP, "kafka-throttle", ResourcePatternType.PREFIXED),
         )
@@ -503,6 +508,8 @@ def test_the_strimzi_kafka_users_acls_are_all_the_service_needs(secure_cluster, 
         )
         assert changed.status_code == 200, changed.text + service.log()[-3000:]
         assert f"created the quota topic '{quota_topic}'" in service.log()
+        assert f"created the state topic '{state_topic}'" in service.log()
+        assert "this replica is now the decider" in service.log(), "elected through the decider group it may read"
         reader = Consumer({"bootstrap.servers": secure_cluster.bootstrap_servers, "group.id": "least-acls-check"})
         try:
             deadline = time.monotonic() + 30
