@@ -171,7 +171,7 @@ def create_app(
     loop.publications.append(decisions)
     state = ServiceState(settings, clock, decider, loop, decisions, registry)
     service_metrics.bind_quotas(lambda: state.quotas)
-    service_metrics.bind_saved_state(lambda: loop.saved_state, loop.may_observe_now)
+    service_metrics.bind_saved_state(lambda: loop.saved_state, lambda: loop.may_observe())
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

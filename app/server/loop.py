@@ -212,9 +212,6 @@ class ObservationLoop:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait(), max(0.0, seconds))
 
-    def may_observe_now(self) -> bool:
-        return self.may_observe()
-
     def observe_soon(self) -> None:
         """Start the next round now (this replica was just elected the decider)."""
         self._wake.set()

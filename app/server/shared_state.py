@@ -91,6 +91,7 @@ class SharedState:
         self.on_snapshot: Callable[[Any, int], None] = lambda prepared, through: None
         self.on_node_report: Callable[[NodeReport, int], None] = lambda report, offset: None
         self.on_leadership: Callable[[bool], None] = lambda leading: None
+        self.on_loaded: Callable[[], None] = lambda: None  # the topic read to its end at start-up
         self._latest_at_load: tuple[bytes, int] | None = None  # the newest snapshot while reading to the end
         self.reports_through = -1  # the offset of the last node report this replica applied
         self.snapshots_written = 0
@@ -285,14 +286,7 @@ class SharedState:
         if self._loaded.is_set():
             return
         self._loaded.set()
-        latest = self._latest_at_load
-        if latest is not None:
-            try:
-                prepared = self.prepare(latest[0])
-            except SnapshotError as exc:
-                log.warning("cannot mirror the decider's latest snapshot: %s", exc)
-            else:
-                self._call_on_loop(lambda: self._mirror(prepared, latest[1]))
+        self._call_on_loop(self.on_loaded)
         log.info("state topic %r read%s; following it", self.topic, "" if self._latest_at_load else " (no snapshot in it yet)")
 
     # -- the election --------------------------------------------------------------------------
@@ -387,6 +381,8 @@ class Replica:
         shared.on_snapshot = self.adopt
         shared.on_node_report = self.node_report
         shared.on_leadership = self.leadership
+        shared.on_loaded = self.mirror_loaded
+        self._loaded_mirrored = False
         loop.may_observe = lambda: shared.leading
         loop.node_report_taken = shared.node_report_taken
         loop.saved_state = shared
@@ -409,8 +405,12 @@ class Replica:
         self.loop.publish()
 
     def mirror_loaded(self) -> None:
-        """Mirror the newest snapshot the topic held when this replica started (at start-up,
-        before serving; the follower hands it over too, and mirroring it twice changes nothing)."""
+        """Mirror the newest snapshot the topic held when this replica started, once: at
+        start-up before serving, or, when the topic was read only after the start-up wait, as
+        soon as it is (the follower hands that moment to the event loop)."""
+        if self._loaded_mirrored:
+            return
+        self._loaded_mirrored = True
         latest = self.shared.latest_at_load
         if latest is not None:
             try:
