@@ -12,10 +12,11 @@ PY := $(VENV)/bin/python
 shim:
 	mvn -q -B -f shim/pom.xml package
 
-$(VENV)/.installed: pyproject.toml devtools/pyproject.toml
+# Every package at the version in constraints.txt, the versions CI runs (docs/architecture.md).
+$(VENV)/.installed: pyproject.toml devtools/pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]' -e ./devtools
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]' -e ./devtools
 	touch $@
 
 install: $(VENV)/.installed
