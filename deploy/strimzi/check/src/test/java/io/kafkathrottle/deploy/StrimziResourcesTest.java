@@ -20,7 +20,7 @@ import io.strimzi.api.kafka.model.nodepool.KafkaNodePool;
 import io.strimzi.api.kafka.model.nodepool.ProcessRoles;
 import io.strimzi.api.kafka.model.topic.KafkaTopic;
 import io.strimzi.api.kafka.model.user.KafkaUser;
-import io.strimzi.api.kafka.model.user.acl.AclOperation;
+import io.strimzi.api.kafka.model.user.acl.StrimziAclOperation;
 import io.strimzi.api.kafka.model.user.acl.AclRule;
 import io.strimzi.api.kafka.model.user.acl.AclRuleGroupResource;
 import io.strimzi.api.kafka.model.user.acl.AclRuleTopicResource;
@@ -59,6 +59,13 @@ class StrimziResourcesTest {
             .enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES);
     private static final String SHIM_PREFIX = "client.quota.callback.service.";
 
+    /** Every *.yaml of deploy/strimzi/, in name order: a file added there is read too. */
+    private static List<Path> files() throws Exception {
+        try (var listing = Files.list(STRIMZI)) {
+            return listing.filter(path -> path.getFileName().toString().endsWith(".yaml")).sorted().toList();
+        }
+    }
+
     private static List<JsonNode> documents(String file) throws Exception {
         try (var parser = YAML.getFactory().createParser(STRIMZI.resolve(file).toFile())) {
             List<JsonNode> nodes = new ArrayList<>();
@@ -67,19 +74,32 @@ class StrimziResourcesTest {
         }
     }
 
+    /** The resources of this kind in every file of deploy/strimzi/. */
+    private static <T extends HasMetadata> List<T> read(Class<T> type) throws Exception {
+        List<T> found = new ArrayList<>();
+        for (Path file : files()) {
+            found.addAll(read(file.getFileName().toString(), type));
+        }
+        return found;
+    }
+
     private static <T extends HasMetadata> List<T> read(String file, Class<T> type) throws Exception {
         List<T> found = new ArrayList<>();
         for (JsonNode node : documents(file)) {
             if (node.get("kind").asText().equals(type.getSimpleName())) {
-                // Written in the API version Strimzi stores and serves first.
-                List<?> versions = (List<?>) type.getField("VERSIONS").get(null);
-                assertEquals("kafka.strimzi.io/" + versions.get(0), node.get("apiVersion").asText());
-                T resource = YAML.treeToValue(node, type);
-                assertNoUnknownProperties(resource, type.getSimpleName());
-                found.add(resource);
+                found.add(bind(node, type));
             }
         }
         return found;
+    }
+
+    /** The document as Strimzi's model reads it, in the API version Strimzi stores and serves first. */
+    private static <T extends HasMetadata> T bind(JsonNode node, Class<T> type) throws Exception {
+        List<?> versions = (List<?>) type.getField("VERSIONS").get(null);
+        assertEquals("kafka.strimzi.io/" + versions.get(0), node.get("apiVersion").asText());
+        T resource = YAML.treeToValue(node, type);
+        assertNoUnknownProperties(resource, type.getSimpleName());
+        return resource;
     }
 
     /**
@@ -138,6 +158,24 @@ class StrimziResourcesTest {
         return clusters.get(0);
     }
 
+    private static final Map<String, Class<? extends HasMetadata>> MODEL = Map.of(
+            "Kafka", Kafka.class, "KafkaNodePool", KafkaNodePool.class, "KafkaTopic", KafkaTopic.class, "KafkaUser", KafkaUser.class);
+
+    @Test
+    void everyStrimziDocumentInTheKitIsReadByStrimzisModel() throws Exception {
+        List<String> bound = new ArrayList<>();
+        for (Path file : files()) {
+            for (JsonNode node : documents(file.getFileName().toString())) {
+                if (node.get("apiVersion").asText().startsWith("kafka.strimzi.io/")) {
+                    Class<? extends HasMetadata> type = MODEL.get(node.get("kind").asText());
+                    assertNotNull(type, file.getFileName() + ": a kind this check does not read: " + node.get("kind"));
+                    bound.add(bind(node, type).getKind());
+                }
+            }
+        }
+        assertTrue(bound.containsAll(MODEL.keySet()), "read: " + bound);
+    }
+
     @Test
     void theKafkaResourceAndItsNodePoolsAreWhatStrimzisModelKnows() throws Exception {
         Kafka kafka = kafka();
@@ -147,7 +185,8 @@ class StrimziResourcesTest {
         for (KafkaNodePool pool : pools) {
             assertEquals(kafka.getMetadata().getName(), pool.getMetadata().getLabels().get("strimzi.io/cluster"));
         }
-        assertEquals("4.1.1", kafka.getSpec().getKafka().getVersion());
+        // Strimzi 1.2.0's default Kafka, which the broker image recipe builds on.
+        assertEquals("4.3.1", kafka.getSpec().getKafka().getVersion());
     }
 
     @Test
@@ -178,6 +217,19 @@ class StrimziResourcesTest {
             assertFalse(dropped, key + " is an option Strimzi drops from spec.kafka.config");
         }
         assertEquals("http://throttle-service.kafka.svc:8080", config.get(SHIM_PREFIX + "url"));
+    }
+
+    @Test
+    void theNodeTokenComesFromASecretThroughStrimzisConfigProvider() throws Exception {
+        Map<String, Object> config = kafka().getSpec().getKafka().getConfig();
+        Matcher reference = Pattern.compile("\\$\\{(\\w+):([a-z0-9-]+)/([a-z0-9.-]+):([\\w.-]+)}")
+                .matcher(String.valueOf(config.get(SHIM_PREFIX + "token")));
+        assertTrue(reference.matches(), "the token is a config provider's reference, never the value: " + config.get(SHIM_PREFIX + "token"));
+        String provider = reference.group(1);
+        assertTrue(List.of(String.valueOf(config.get("config.providers")).split(",\\s*")).contains(provider));
+        assertEquals("io.strimzi.kafka.KubernetesSecretConfigProvider", config.get("config.providers." + provider + ".class"));
+        assertEquals(List.of("kafka", "throttle-service-node-token", "token"),
+                List.of(reference.group(2), reference.group(3), reference.group(4)));
     }
 
     @Test
@@ -213,34 +265,37 @@ class StrimziResourcesTest {
 
     @Test
     void theServiceUserHasTheLeastAclsItNeeds() throws Exception {
-        List<KafkaUser> users = read("kafka-user.yaml", KafkaUser.class);
+        List<KafkaUser> users = read(KafkaUser.class);
         assertEquals(1, users.size());
         KafkaUserAuthorizationSimple authorization = (KafkaUserAuthorizationSimple) users.get(0).getSpec().getAuthorization();
-        Map<String, Set<AclOperation>> byResource = authorization.getAcls().stream().collect(Collectors.toMap(
+        Map<String, Set<StrimziAclOperation>> byResource = authorization.getAcls().stream().collect(Collectors.toMap(
                 rule -> rule.getResource() instanceof AclRuleTopicResource topic ? "topic:" + topic.getName()
                         : rule.getResource() instanceof AclRuleGroupResource group ? "group:" + group.getName() : rule.getResource().getType(),
                 (AclRule rule) -> Set.copyOf(rule.getOperations())));
         assertEquals(Map.of(
-                "cluster", Set.of(AclOperation.DESCRIBE),
-                "topic:kafka-throttle-quotas", Set.of(AclOperation.CREATE, AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE),
-                "topic:kafka-throttle-quotas-state", Set.of(AclOperation.CREATE, AclOperation.DESCRIBE, AclOperation.READ, AclOperation.WRITE),
-                "group:kafka-throttle-quotas-state-decider", Set.of(AclOperation.READ),
-                "topic:kafka-throttle-history", Set.of(AclOperation.DESCRIBE, AclOperation.WRITE)), byResource);
+                "cluster", Set.of(StrimziAclOperation.DESCRIBE),
+                "topic:kafka-throttle-quotas", Set.of(StrimziAclOperation.CREATE, StrimziAclOperation.DESCRIBE, StrimziAclOperation.READ, StrimziAclOperation.WRITE),
+                "topic:kafka-throttle-quotas-state", Set.of(StrimziAclOperation.CREATE, StrimziAclOperation.DESCRIBE, StrimziAclOperation.READ, StrimziAclOperation.WRITE),
+                "group:kafka-throttle-quotas-state-decider", Set.of(StrimziAclOperation.READ),
+                "topic:kafka-throttle-history", Set.of(StrimziAclOperation.DESCRIBE, StrimziAclOperation.WRITE)), byResource);
     }
 
     @Test
-    void theHistoryTopicIsCompactedAndTheUserMayWriteIt() throws Exception {
-        List<KafkaTopic> topics = read("kafka-topic.yaml", KafkaTopic.class);
-        assertEquals(1, topics.size());
-        KafkaTopic history = topics.get(0);
-        assertEquals("compact", history.getSpec().getConfig().get("cleanup.policy"));
-        assertEquals(kafka().getMetadata().getName(), history.getMetadata().getLabels().get("strimzi.io/cluster"));
-        KafkaUser user = read("kafka-user.yaml", KafkaUser.class).get(0);
-        boolean writable = ((KafkaUserAuthorizationSimple) user.getSpec().getAuthorization()).getAcls().stream()
-                .anyMatch(rule -> rule.getResource() instanceof AclRuleTopicResource topic
-                        && topic.getName().equals(history.getMetadata().getName())
-                        && rule.getOperations().contains(AclOperation.WRITE));
-        assertTrue(writable, "the KafkaUser may write the history topic");
+    void everyTopicOfTheKitIsTheClustersAndTheUserMayWriteIt() throws Exception {
+        List<KafkaTopic> topics = read(KafkaTopic.class);
+        assertFalse(topics.isEmpty());
+        KafkaUser user = read(KafkaUser.class).get(0);
+        for (KafkaTopic topic : topics) {
+            assertEquals(kafka().getMetadata().getName(), topic.getMetadata().getLabels().get("strimzi.io/cluster"));
+            String name = topic.getSpec().getTopicName() != null ? topic.getSpec().getTopicName() : topic.getMetadata().getName();
+            boolean writable = ((KafkaUserAuthorizationSimple) user.getSpec().getAuthorization()).getAcls().stream()
+                    .anyMatch(rule -> rule.getResource() instanceof AclRuleTopicResource resource
+                            && resource.getName().equals(name)
+                            && rule.getOperations().contains(StrimziAclOperation.WRITE));
+            assertTrue(writable, "the KafkaUser may write the topic " + name);
+        }
+        KafkaTopic compacted = read("kafka-topic.yaml", KafkaTopic.class).get(0);
+        assertEquals("compact", compacted.getSpec().getConfig().get("cleanup.policy"));
     }
 
     @Test
