@@ -158,8 +158,9 @@ class ThrottleDecider:
             twin.horizon = self.horizon.judged_by(policy, horizon_seconds, {v.key: v for v in self.cache.volumes()})
         times_to_full = twin.horizon.at_risk if twin.horizon is not None else None
         twin.holder = self.holder.judged_by(policy, times_to_full)
-        twin._view = self._view.judged_by(policy, times_to_full) if self._view is not None else None
-        twin._breaching = frozenset()
+        # a copy of this decider: its own private state, re-judged
+        twin._view = self._view.judged_by(policy, times_to_full) if self._view is not None else None  # noqa: SLF001
+        twin._breaching = frozenset()  # noqa: SLF001
         twin.evaluation = None
         return twin
 
@@ -196,19 +197,19 @@ class ThrottleDecider:
         view_change = self._view.next_change_after(now) if self._view is not None else None
         if view_change is not None and (reading.next_change_at is None or view_change < reading.next_change_at):
             reading = replace(reading, next_change_at=view_change)
-        shown = step is not None and reading.source is not FactorSource.DISABLED
+        shown = step if reading.source is not FactorSource.DISABLED else None
         return Decision(
             reading=reading,
             policy=self.policy,
             fallback=self.fallback,
             validity_seconds=self.validity_seconds,
             last_success_at=self.last_success_at,
-            evaluation=step.evaluation if shown else None,
+            evaluation=shown.evaluation if shown is not None else None,
             latest_round=self.latest_round,
             active_brokers=len(self.active_brokers),
             log_dirs=len(step.volumes) if step is not None else 0,
-            fenced=tuple(self.cache.fenced_volumes(step.volumes)) if shown else (),
-            volumes=step.volumes if shown else (),
+            fenced=tuple(self.cache.fenced_volumes(shown.volumes)) if shown is not None else (),
+            volumes=shown.volumes if shown is not None else (),
             fill_rates=self.horizon.rates if self.horizon is not None else None,
             metadata=metadata,
             metadata_policy=self.metadata.policy,

@@ -75,7 +75,7 @@ class FillTrend:
     any number), each with a weight the caller keeps beside it (the live rule: the factor its
     broker's shims applied when it was made)."""
 
-    __slots__ = ("window_seconds", "max_observations", "times", "usable", "weights", "fill_rate", "_previous", "_before", "_slopes")
+    __slots__ = ("_before", "_previous", "_slopes", "fill_rate", "max_observations", "times", "usable", "weights", "window_seconds")
 
     def __init__(self, window_seconds: float, max_observations: int | None = None) -> None:
         self.window_seconds = window_seconds
@@ -104,7 +104,10 @@ class FillTrend:
         if previous is not None and (usable > previous or total_bytes < 0):
             noise = gain_noise_bytes(total_bytes)
             if usable - previous > noise and (before is None or usable - before > noise):
-                times.clear(), values.clear(), weights.clear()  # space gained: the trend starts again here
+                # space gained: the trend starts again here
+                times.clear()
+                values.clear()
+                weights.clear()
                 self._slopes = None
         self._before, self._previous = previous, usable
         times.append(at)

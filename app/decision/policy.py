@@ -21,7 +21,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from app.decision.fill_rate import TimeToFull
-
 from app.observation.model import VolumeKey, VolumeObservation
 
 
@@ -161,6 +160,7 @@ def evaluate(
     for volume in volumes:
         count += 1
         if volume.error is None and volume.total_bytes >= 0 and volume.usable_bytes >= 0:
+            measured: float
             if kind_is_bytes:
                 measured = volume.usable_bytes
             else:
@@ -175,8 +175,7 @@ def evaluate(
             ramping.append(verdict)
         elif verdict.status is VolumeStatus.UNJUDGED:
             unjudged.append(verdict)
-        if verdict.factor < factor:
-            factor = verdict.factor
+        factor = min(factor, verdict.factor)
     order = lambda v: v.volume.key  # noqa: E731 - stable output for clients and ETags
     return Evaluation(
         factor=factor,

@@ -21,13 +21,13 @@ from __future__ import annotations
 import gc
 import json
 import struct
-from contextlib import contextmanager
-from itertools import chain, compress
-from operator import attrgetter, eq, not_
 import sys
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import chain, compress
+from operator import attrgetter, eq, not_
 from typing import TYPE_CHECKING, Any
 
 from app.decision.fill_rate import FillTrend, TimeToFull
@@ -89,7 +89,7 @@ class _Writer:
         self._index: dict[int, int] = {}  # id(observation) -> its position
         self._observations: list[VolumeObservation] = []
         self._strings: dict[str, int] = {}
-        self.arrays: dict[str, array] = {}
+        self.arrays: dict[str, array[int] | array[float]] = {}
 
     def observations(self, volumes: Iterable[VolumeObservation]) -> list[int]:
         """The positions of ``volumes`` in the pool, adding those not in it yet."""
@@ -104,11 +104,11 @@ class _Writer:
             for i, position in enumerate(positions):
                 if position == -1:
                     volume = volumes[i]
-                    position = index.get(id(volume), -1)
-                    if position == -1:
-                        position = index[id(volume)] = len(pool)
+                    pooled = index.get(id(volume), -1)
+                    if pooled == -1:
+                        pooled = index[id(volume)] = len(pool)
                         pool.append(volume)
-                    positions[i] = position
+                    positions[i] = pooled
         return positions
 
     def string(self, text: str) -> int:
@@ -147,9 +147,11 @@ class _Writer:
         blobs, offset, layout = [], 0, {}
         for name, values in self.arrays.items():
             if sys.byteorder != "little":
-                values = array(values.typecode, values)
-                values.byteswap()
-            blob = values.tobytes()
+                swapped = array(values.typecode, values)
+                swapped.byteswap()
+                blob = swapped.tobytes()
+            else:
+                blob = values.tobytes()
             layout[name] = [values.typecode, offset, len(values)]
             blobs.append(blob)
             offset += len(blob)
@@ -205,12 +207,12 @@ def _times_to_full(writer: _Writer, times: Mapping[VolumeKey, TimeToFull] | None
     return [[*writer.key(k), t.fill_rate, t.seconds_to_hard_limit, t.factor] for k, t in times.items()]
 
 
-def _floats(values: Iterable[float | None]) -> array:
+def _floats(values: Iterable[float | None]) -> array[float]:
     """Numbers or None (NaN in the array)."""
     return array("d", [_NAN if v is None else v for v in values])
 
 
-def _repeated(lists: list[list[float]]) -> tuple[array, list[float]]:
+def _repeated(lists: list[list[float]]) -> tuple[array[int], list[float]]:
     """Lists that often equal the one before (the times and factors applied of one broker's log
     dirs, observed in the same rounds): a flag for each (1: the same as the one before) and the
     others' values, flattened. Compared and gathered in C (map, compress, chain)."""
@@ -377,7 +379,8 @@ class _Reader:
         try:
             self.header: dict[str, Any] = json.loads(data[_HEADER.size : _HEADER.size + length])
             body = memoryview(data)[_HEADER.size + length :]
-            self.arrays: dict[str, array] = {}
+            # the type codes come from the snapshot's header
+            self.arrays: dict[str, array[Any]] = {}
             for name, (typecode, offset, count) in self.header["arrays"].items():
                 values = array(typecode)
                 end = offset + count * values.itemsize
@@ -457,8 +460,9 @@ def decode_node_report(encoded: dict[str, Any]) -> NodeReport:
     return NodeReport(int(encoded["node"]), frozenset(encoded["roles"]), volumes, float(encoded["at"]))
 
 
-def _nan_none(values: array) -> list[float | None]:
-    return [None if v != v else v for v in values.tolist()]  # NaN stands for None
+def _nan_none(values: array[float]) -> list[float | None]:
+    # NaN stands for None; only NaN differs from itself (cheaper than math.isnan per element)
+    return [None if v != v else v for v in values.tolist()]  # noqa: PLR0124
 
 
 def _unrepeated(counts: list[int], same: list[int], values: list[float]) -> list[list[float]]:
@@ -536,9 +540,9 @@ def _restore_metadata(decider: ThrottleDecider, reader: _Reader, encoded: dict[s
         watch._latest_expiry = encoded["latest_expiry"]  # noqa: SLF001
     else:
         for node_id in book._confirmed:  # noqa: SLF001
-            judged = watch._judged.get(node_id)  # noqa: SLF001
-            if judged is not None and judged.verdicts:
-                watch._extend_view(judged.report)  # noqa: SLF001
+            confirmed = watch._judged.get(node_id)  # noqa: SLF001
+            if confirmed is not None and confirmed.verdicts:
+                watch._extend_view(confirmed.report)  # noqa: SLF001
     return len(book._reports)  # noqa: SLF001
 
 

@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from app.decision.fill_rate import TimeToFull
-
 from app.decision.policy import Evaluation, StoragePolicy, evaluate
 from app.observation.model import VolumeKey, VolumeObservation
 
@@ -145,5 +144,6 @@ class ViewTimeline(Timeline):
 
     def judged_by(self, policy: StoragePolicy, times_to_full: Mapping[VolumeKey, TimeToFull] | None = None) -> Timeline:
         twin = copy.copy(self)
-        twin._policy, twin._breaching, twin._steps, twin._times_to_full = policy, frozenset(), {}, times_to_full
+        # a copy of this timeline: its own private state, re-judged
+        twin._policy, twin._breaching, twin._steps, twin._times_to_full = policy, frozenset(), {}, times_to_full  # noqa: SLF001
         return twin
