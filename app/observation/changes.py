@@ -75,8 +75,8 @@ class ClusterChanges:
         return [_change(logging.INFO, "observation_restored", f"observation restored: {active} active brokers", active_brokers=active)]
 
     def _registrations(self, round_: ObservationRound, cached_brokers: Collection[int]) -> list[Change]:
-        now = {b: Registration.ACTIVE for b in round_.active_brokers}
-        now.update({b: Registration.FENCED for b in round_.fenced_brokers})
+        now = dict.fromkeys(round_.active_brokers, Registration.ACTIVE)
+        now.update(dict.fromkeys(round_.fenced_brokers, Registration.FENCED))
         before, self._registered = self._registered, now
         changes = []
         for broker in sorted(set(now) | set(before or {})):
