@@ -110,6 +110,19 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999
 
 
+def _worker_share(pool: tuple[int, int], environ: Mapping[str, str]) -> tuple[int, int]:
+    """The part of ``pool`` that is this process's when the tests run in several processes
+    (pytest-xdist's PYTEST_XDIST_WORKER ``gw<i>`` of PYTEST_XDIST_WORKER_COUNT): the workers'
+    parts do not overlap, so a port a broker of one worker gives up while it is stopped is
+    never handed to another worker's cluster or service. The whole pool otherwise."""
+    worker, count = environ.get("PYTEST_XDIST_WORKER", ""), environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not (worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and int(count) > 1):
+        return pool
+    index, workers = int(worker[2:]), int(count)
+    size = (pool[1] - pool[0]) // workers
+    return (pool[0] + index * size, pool[0] + (index + 1) * size) if index < workers else pool
+
+
 def _free_ports(n: int) -> list[int]:
     """n distinct free TCP ports on 127.0.0.1.
 
@@ -127,6 +140,8 @@ def _free_ports(n: int) -> list[int]:
         pool = (hi + 1, 65536)
     else:
         pool = None
+    if pool:
+        pool = _worker_share(pool, os.environ)
     rng = random.SystemRandom()
     socks: list[socket.socket] = []
     try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import ssl
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from devtools.devcluster import LocalKafkaCluster
+from devtools.devcluster.cluster import _free_ports
 from devtools.commands import read_log, start_logged
 from devtools.processes import healthz_answers, service_environment, stop_process
 from devtools.devcluster.shim import build_shim
@@ -25,6 +25,23 @@ MiB = 1024 * 1024
 VOLUME_MIB = 64
 ROOT = Path(__file__).resolve().parents[2]
 SASL_USERS = {"throttle": "throttle-secret", "producer": "producer-secret"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist registers it too; here so the marks below pass --strict-markers without it
+    config.addinivalue_line("markers", "xdist_group(name): tests that run in one process, in order")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """With several test processes (``pytest -n N --dist loadgroup``, as ``make test`` runs
+    them), the tests of one module run in one process, in order, on the clusters their module
+    fixtures start once: a test without an ``xdist_group`` mark is in its module's group. A
+    module may split itself by marking its tests with groups of their own (e.g. one per Kafka
+    version). Each test's process is recorded in the JUnit XML report (property ``worker``)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+        item.user_properties.append(("worker", os.environ.get("PYTEST_XDIST_WORKER", "main")))
 
 
 @pytest.fixture(scope="session")
@@ -57,9 +74,10 @@ def kafka_cluster() -> Iterator[LocalKafkaCluster]:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port for a service, from the same pool as the brokers' (below the ephemeral range,
+    this test process's own part of it when the tests run in several): a service stopped and
+    started again on its port finds it still free."""
+    return _free_ports(1)[0]
 
 
 class RunningService:
