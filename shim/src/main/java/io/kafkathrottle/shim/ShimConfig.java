@@ -7,11 +7,15 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.KeyStore;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Collections;
+import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.TreeSet;
+import java.util.concurrent.ConcurrentHashMap;
 
 import javax.net.ssl.SSLContext;
 import javax.net.ssl.TrustManagerFactory;
@@ -23,13 +27,18 @@ import org.apache.kafka.common.config.ConfigDef.Range;
 import org.apache.kafka.common.config.ConfigDef.Type;
 import org.apache.kafka.common.config.ConfigException;
 import org.apache.kafka.common.config.types.Password;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The shim's broker configuration: every key under {@value #PREFIX}. Bad values throw
  * {@link ConfigException} from {@code configure}, which stops the broker at start-up.
  */
 final class ShimConfig {
+    private static final Logger LOG = LoggerFactory.getLogger(ShimConfig.class);
     static final String PREFIX = "client.quota.callback.service.";
+    /** The service's own settings (app/settings/model.py): a broker configuration may carry them, the shim reads none. */
+    static final String SERVICE_SETTINGS_PREFIX = "client.quota.callback.static.";
     static final String URL = PREFIX + "url";
     static final String POLL_INTERVAL_MS = PREFIX + "poll.interval.ms";
     static final String LONG_POLL_WAIT_MS = PREFIX + "long.poll.wait.ms";
@@ -115,9 +124,12 @@ final class ShimConfig {
             }
         }
         if (!unknown.isEmpty()) {
-            throw new ConfigException("Unknown configuration " + String.join(", ", unknown) + "; the throttle service shim knows "
+            List<String> named = new ArrayList<>();
+            unknown.forEach(key -> named.add(key + suggestion(key).map(s -> " (did you mean " + s + "?)").orElse("")));
+            throw new ConfigException("Unknown configuration " + String.join(", ", named) + "; the throttle service shim knows "
                     + new TreeSet<>(DEFINITION.names()));
         }
+        warnUnread(brokerConfigs.keySet());
         AbstractConfig parsed = new AbstractConfig(DEFINITION, brokerConfigs, false);
         QuotaWindow window = QuotaWindow.fromBrokerConfig(brokerConfigs);
         Map<String, String> identity = new TreeMap<>();
@@ -127,6 +139,73 @@ final class ShimConfig {
         int brokerId = brokerId(brokerConfigs);
         identity.put("node.id", Integer.toString(brokerId));
         return new ShimConfig(parsed, window, Collections.unmodifiableMap(identity), brokerId, NodeVolumes.fromNodeConfig(brokerConfigs));
+    }
+
+    /** The keys under the service's prefix this process already warned about: one WARN per process, not per callback instance. */
+    private static final Set<String> WARNED = ConcurrentHashMap.newKeySet();
+
+    /**
+     * Logs one WARN for the {@value #SERVICE_SETTINGS_PREFIX}* keys in the broker's configuration that this process has not
+     * warned about yet: the shim reads none of them (they are the service's settings), and one that matches a shim setting,
+     * such as {@code client.quota.callback.static.token}, is most likely meant for the shim.
+     */
+    static void warnUnread(Set<String> brokerKeys) {
+        List<String> fresh = new ArrayList<>();
+        for (String key : new TreeSet<>(brokerKeys)) {
+            if (key.startsWith(SERVICE_SETTINGS_PREFIX) && WARNED.add(key)) {
+                fresh.add(key + suggestion(key).map(s -> " (did you mean " + s + "?)").orElse(""));
+            }
+        }
+        if (!fresh.isEmpty()) {
+            LOG.warn("Throttle service shim: ignoring {}: the shim reads only {}* keys ({} are the throttle service's settings)",
+                    String.join(", ", fresh), PREFIX, SERVICE_SETTINGS_PREFIX + "*");
+        }
+    }
+
+    /** Forgets the keys warned about (tests only). */
+    static void forgetWarnings() {
+        WARNED.clear();
+    }
+
+    /**
+     * The shim setting a key under either prefix most likely means: the one with the same name after its prefix, else the
+     * closest within an edit distance of a fifth of the longer name (about the service's own cut-off for its settings).
+     */
+    static Optional<String> suggestion(String key) {
+        String suffix = key.startsWith(PREFIX) ? key.substring(PREFIX.length())
+                : key.startsWith(SERVICE_SETTINGS_PREFIX) ? key.substring(SERVICE_SETTINGS_PREFIX.length()) : key;
+        String best = null;
+        int bestDistance = Integer.MAX_VALUE;
+        for (String name : new TreeSet<>(DEFINITION.names())) {
+            String candidate = name.substring(PREFIX.length());
+            int distance = editDistance(suffix, candidate);
+            if (distance * 5 <= Math.max(suffix.length(), candidate.length()) && distance < bestDistance) {
+                best = name;
+                bestDistance = distance;
+            }
+        }
+        return Optional.ofNullable(best);
+    }
+
+    /** Edit distance: insertions, deletions, substitutions and swaps of two neighbouring characters each count one. */
+    static int editDistance(String a, String b) {
+        int[][] d = new int[a.length() + 1][b.length() + 1];
+        for (int i = 0; i <= a.length(); i++) {
+            d[i][0] = i;
+        }
+        for (int j = 0; j <= b.length(); j++) {
+            d[0][j] = j;
+        }
+        for (int i = 1; i <= a.length(); i++) {
+            for (int j = 1; j <= b.length(); j++) {
+                int cost = a.charAt(i - 1) == b.charAt(j - 1) ? 0 : 1;
+                d[i][j] = Math.min(d[i - 1][j - 1] + cost, Math.min(d[i - 1][j], d[i][j - 1]) + 1);
+                if (i > 1 && j > 1 && a.charAt(i - 1) == b.charAt(j - 2) && a.charAt(i - 2) == b.charAt(j - 1)) {
+                    d[i][j] = Math.min(d[i][j], d[i - 2][j - 2] + 1);
+                }
+            }
+        }
+        return d[a.length()][b.length()];
     }
 
     /** The broker's id as Kafka passes it to configure: node.id under KRaft, broker.id otherwise. */
