@@ -28,10 +28,22 @@ from pathlib import Path
 from ..commands import CommandFailed, run_command
 from ._proc import die_with_parent_preexec
 
-KAFKA_VERSION = "4.1.1"
+# The version of the local stack, docker-compose.yml and the integration suite: Strimzi 1.2's default.
+KAFKA_VERSION = "4.3.1"
+# The oldest Kafka line we keep: the shim is compiled against its API (shim/pom.xml) and every
+# version in SMOKE_KAFKA_VERSIONS gets a real-broker smoke (tests/integration/test_kafka_versions.py).
+OLDEST_KAFKA_VERSION = "4.1.2"
+SMOKE_KAFKA_VERSIONS = (OLDEST_KAFKA_VERSION, "4.2.2", "4.4.0")
 
-# log4j2 version shipped with (and depended on by) Kafka 4.1.x.
-LOG4J_VERSION = "2.24.3"
+# The log4j2 version each Kafka release depends on (its kafka-server POM): the classpath pins
+# log4j-core, log4j-api and the SLF4J binding it adds to that one version.
+LOG4J_VERSIONS = {"4.1.1": "2.24.3", "4.1.2": "2.25.3", "4.2.2": "2.25.5", "4.3.1": "2.25.4", "4.4.0": "2.25.5"}
+LOG4J_VERSION = LOG4J_VERSIONS[KAFKA_VERSION]
+
+
+def log4j_version(version: str) -> str:
+    """The log4j2 version to pair with Kafka ``version`` (the default's for a release not listed)."""
+    return LOG4J_VERSIONS.get(version, LOG4J_VERSION)
 
 # Pinned so the result does not depend on Maven's default plugin resolution.
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1"
@@ -57,13 +69,14 @@ def default_cache_dir(version: str = KAFKA_VERSION) -> Path:
 
 
 def _dependencies(version: str) -> list[tuple[str, str, str]]:
+    log4j = log4j_version(version)
     return [
         ("org.apache.kafka", "kafka_2.13", version),
         # kafka_2.13 brings slf4j-api 1.7.36 (runtime) and log4j-core via
         # kafka-server, but no SLF4J -> log4j2 binding: add the SLF4J 1.x one.
-        ("org.apache.logging.log4j", "log4j-slf4j-impl", LOG4J_VERSION),
-        ("org.apache.logging.log4j", "log4j-core", LOG4J_VERSION),
-        ("org.apache.logging.log4j", "log4j-api", LOG4J_VERSION),
+        ("org.apache.logging.log4j", "log4j-slf4j-impl", log4j),
+        ("org.apache.logging.log4j", "log4j-core", log4j),
+        ("org.apache.logging.log4j", "log4j-api", log4j),
     ]
 
 
