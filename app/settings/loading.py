@@ -6,7 +6,9 @@ rules between settings (exactly one hard limit, a soft limit looser than the har
 into such lines, all of them at once. A value that was given but is invalid still counts as
 given for the rules between settings (two hard limits conflict even when one is out of
 range), and a rule that would compare an invalid value is left out rather than judged
-against the default in its place.
+against the default in its place. The rules themselves are in app/settings/rules.py (and
+those between the limits in app/settings/limits.py); the problem lines in
+app/settings/problems.py.
 
 A problem about a secret key shows ``<hidden>`` for its value, whatever the value is: the key
 decides, and no other text of a message is searched for secret values and rewritten.
@@ -20,63 +22,41 @@ import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from app.redaction import HIDDEN, is_secret_key
+from app.settings.limits import LIMIT_FIELDS, limit_rules
 from app.settings.model import (
-    ADMIN_PREFIX,
-    HISTORY_PRODUCER_PREFIX,
     PROPERTY_FIELDS,
-    WILDCARD_FIELDS,
     SERVICE_PREFIX,
     STATIC_PREFIX,
+    WILDCARD_FIELDS,
     Settings,
     allowed_values,
     env_name,
     property_name,
 )
-from app.redaction import HIDDEN, SHOWN_VALUE_CHARS, bounded, is_secret_key, printable, quoted, shown_value
-from app.decision.horizon import HORIZON_CHECK_INTERVALS
-from app.settings.durations import format_duration
-from app.settings.limits import LIMIT_FIELDS, METADATA_LIMITS, limit_rules
-from app.settings.properties import MalformedEntry, PropertiesSyntaxError, escape_key, read_properties
-from app.kafka.admin_config import to_kafka_python
+from app.settings.problems import ConfigurationError, Problem
+from app.settings.properties import MalformedEntry, PropertiesSyntaxError, read_properties
+from app.settings.rules import cross_field_problems, directory_problem
+
+__all__ = [
+    "ConfigurationError",
+    "Problem",
+    "check_limits",
+    "configured_value",
+    "directory_problem",
+    "environ_without_settings",
+    "load_limits",
+    "load_settings",
+    "prepare_directory",
+]
 
 # Properties under our prefixes that belong to later features or to the broker-side plugin.
 _OWN_PREFIXES = (STATIC_PREFIX, SERVICE_PREFIX)
-_QUOTED = re.compile(r'"([^"]*)"')
-_HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[^\s:,\[\]]+):(\d{1,5})$")
-
-
-@dataclass(frozen=True)
-class Problem:
-    key: str
-    value: str | None  # None: not given; a secret key's value is never held, only HIDDEN
-    allowed: str
-    origin: str = ""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "value", shown_value(self.key, self.value))
-
-    def __str__(self) -> str:
-        # One line a person reads, whatever was given: a long value or key is quoted by its start.
-        shown = "<missing>" if self.value is None else quoted(self.value)
-        notes = [f"from {self.origin}"] if self.origin else []
-        if len(self.key) > SHOWN_VALUE_CHARS:
-            notes.append(f"a key of {len(self.key):,} characters")
-        where = f" ({'; '.join(notes)})" if notes else ""
-        # What the line says besides the key and the value may echo them too (a path, an error):
-        # its control characters are escaped as the value's are.
-        return f"{escape_key(bounded(self.key))}={shown}{printable(where)}: allowed: {printable(self.allowed)}"
-
-
-class ConfigurationError(Exception):
-    def __init__(self, problems: list[Problem]) -> None:
-        super().__init__("\n".join(str(p) for p in problems))
-        self.problems = problems
 
 
 @dataclass(frozen=True)
@@ -88,12 +68,16 @@ class _Value:
 # Kubernetes gives every pod variables for every Service of its namespace (enableServiceLinks): a
 # Service named throttle-service, as docs/deploying.md names it, yields THROTTLE_SERVICE_SERVICE_HOST,
 # THROTTLE_SERVICE_PORT=tcp://10.0.0.11:8080, THROTTLE_SERVICE_PORT_8080_TCP_ADDR, ... None is a setting.
-_SERVICE_LINK = re.compile(r"_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT_\d+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)$")
+_SERVICE_LINK = re.compile(
+    r"_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT_\d+_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)$"
+)
 _SERVICE_LINK_URL = re.compile(r"^(tcp|udp|sctp)://")  # the value of the bare <SERVICE>_PORT
 
 
 def _is_service_link(name: str, value: str) -> bool:
-    return bool(_SERVICE_LINK.search(name)) or (name.endswith("_PORT") and bool(_SERVICE_LINK_URL.match(value)))
+    return bool(_SERVICE_LINK.search(name)) or (
+        name.endswith("_PORT") and bool(_SERVICE_LINK_URL.match(value))
+    )
 
 
 def _unknown_variables(environ: Mapping[str, str]) -> list[Problem]:
@@ -105,14 +89,27 @@ def _unknown_variables(environ: Mapping[str, str]) -> list[Problem]:
     families = tuple(env_name(prefix) for prefix in WILDCARD_FIELDS)
     problems = []
     for name, raw in sorted(environ.items()):
-        if name.startswith(prefixes) and name not in known and not name.startswith(families) and not _is_service_link(name, raw):
-            problems.append(_unknown_key_problem(name, _Value(raw, f"environment variable {name}"), known))
+        if (
+            name.startswith(prefixes)
+            and name not in known
+            and not name.startswith(families)
+            and not _is_service_link(name, raw)
+        ):
+            problems.append(
+                _unknown_key_problem(name, _Value(raw, f"environment variable {name}"), known)
+            )
     return problems
 
 
-def _collect(properties: Mapping[str, str], source: str, environ: Mapping[str, str]) -> dict[str, _Value]:
+def _collect(
+    properties: Mapping[str, str], source: str, environ: Mapping[str, str]
+) -> dict[str, _Value]:
     """Property name -> raw value and origin; the environment overrides the file."""
-    values = {key: _Value(value, source) for key, value in properties.items() if key.startswith(_OWN_PREFIXES)}
+    values = {
+        key: _Value(value, source)
+        for key, value in properties.items()
+        if key.startswith(_OWN_PREFIXES)
+    }
     env_to_property = {env_name(prop): prop for prop in PROPERTY_FIELDS}
     for name, raw in environ.items():
         if name in env_to_property:
@@ -131,163 +128,19 @@ def _wildcard_prefix(key: str) -> str | None:
     return next((prefix for prefix in WILDCARD_FIELDS if key.startswith(prefix)), None)
 
 
-def _history_producer_problems(s: Settings, origin_of: dict[str, str]) -> list[Problem]:
-    """librdkafka judges its own properties: build the producer once and report what it refuses."""
-    config = s.history_producer_config
-    if "bootstrap.servers" not in config:
-        return [Problem(HISTORY_PRODUCER_PREFIX + "bootstrap.servers", None, "the history topic's bootstrap servers (or set the admin bootstrap servers)")]
-    from confluent_kafka import KafkaException, Producer
-
-    try:
-        Producer(config).flush(0)
-    except KafkaException as exc:
-        reason = str(exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else exc)
-        named = next((k for k in config if f'"{k}"' in reason or k in reason), None)
-        key = HISTORY_PRODUCER_PREFIX + (named or "*")
-        if is_secret_key(key):  # librdkafka quotes values ('Invalid value "..." for ...'): keep only names
-            reason = _QUOTED.sub(lambda m: m.group(0) if m.group(1) in config else f'"{HIDDEN}"', reason)
-        reason = _QUOTED.sub(lambda m: f'"{bounded(m.group(1))}"', reason)  # librdkafka quotes the value whole
-        value = config.get(named) if named else None
-        return [Problem(key, value, f"a property librdkafka accepts ({reason})", origin_of.get(key, ""))]
-    return []
-
-
-def _unknown_key_problem(key: str, value: _Value, spellings: Mapping[str, str] | None = None) -> Problem:
+def _unknown_key_problem(
+    key: str, value: _Value, spellings: Mapping[str, str] | None = None
+) -> Problem:
     """A key (or, with ``spellings`` of the environment variables, a variable) that names no
     setting, with the closest known spelling."""
     spellings = spellings if spellings is not None else {prop: prop for prop in PROPERTY_FIELDS}
     close = difflib.get_close_matches(key, list(spellings), n=1, cutoff=0.8)
-    allowed = f"did you mean {close[0]}?" if close else "a known setting (see docs/configuration.md)"
+    allowed = (
+        f"did you mean {close[0]}?" if close else "a known setting (see docs/configuration.md)"
+    )
     # A misspelt secret key (admin.tokn) still holds the secret.
     secret = bool(close) and is_secret_key(spellings[close[0]])
     return Problem(key, HIDDEN if secret else value.raw, allowed, value.origin)
-
-
-def _check_bootstrap(servers: str) -> bool:
-    matches = [_HOST_PORT.match(entry.strip()) for entry in servers.split(",")]
-    return all(match is not None and 0 < int(match.group(2)) < 65536 for match in matches)
-
-
-def _cross_field_problems(s: Settings, origin_of: dict[str, str], given_raw: Mapping[str, Any], invalid: set[str]) -> list[Problem]:
-    """The rules between settings. ``s`` holds the valid values (an invalid one is left at its
-    default); ``invalid`` names the fields given with a value already reported as invalid."""
-    problems: list[Problem] = []
-
-    def problem(field: str, allowed: str) -> None:
-        value = given_raw.get(field, getattr(s, field))
-        shown = None if value is None else format_duration(value) if isinstance(value, timedelta) else str(value)
-        problems.append(Problem(property_name(field), shown, allowed, origin_of.get(field, "")))
-
-    def given(field: str) -> bool:
-        return field in invalid or getattr(s, field) is not None
-
-    def valid(*fields: str) -> bool:
-        return invalid.isdisjoint(fields)
-
-    for field, allowed in limit_rules(s, given, valid):
-        problem(field, allowed)
-    for field, allowed in limit_rules(s, given, valid, METADATA_LIMITS):
-        problem(field, allowed)
-    metadata_limits = [field for field in METADATA_LIMITS.fields if given(field)]
-    node_token = property_name("node_token")
-    if metadata_limits and not given("node_token"):
-        # without node reports the limits could never see a metadata volume
-        problem(metadata_limits[0], f"metadata limits only with {node_token} set (the nodes' shims report the metadata volumes)")
-    tokens = (s.node_token, s.admin_token)
-    if valid("node_token", "admin_token") and None not in tokens and len({t.get_secret_value() for t in tokens if t is not None}) == 1:
-        problem("node_token", f"a token other than {property_name('admin_token')} (a node must not be able to change quotas)")
-
-    interval_known = valid("storage_check_interval")
-    # Only PT0S turns observation off, so an invalid interval leaves it on.
-    observing = s.observation_enabled or not interval_known
-    if valid("throttle_factor_validity_duration"):
-        if s.throttle_factor_validity_duration.total_seconds() <= 0:
-            problem("throttle_factor_validity_duration", allowed_values("throttle_factor_validity_duration"))
-        elif interval_known and s.observation_enabled and s.throttle_factor_validity_duration <= s.storage_check_interval:
-            problem(
-                "throttle_factor_validity_duration",
-                f"a duration longer than the check interval ({format_duration(s.storage_check_interval)}), "
-                "or every factor expires before the next round",
-            )
-    horizon = s.ramp_horizon
-    if horizon is not None and interval_known and s.observation_enabled and horizon < s.storage_check_interval * HORIZON_CHECK_INTERVALS:
-        # The fill rate is fitted on the observations of the last quarter of the horizon: 3 at least.
-        problem(
-            "ramp_horizon",
-            f"a duration of at least {HORIZON_CHECK_INTERVALS} check intervals "
-            f"({format_duration(s.storage_check_interval * HORIZON_CHECK_INTERVALS)}), so that a quarter of it holds 3 observations",
-        )
-    bootstrap = "kafka_admin_bootstrap_servers"
-    if observing:
-        if valid(bootstrap):
-            if not s.kafka_admin_bootstrap_servers:
-                problem(bootstrap, allowed_values(bootstrap))
-            elif not _check_bootstrap(s.kafka_admin_bootstrap_servers):
-                problem(bootstrap, "a comma-separated list of host:port, e.g. kafka-0:9092,kafka-1:9092")
-        timeout = s.effective_kafka_request_timeout
-        if valid("kafka_request_timeout") and interval_known and (timeout.total_seconds() <= 0 or timeout >= s.storage_check_interval):
-            problem("kafka_request_timeout", f"a duration greater than zero and shorter than the check interval ({format_duration(s.storage_check_interval)})")
-    if valid("quota_store", bootstrap) and s.quota_store == "kafka":
-        if not s.kafka_admin_bootstrap_servers:
-            problem("quota_store", "sqlite, or kafka with client.quota.callback.static.kafka.admin.bootstrap.servers set (the store's cluster)")
-        elif not observing and not _check_bootstrap(s.kafka_admin_bootstrap_servers):
-            problem(bootstrap, "a comma-separated list of host:port, e.g. kafka-0:9092,kafka-1:9092")
-    if given("http_ssl_certfile") != given("http_ssl_keyfile"):
-        missing = "http_ssl_certfile" if given("http_ssl_keyfile") else "http_ssl_keyfile"
-        problem(missing, "set both the certificate and the key file for HTTPS, or neither")
-    for field in ("http_ssl_certfile", "http_ssl_keyfile"):
-        path = getattr(s, field)
-        if valid(field) and path is not None and not _is_file(path):
-            problem(field, "a readable file")
-    directories = [("data_dir", s.data_dir)] if valid("data_dir") else []
-    if valid("history_enabled", "history_dir") and s.history_enabled and s.history_dir:  # unset: under the data dir
-        directories.append(("history_dir", s.history_dir))
-    for field, directory in directories:
-        reason = directory_problem(Path(directory))
-        if reason:
-            problem(field, f"{allowed_values(field)}; {reason}")
-    if valid("history_kafka_enabled", "history_kafka_producer", bootstrap) and s.history_kafka_enabled:
-        problems.extend(_history_producer_problems(s, origin_of))
-    if valid("kafka_admin"):
-        _, admin_problems = to_kafka_python(s.kafka_admin, load_tls=observing)
-        for admin_problem in admin_problems:
-            key = ADMIN_PREFIX + admin_problem.key
-            problems.append(Problem(key, admin_problem.value, admin_problem.allowed, origin_of.get(key, "")))
-    return problems
-
-
-def directory_problem(directory: Path) -> str | None:
-    """Why ``directory`` could not be used (created if missing, then written), or None.
-    Checks without creating anything, so --check-config leaves no trace."""
-    try:
-        return _directory_problem(directory)
-    except (OSError, RuntimeError) as exc:  # a name too long, no home directory for "~"
-        return f"unusable ({getattr(exc, 'strerror', None) or exc})"
-
-
-def _is_file(path: str) -> bool:
-    try:
-        return Path(path).is_file()
-    except (OSError, ValueError):
-        return False
-
-
-def _directory_problem(directory: Path) -> str | None:
-    path = directory.expanduser()
-    if "\x00" in str(path) or not str(path).strip():
-        return "a path name (it is empty or has a NUL character)"
-    if path.exists():
-        if not path.is_dir():
-            return f"{path} is not a directory"
-        return None if os.access(path, os.W_OK | os.X_OK) else f"{path} is not writable"
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir():
-        return f"{parent} is not a directory, so {path} cannot be created"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"{parent} is not writable, so {path} cannot be created"
-    return None
 
 
 def prepare_directory(field: str, directory: Path) -> None:
@@ -300,7 +153,9 @@ def prepare_directory(field: str, directory: Path) -> None:
             pass
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
-        raise ConfigurationError([Problem(property_name(field), str(directory), f"{allowed_values(field)} ({reason})")]) from None
+        raise ConfigurationError(
+            [Problem(property_name(field), str(directory), f"{allowed_values(field)} ({reason})")]
+        ) from None
 
 
 _UNREADABLE = "java.util.Properties refuses this file too"
@@ -309,8 +164,18 @@ _UNREADABLE = "java.util.Properties refuses this file too"
 def _malformed_problem(entry: MalformedEntry, source: str) -> Problem:
     origin = f"{source}, line {entry.line}"
     if entry.key is None:
-        return Problem("--config", source, f"a key with \\uXXXX escapes of four hexadecimal digits ({_UNREADABLE})", origin)
-    return Problem(entry.key, entry.raw, f"\\uXXXX escapes with four hexadecimal digits ({_UNREADABLE})", origin)
+        return Problem(
+            "--config",
+            source,
+            f"a key with \\uXXXX escapes of four hexadecimal digits ({_UNREADABLE})",
+            origin,
+        )
+    return Problem(
+        entry.key,
+        entry.raw,
+        f"\\uXXXX escapes with four hexadecimal digits ({_UNREADABLE})",
+        origin,
+    )
 
 
 def load_settings(
@@ -329,7 +194,9 @@ def load_settings(
         try:
             properties = read_properties(config_file)
         except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigurationError([Problem("--config", source, f"a readable properties file ({exc})")]) from exc
+            raise ConfigurationError(
+                [Problem("--config", source, f"a readable properties file ({exc})")]
+            ) from exc
         except PropertiesSyntaxError as exc:  # reported, and the rest of the file judged too
             properties, unreadable = exc.entries, exc.malformed
             problems.extend(_malformed_problem(entry, source) for entry in unreadable)
@@ -366,13 +233,15 @@ def load_settings(
     given_raw.update(overrides)
 
     settings = _validated(kwargs, origin_of, invalid, problems)
-    problems.extend(_cross_field_problems(settings, origin_of, given_raw, invalid))
+    problems.extend(cross_field_problems(settings, origin_of, given_raw, invalid))
     if problems:
         raise ConfigurationError(problems)
     return settings
 
 
-def _validated(kwargs: dict[str, Any], origin_of: dict[str, str], invalid: set[str], problems: list[Problem]) -> Settings:
+def _validated(
+    kwargs: dict[str, Any], origin_of: dict[str, str], invalid: set[str], problems: list[Problem]
+) -> Settings:
     """The settings of ``kwargs``, each field checked on its own; a field whose value is
     invalid is reported in ``problems``, named in ``invalid`` and left at its default, so
     that the rules between settings can still judge the others."""
@@ -389,7 +258,14 @@ def _validated(kwargs: dict[str, Any], origin_of: dict[str, str], invalid: set[s
             allowed = allowed_values(field)
             if reason.removeprefix("expected ") not in allowed:
                 allowed = f"{allowed} ({reason})"
-            problems.append(Problem(property_name(field), None if raw is None else str(raw), allowed, origin_of.get(field, "")))
+            problems.append(
+                Problem(
+                    property_name(field),
+                    None if raw is None else str(raw),
+                    allowed,
+                    origin_of.get(field, ""),
+                )
+            )
         try:  # the valid values, for the rules between settings
             return Settings(**{k: v for k, v in kwargs.items() if k not in invalid})
         except ValidationError:
@@ -414,7 +290,9 @@ def check_limits(values: Mapping[str, Any], origin: str = "") -> Settings:
 
     for field, allowed in limit_rules(settings, given, lambda *fields: invalid.isdisjoint(fields)):
         raw = values.get(field, getattr(settings, field))
-        problems.append(Problem(property_name(field), None if raw is None else str(raw), allowed, origin))
+        problems.append(
+            Problem(property_name(field), None if raw is None else str(raw), allowed, origin)
+        )
     if problems:
         raise ConfigurationError(problems)
     return settings
@@ -429,20 +307,36 @@ def load_limits(path: Path) -> Settings:
     try:
         properties = read_properties(path)
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigurationError([Problem("--limits", source, f"a readable properties file ({exc})")]) from exc
+        raise ConfigurationError(
+            [Problem("--limits", source, f"a readable properties file ({exc})")]
+        ) from exc
     except PropertiesSyntaxError as exc:
-        raise ConfigurationError([_malformed_problem(entry, source) for entry in exc.malformed]) from exc
+        raise ConfigurationError(
+            [_malformed_problem(entry, source) for entry in exc.malformed]
+        ) from exc
     values = _collect(properties, source, {})
     unknown = [
-        _unknown_key_problem(key, value) for key, value in values.items() if key not in PROPERTY_FIELDS and _wildcard_prefix(key) is None
+        _unknown_key_problem(key, value)
+        for key, value in values.items()
+        if key not in PROPERTY_FIELDS and _wildcard_prefix(key) is None
     ]
+    limits = {
+        PROPERTY_FIELDS[key]: value.raw
+        for key, value in values.items()
+        if PROPERTY_FIELDS.get(key) in LIMIT_FIELDS
+    }
+    try:  # the limits are checked too when a key is unknown: every problem is named at once
+        settings = check_limits(limits, source)
+    except ConfigurationError as exc:
+        raise ConfigurationError(unknown + exc.problems) from None
     if unknown:
         raise ConfigurationError(unknown)
-    limits = {PROPERTY_FIELDS[key]: value.raw for key, value in values.items() if PROPERTY_FIELDS.get(key) in LIMIT_FIELDS}
-    return check_limits(limits, source)
+    return settings
 
 
-def configured_value(config_file: Path | None, field: str, environ: Mapping[str, str] | None = None) -> str | None:
+def configured_value(
+    config_file: Path | None, field: str, environ: Mapping[str, str] | None = None
+) -> str | None:
     """The raw value one setting is given by the file or the environment, before any
     validation (None when unset or the file is unreadable): for deciding what to run."""
     properties: dict[str, str] = {}
@@ -453,7 +347,9 @@ def configured_value(config_file: Path | None, field: str, environ: Mapping[str,
             pass
         except PropertiesSyntaxError as exc:
             properties = exc.entries
-    value = _collect(properties, "", os.environ if environ is None else environ).get(property_name(field))
+    value = _collect(properties, "", os.environ if environ is None else environ).get(
+        property_name(field)
+    )
     return value.raw if value is not None else None
 
 
@@ -461,4 +357,8 @@ def environ_without_settings(environ: Mapping[str, str] | None = None) -> dict[s
     """The environment minus every variable the service would read as a setting: for starting
     a service (or a check of one) that sees only the settings it is given."""
     prefixes = tuple(env_name(prefix) for prefix in _OWN_PREFIXES)
-    return {k: v for k, v in (os.environ if environ is None else environ).items() if not k.startswith(prefixes)}
+    return {
+        k: v
+        for k, v in (os.environ if environ is None else environ).items()
+        if not k.startswith(prefixes)
+    }

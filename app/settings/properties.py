@@ -32,7 +32,18 @@ _WHITESPACE = " \t\f"
 _LINE_ENDS = "\r\n"
 _ESCAPES = {"t": "\t", "r": "\r", "n": "\n", "f": "\f"}
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
-_KEY_ESCAPES = {"\\": "\\\\", " ": "\\ ", "\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f", "=": "\\=", ":": "\\:", "#": "\\#", "!": "\\!"}
+_KEY_ESCAPES = {
+    "\\": "\\\\",
+    " ": "\\ ",
+    "\t": "\\t",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\f": "\\f",
+    "=": "\\=",
+    ":": "\\:",
+    "#": "\\#",
+    "!": "\\!",
+}
 
 
 @dataclass(frozen=True)
@@ -74,7 +85,7 @@ def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
         while True:
             if i >= end:
                 if chars:
-                    yield start, "".join(chars[:-1] if backslash else chars)
+                    yield start, _at_text_end(chars, backslash)
                 return
             char = text[i]
             i += 1
@@ -87,11 +98,7 @@ def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
                     continue
                 skip_whitespace = continued = False
             if not chars and char in "#!":
-                while i < end and text[i] not in _LINE_ENDS:
-                    i += 1
-                if i >= end:
-                    return
-                i += 1
+                i = _after_line(text, i)  # at the end of the text, the loop ends on the next turn
                 skip_whitespace = True
                 continue
             if char not in _LINE_ENDS:
@@ -104,7 +111,7 @@ def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
                 skip_whitespace = True
                 continue
             if i >= end:
-                yield start, "".join(chars[:-1] if backslash else chars)
+                yield start, _at_text_end(chars, backslash)
                 return
             if not backslash:
                 yield start, "".join(chars)
@@ -113,6 +120,20 @@ def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
             skip_whitespace = continued = True
             backslash = False
             skip_lf = char == "\r"
+
+
+def _after_line(text: str, i: int) -> int:
+    """The index just after the line end that ends the line ``i`` is in (``len(text)`` when
+    no line end follows)."""
+    end = len(text)
+    while i < end and text[i] not in _LINE_ENDS:
+        i += 1
+    return min(i + 1, end)
+
+
+def _at_text_end(chars: list[str], backslash: bool) -> str:
+    """A logical line the text ends in: a last backslash that would continue it is dropped."""
+    return "".join(chars[:-1] if backslash else chars)
 
 
 def _split(line: str) -> tuple[str, str]:
