@@ -100,7 +100,9 @@ class AppliedFactor:
         """What the shims applied with ``factor`` in force under ``enforcement``."""
         if not enforcement.enforced:
             return cls(1.0)
-        return cls(factor, frozenset(enforcement.canary_brokers) if enforcement.canary_brokers else None)
+        return cls(
+            factor, frozenset(enforcement.canary_brokers) if enforcement.canary_brokers else None
+        )
 
     def on(self, broker_id: int) -> float:
         enforcing = self.enforcing
@@ -153,12 +155,16 @@ class HorizonRule:
         self._at_risk: Mapping[VolumeKey, TimeToFull] = MappingProxyType({})
         self._held_at: dict[VolumeKey, float] = {}  # the time of the observation each was held on
 
-    def record(self, observations: Iterable[VolumeObservation], applied: AppliedFactor) -> dict[VolumeKey, TimeToFull]:
+    def record(
+        self, observations: Iterable[VolumeObservation], applied: AppliedFactor
+    ) -> dict[VolumeKey, TimeToFull]:
         """Add a round's observations, made under the factor ``applied``; return the volumes
         whose time factor is below 1. The rates of every volume the rule estimates are in
         ``rates`` afterwards (a new mapping each round: a reader may keep the one it took)."""
         at_risk: dict[VolumeKey, TimeToFull] = {}
-        rates = dict(self.rates)  # a kept observation's volume keeps its rate until a newer one comes
+        rates = dict(
+            self.rates
+        )  # a kept observation's volume keeps its rate until a newer one comes
         reach = self.reach_seconds
         held, take_hold_below = self._at_risk, self.take_hold_below
         by_ratio = self.policy.kind is LimitKind.MIN_AVAILABLE_RATIO
@@ -196,18 +202,27 @@ class HorizonRule:
             estimate = self._estimate(trend, volume, rate)
             if estimate.factor < (1.0 if key in held else take_hold_below):
                 at_risk[key] = estimate
-        # A volume held whose broker did not answer keeps its figures while its last
-        # observation is in the view (as its level verdict does), and stays held.
-        held_at, last_held_at = {}, self._held_at
-        for key in at_risk:
-            held_at[key] = trends[key].times[-1]
-        for key, estimate in held.items():
-            if key not in at_risk and (trend := trends.get(key)) is not None and trend.times[-1] == last_held_at[key]:
-                at_risk[key], held_at[key] = estimate, last_held_at[key]
-        self._held_at = held_at
+        self._keep_unanswered(at_risk)
         self.rates = rates
         self._at_risk = at_risk
         return at_risk
+
+    def _keep_unanswered(self, at_risk: dict[VolumeKey, TimeToFull]) -> None:
+        """Add to the round's ``at_risk`` each volume held whose broker did not answer: it keeps
+        its figures while its last observation is in the view (as its level verdict does), and
+        stays held. Notes the observation each volume is held on."""
+        trends, last_held_at = self._trends, self._held_at
+        held_at: dict[VolumeKey, float] = {}
+        for key in at_risk:
+            held_at[key] = trends[key].times[-1]
+        for key, estimate in self._at_risk.items():
+            if (
+                key not in at_risk
+                and (trend := trends.get(key)) is not None
+                and trend.times[-1] == last_held_at[key]
+            ):
+                at_risk[key], held_at[key] = estimate, last_held_at[key]
+        self._held_at = held_at
 
     def estimate(self, volume: VolumeObservation) -> TimeToFull:
         """The fill rate, time to the hard limit and time factor of ``volume`` as the latest
@@ -219,7 +234,11 @@ class HorizonRule:
         if key not in self.rates or volume.error is not None or not volume.capacity_known:
             return NOT_ESTIMATED
         rate = self.rates[key]
-        return TimeToFull(rate, seconds_to_limit(volume.usable_bytes, hard_limit_bytes(self.policy, volume), rate), 1.0)
+        return TimeToFull(
+            rate,
+            seconds_to_limit(volume.usable_bytes, hard_limit_bytes(self.policy, volume), rate),
+            1.0,
+        )
 
     def _estimate(self, trend: FillTrend, volume: VolumeObservation, rate: float) -> TimeToFull:
         times, factors = trend.times, trend.weights
@@ -239,7 +258,8 @@ class HorizonRule:
             in_force.append(in_force[-1] + factors[i] * (times[i + 1] - times[i]))
         demand = median_of(
             [
-                (usable[i] - usable[j]) / max(in_force[j] - in_force[i], MIN_FACTOR_FOR_DEMAND * (times[j] - times[i]))
+                (usable[i] - usable[j])
+                / max(in_force[j] - in_force[i], MIN_FACTOR_FOR_DEMAND * (times[j] - times[i]))
                 for i in range(len(times) - half)
                 for j in range(i + half, len(times))
             ]
@@ -254,7 +274,12 @@ class HorizonRule:
         """The volumes whose time factor is below 1 as the latest round left them."""
         return self._at_risk
 
-    def judged_by(self, policy: StoragePolicy, horizon_seconds: float, latest: Mapping[VolumeKey, VolumeObservation]) -> HorizonRule:
+    def judged_by(
+        self,
+        policy: StoragePolicy,
+        horizon_seconds: float,
+        latest: Mapping[VolumeKey, VolumeObservation],
+    ) -> HorizonRule:
         """What a rule with ``policy`` and ``horizon_seconds`` would hold now, on this rule's
         trends (what-if): each volume's trend replayed, an observation at a time with the factor
         applied when it was made, through the candidate's window, screen, band and target, as
@@ -279,7 +304,9 @@ class HorizonRule:
         twin._at_risk = at_risk
         return twin
 
-    def _replay(self, replayed: FillTrend, trend: FillTrend, volume: VolumeObservation) -> TimeToFull | None:
+    def _replay(
+        self, replayed: FillTrend, trend: FillTrend, volume: VolumeObservation
+    ) -> TimeToFull | None:
         """Add ``trend``'s observations to ``replayed`` one by one, judging each as ``record``
         does; returns the figures the volume is held with after the last (None: not held)."""
         held: TimeToFull | None = None
@@ -292,11 +319,20 @@ class HorizonRule:
                 held = None
                 continue
             headroom, beyond = usable - hard, reach * rate
-            if held is None and (factor < MIN_FACTOR_FOR_DEMAND or headroom * max(min(replayed.weights), MIN_FACTOR_FOR_DEMAND) >= beyond):
+            if held is None and (
+                factor < MIN_FACTOR_FOR_DEMAND
+                or headroom * max(min(replayed.weights), MIN_FACTOR_FOR_DEMAND) >= beyond
+            ):
                 continue
-            observed = VolumeObservation(volume.broker_id, volume.log_dir, volume.total_bytes, int(usable), at)
+            observed = VolumeObservation(
+                volume.broker_id, volume.log_dir, volume.total_bytes, int(usable), at
+            )
             estimate = self._estimate(replayed, observed, rate)
-            held = estimate if estimate.factor < (1.0 if held is not None else self.take_hold_below) else None
+            held = (
+                estimate
+                if estimate.factor < (1.0 if held is not None else self.take_hold_below)
+                else None
+            )
         return held
 
     def forget(self, keys: Iterable[VolumeKey]) -> None:
