@@ -8,7 +8,13 @@ import sqlite3
 from pathlib import Path
 
 from app.quotas.generation import Generation
-from app.quotas.store import StoreRefused, damaged_store, held_generation, integrity_problem, sqlite_refusal
+from app.quotas.store import (
+    StoreRefused,
+    damaged_store,
+    held_generation,
+    integrity_problem,
+    sqlite_refusal,
+)
 
 # Errors that are the store's (a damaged file, a lock held too long); any other is the copy's.
 _STORE_ERRORS = ("SQLITE_NOTADB", "SQLITE_CORRUPT", "SQLITE_BUSY", "SQLITE_LOCKED")

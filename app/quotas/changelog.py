@@ -26,7 +26,9 @@ ENFORCEMENT = "enforcement"  # one key: the enforcement set through the API (a t
 
 def _name_json(name: EntityName) -> str | dict[str, bool] | None:
     # The default entity is not a name: a user called "<default>" stays a user.
-    return {"default": True} if name is DEFAULT else name
+    if name is None or isinstance(name, str):
+        return name
+    return {"default": True}
 
 
 def _name_from_json(value: object) -> EntityName:

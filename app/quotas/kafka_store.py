@@ -71,7 +71,7 @@ class KafkaQuotaStore:
         self._results: dict[int, Applied] = {}  # recent offsets -> what applying them did
         self._loaded = threading.Event()
         self._stop = threading.Event()
-        self._listeners: list[Callable[[], None]] = []
+        self._listeners: list[Callable[[], object]] = []
         self._producer: Any = None
         self._thread: threading.Thread | None = None
         self.error: str | None = None  # the latest reason the topic could not be read, if any
@@ -115,7 +115,7 @@ class KafkaQuotaStore:
     def wait_loaded(self, timeout: float) -> bool:
         return self._loaded.wait(timeout)
 
-    def follow(self, listener: Callable[[], None]) -> None:
+    def follow(self, listener: Callable[[], object]) -> None:
         """Call ``listener`` (on the store's thread) after every change applied, once loaded."""
         self._listeners.append(listener)
 
@@ -225,15 +225,20 @@ class KafkaQuotaStore:
                     self._end = cached[1]
                 if message is None:
                     continue
-                if message.error():
-                    if message.error().code() == KafkaError._PARTITION_EOF:
-                        self._position = max(self._position, message.offset())
+                error, offset = message.error(), message.offset()
+                if error is not None:
+                    # the client's end-of-partition event (a documented code, named with an underscore)
+                    if error.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001
+                        if offset is not None:
+                            self._position = max(self._position, offset)
                         self._mark_loaded()  # read up to the end, whatever offset the last record had
                     else:
-                        self.error = message.error().str()
+                        self.error = error.str()
                     continue
-                self._apply(message.offset(), message.key(), message.value())
-            except Exception as exc:  # unreachable or not authorised: keep the table, try again
+                if offset is None:  # a record always has one; only events lack it
+                    continue
+                self._apply(offset, message.key(), message.value())
+            except Exception as exc:  # noqa: BLE001 - unreachable or not authorised: keep the table, try again
                 self.error = f"{type(exc).__name__}: {exc}"
                 if consumer is not None:
                     consumer.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Self
 
 
 class QuotaType(str, enum.Enum):
@@ -20,10 +21,11 @@ class _Default:
 
     _instance: _Default | None = None
 
-    def __new__(cls) -> _Default:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
+    def __new__(cls) -> Self:
+        instance = cls._instance
+        if not isinstance(instance, cls):
+            instance = cls._instance = super().__new__(cls)
+        return instance
 
     def __repr__(self) -> str:
         return "DEFAULT"
@@ -115,6 +117,6 @@ class QuotaTable:
     override_index: dict[tuple[EntityName, EntityName], tuple[QuotaEntity, QuotaValues]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "override_index", {(e.user, e.client_id): (e, l) for e, l in self.overrides.items()})
+        object.__setattr__(self, "override_index", {(e.user, e.client_id): (e, v) for e, v in self.overrides.items()})
         object.__setattr__(self, "user_groups", {u: g.name for g in self.groups.values() for u in g.users})
         object.__setattr__(self, "client_groups", {c: g.name for g in self.groups.values() for c in g.client_ids})

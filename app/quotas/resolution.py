@@ -16,7 +16,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from app.quotas.model import DEFAULT, PRECEDENCE, EntityName, Level, QuotaEntity, QuotaGroup, QuotaTable, QuotaType
+from app.quotas.model import (
+    DEFAULT,
+    PRECEDENCE,
+    EntityName,
+    Level,
+    QuotaEntity,
+    QuotaGroup,
+    QuotaTable,
+    QuotaType,
+)
 
 GROUP_TAG = "quota-group"
 

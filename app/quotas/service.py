@@ -11,15 +11,15 @@ import logging
 from collections.abc import Callable
 
 from app.clock import Clock
+from app.decision.enforcement import Enforcement
+from app.decision.factor import FactorReading
 from app.quotas.change_rules import FLOOR_SETTINGS, table_size_problem
-from app.quotas.model import QuotaValues, QuotaEntity, QuotaGroup, QuotaTable, QuotaType
-from app.quotas.resolution import Resolution, resolve
 from app.quotas.kafka_store import ChangeRefused, KafkaQuotaStore
+from app.quotas.model import QuotaEntity, QuotaGroup, QuotaTable, QuotaType, QuotaValues
+from app.quotas.resolution import Resolution, resolve
 from app.quotas.store import QuotaStore
 from app.settings import Settings
 from app.settings.model import QUOTA_MAX
-from app.decision.enforcement import Enforcement
-from app.decision.factor import FactorReading
 
 log = logging.getLogger("app.decision")
 
@@ -152,11 +152,19 @@ class QuotaService:
             self._take_enforcement(self.store.load_enforcement() if self._follows else None)
             return True
 
-    def _replace(self, **changes: object) -> None:
+    def _replace(
+        self,
+        overrides: dict[QuotaEntity, QuotaValues] | None = None,
+        groups: dict[str, QuotaGroup] | None = None,
+    ) -> None:
         if self._follows:
             self.reload()  # what the store applied, other replicas' changes included
             return
-        self.table = dataclasses.replace(self.table, **changes)  # type: ignore[arg-type]
+        self.table = dataclasses.replace(
+            self.table,
+            overrides=self.table.overrides if overrides is None else overrides,
+            groups=self.table.groups if groups is None else groups,
+        )
         for listener in self._listeners:
             listener()
 
@@ -182,7 +190,7 @@ class QuotaService:
             if entity not in self.table.overrides:
                 return False
             await self._stored(self.store.delete_override, entity)
-            self._replace(overrides={e: l for e, l in self.table.overrides.items() if e != entity})
+            self._replace(overrides={e: v for e, v in self.table.overrides.items() if e != entity})
             return True
 
     async def put_group(self, group: QuotaGroup) -> None:

@@ -29,8 +29,14 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from app.decision.enforcement import Enforcement
-from app.quotas.generation import Generation, GenerationUnreadable, generation_path, read_generation, write_generation
-from app.quotas.model import DEFAULT, EntityName, QuotaValues, QuotaEntity, QuotaGroup, QuotaType
+from app.quotas.generation import (
+    Generation,
+    GenerationUnreadable,
+    generation_path,
+    read_generation,
+    write_generation,
+)
+from app.quotas.model import DEFAULT, EntityName, QuotaEntity, QuotaGroup, QuotaType, QuotaValues
 
 QUOTA_STORE_FILE = "quotas.sqlite3"
 SCHEMA_VERSION = 3  # 2 added store_state: the generation and the mark of use; 3 the enforcement
