@@ -119,7 +119,7 @@ def install_log_redaction(secrets: Iterable[str]) -> None:
         if not _is_service_logger(record.name):
             try:
                 message = record.getMessage()
-            except Exception:  # a broken format string: logging reports it when the handler formats
+            except Exception:  # noqa: BLE001 - a broken format string: logging reports it when the handler formats
                 return record
             clean = redact(message, _installed)
             if clean != message:
