@@ -1,3 +1,3 @@
-from app.server.cli import main
+from app.server.cli.main import main
 
 main()

@@ -20,7 +20,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from app.server.http_protocol import ConnectionGuard, EdgeHttpToolsProtocol
+from app.server.edge.http_protocol import ConnectionGuard, EdgeHttpToolsProtocol
 
 REQUEST = b"GET /throttle-factor HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nIf-None-Match: \"d41d8cd98f00\"\r\nAccept: */*\r\n\r\n"
 

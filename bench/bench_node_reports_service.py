@@ -109,7 +109,7 @@ def reports_over_http(nodes: int, dirs: int, rounds: int) -> tuple[float, float,
 
 def decider_ms_per_report(nodes: int, dirs: int, repeat: int) -> float:
     """The decider's part of a report alone (judge and keep it), parsed beforehand, in-process."""
-    from app.server.schemas.nodes import NodeVolumesBody
+    from app.server.api.schemas.nodes import NodeVolumesBody
 
     clock = ManualClock()
     decider = make_app(clock, metadata=True).state.service.decider
@@ -130,7 +130,7 @@ def round_cost(brokers: int, dirs: int, nodes: int, repeat: int, metadata: bool)
     app = make_app(clock, metadata=metadata)
     loop = app.state.service.loop
     if metadata:
-        from app.server.schemas.nodes import NodeVolumesBody
+        from app.server.api.schemas.nodes import NodeVolumesBody
 
         for node in range(1, nodes + 1):
             loop.decider.record_node_report(NodeVolumesBody.model_validate(report_body(node, dirs)).report(node, clock()))

@@ -25,7 +25,7 @@ import statistics
 import tempfile
 import time
 
-from app.server.saved_state import StateFile
+from app.server.runtime.saved_state import StateFile
 from bench_horizon import HORIZON, FillingCluster, service, service_round_cpu
 from cpu_time import cpu_ms
 

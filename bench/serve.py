@@ -19,8 +19,8 @@ import uvicorn
 from fastapi import FastAPI, Response
 
 from app.server.app import create_app
-from app.server.http_protocol import MAX_REQUEST_HEAD_BYTES, ConnectionGuard
-from app.server.http_server import HTTP_PARSER, HTTP_PROTOCOL
+from app.server.edge.http_protocol import MAX_REQUEST_HEAD_BYTES, ConnectionGuard
+from app.server.edge.http_server import HTTP_PARSER, HTTP_PROTOCOL
 from app.quotas.model import DEFAULT, QuotaEntity, QuotaType
 from app.quotas.store import QuotaStore, store_file
 from app.settings import load_settings

@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("kafka").setLevel(logging.WARNING)
 
-    from app.server.cli import main as service_main
+    from app.server.cli.main import main as service_main
 
     service_args = ["--config", str(args.config)] if args.config else []
     if (configured_value(args.config, "kafka_admin_bootstrap_servers") or "").strip():

@@ -23,21 +23,21 @@ from app.observation.source import VolumeSource
 from app.quotas.kafka_store import KafkaQuotaStore
 from app.quotas.service import QuotaService
 from app.quotas.store import QuotaStore, store_file
-from app.server.admission import AdminToken, BodyLimit, HeadAsGet
-from app.server.audit import AuditLog
-from app.server.loop import ObservationLoop
-from app.server.methods import MethodGate
-from app.server.metrics import ServiceMetrics, instrument_http
-from app.server.problems import UnexpectedErrors, install_problem_handlers
-from app.server.publishing import Publication, Rendering
-from app.server.saved_state import SavedState, StateFile
-from app.server.shared_state import Replica, SharedState, state_topic_name
+from app.server.edge.admission import AdminToken, BodyLimit, HeadAsGet
+from app.server.api.audit import AuditLog
+from app.server.runtime.loop import ObservationLoop
+from app.server.edge.methods import MethodGate
+from app.server.runtime.metrics import ServiceMetrics, instrument_http
+from app.server.edge.problems import UnexpectedErrors, install_problem_handlers
+from app.server.runtime.publishing import Publication, Rendering
+from app.server.runtime.saved_state import SavedState, StateFile
+from app.server.runtime.shared_state import Replica, SharedState, state_topic_name
 from app.timefmt import iso_instant
-from app.server.routes import enforcement, health, metrics, nodes, quotas, throttle, volumes, what_if
-from app.server.schemas.decision import ThrottleDecision, decision_etag_basis, decision_response
-from app.server.schemas.bounds import bound_by_settings
-from app.server.schemas.quotas import QuotaTableModel, QuotaTableRenderer
-from app.server.state import ServiceState
+from app.server.api.routes import enforcement, health, metrics, nodes, quotas, throttle, volumes, what_if
+from app.server.api.schemas.decision import ThrottleDecision, decision_etag_basis, decision_response
+from app.server.api.schemas.bounds import bound_by_settings
+from app.server.api.schemas.quotas import QuotaTableModel, QuotaTableRenderer
+from app.server.api.state import ServiceState
 from app.settings import Settings
 from app.settings.limits import metadata_policy, storage_policy
 
@@ -90,7 +90,7 @@ def decider_from(settings: Settings, clock: Clock) -> ThrottleDecider:
 async def saved_state_from(settings: Settings, loop: ObservationLoop, clock: Clock) -> SavedState | None:
     """Where this service keeps its decider's state: with the SQLite store a file in the data
     dir, which the decider resumes from here; with the Kafka store the state topic every replica
-    shares (app/server/shared_state.py), which it mirrors as it reads it. None with observation
+    shares (app/server/runtime/shared_state.py), which it mirrors as it reads it. None with observation
     off (nothing to keep)."""
     if not settings.observation_enabled:
         return None

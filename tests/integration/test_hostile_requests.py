@@ -245,4 +245,4 @@ def test_every_write_and_every_refused_token_leaves_one_audit_line(start_service
 
 
 def audit_lines(service: RunningService) -> list[str]:
-    return [line for line in service.log().splitlines() if " app.server.audit: " in line and ("audited" in line or "sneaky" in line)]
+    return [line for line in service.log().splitlines() if " app.server.api.audit: " in line and ("audited" in line or "sneaky" in line)]

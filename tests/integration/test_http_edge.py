@@ -58,7 +58,7 @@ def series(service: RunningService) -> int:
 
 
 def audit_lines(service: RunningService) -> list[str]:
-    return [line for line in service.log().splitlines() if " app.server.audit: " in line]
+    return [line for line in service.log().splitlines() if " app.server.api.audit: " in line]
 
 
 def test_invented_methods_are_refused_without_a_token_an_audit_line_or_new_metric_series(service):

@@ -263,7 +263,7 @@ def test_a_replica_turns_ready_on_a_topic_whose_end_holds_no_record_it_can_read(
     assert [o["entity"]["user"] for o in table(reader)["overrides"]] == ["kept"]
 
 
-# -- one decision on every replica (app/server/shared_state.py) ---------------------------------
+# -- one decision on every replica (app/server/runtime/shared_state.py) ---------------------------------
 
 NODE_TOKEN = "replicas-node-token-0123456"
 DECIDING = {

@@ -29,7 +29,7 @@ from app.decision.policy import LimitKind, StoragePolicy
 from app.history.files import HistoryFiles, Retention
 from app.history.rows import round_lines
 from app.observation.model import ObservationRound, VolumeObservation
-from app.server.schemas.decision import decision_response
+from app.server.api.schemas.decision import decision_response
 from spark.job import run_report
 from spark.page.html_report import render_page
 from spark.reading.history import read_history

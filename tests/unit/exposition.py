@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from app.clock import ManualClock
 from app.observation.model import ObservationRound, VolumeObservation
 from app.server.app import create_app
-from app.server.http_server import edge_guard
+from app.server.edge.http_server import edge_guard
 from app.settings import load_settings
 
 from .asgi import run_scenario

@@ -6,7 +6,7 @@ tests/integration/test_hostile_requests.py."""
 import logging
 
 from app.clock import ManualClock
-from app.server.admission import NODE_PATH_PREFIX, READ_METHODS, READ_ONLY_POSTS, is_write
+from app.server.edge.admission import NODE_PATH_PREFIX, READ_METHODS, READ_ONLY_POSTS, is_write
 from app.server.app import create_app
 from app.settings import load_settings
 
@@ -48,10 +48,10 @@ def test_a_read_only_post_needs_no_token_and_writes_no_audit_line_but_its_body_i
     body = b'{"hard": {"min_available_bytes": 100}}'
 
     async def scenario(client, observer, clock):
-        with caplog.at_level(logging.INFO, logger="app.server.audit"):
+        with caplog.at_level(logging.INFO, logger="app.server.api.audit"):
             fits = await client.post("/what-if", content=body + b" " * (1024 - len(body)), headers={"Content-Type": "application/json"})
         assert fits.status_code == 200, fits.text
-        assert not [r for r in caplog.records if r.name == "app.server.audit"]
+        assert not [r for r in caplog.records if r.name == "app.server.api.audit"]
         over = await client.post("/what-if", content=body + b" " * (1025 - len(body)), headers={"Content-Type": "application/json"})
         assert over.status_code == 413 and over.headers["content-type"] == "application/problem+json"
 
@@ -85,7 +85,7 @@ def test_an_unexpected_error_in_a_route_is_a_problem_json_500(tmp_path, caplog):
         head = await client.head("/broken")
         assert (head.status_code, head.content) == (500, b"")
 
-    with caplog.at_level(logging.ERROR, logger="app.server.problems"):
+    with caplog.at_level(logging.ERROR, logger="app.server.edge.problems"):
         run_scenario(app, ManualClock(), scenario)
     assert "internal detail" in caplog.text  # the traceback is in the log
 
@@ -96,12 +96,12 @@ def test_an_audit_line_escapes_names_and_never_holds_the_token_or_body(tmp_path,
         await client.put("/quotas/overrides", params={"user": "ann"}, json={"produce": 88000}, headers=AUTH)
         await client.put("/quotas/groups/g1", json={"users": []}, headers=AUTH)
 
-    with caplog.at_level(logging.INFO, logger="app.server.audit"):
+    with caplog.at_level(logging.INFO, logger="app.server.api.audit"):
         run_scenario(make_app(tmp_path), ManualClock(), scenario)
-    lines = [record.getMessage() for record in caplog.records if record.name == "app.server.audit"]
+    lines = [record.getMessage() for record in caplog.records if record.name == "app.server.api.audit"]
     assert lines == [
         'PUT /quotas/overrides user="eve\\r\\nforged line" client-id="<default>" outcome=refused status=403 client=127.0.0.1',
         'PUT /quotas/overrides user="ann" outcome=accepted status=200 client=127.0.0.1',
         'PUT /quotas/groups/g1 group="g1" outcome=rejected status=422 client=127.0.0.1',
     ]
-    assert [record.levelname for record in caplog.records if record.name == "app.server.audit"] == ["WARNING", "INFO", "INFO"]
+    assert [record.levelname for record in caplog.records if record.name == "app.server.api.audit"] == ["WARNING", "INFO", "INFO"]

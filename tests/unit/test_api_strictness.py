@@ -14,7 +14,7 @@ from hypothesis import example, given, settings, strategies as st
 from app.clock import ManualClock
 from app.quotas.change_rules import NAME_MAX_BYTES, member_name_problem, name_pattern, name_problem, user_name_problem
 from app.server.app import create_app
-from app.server.conditional import WAIT_PATTERN
+from app.server.api.conditional import WAIT_PATTERN
 from app.settings import load_settings
 from app.settings.model import QUOTA_MAX
 from devtools.openapi import render

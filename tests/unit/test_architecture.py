@@ -29,7 +29,7 @@ def test_a_domain_module_importing_the_web_framework_breaks_the_contracts(tmp_pa
     tree = tmp_path / "tree"
     run_command(["cp", "-r", ROOT / "app", ROOT / "spark", ROOT / "pyproject.toml", tree.mkdir() or tree], 60, check=True)
     policy = tree / "app" / "decision" / "policy.py"
-    policy.write_text("from fastapi import Request  # noqa\nfrom app.server.state import service_state  # noqa\n" + policy.read_text())
+    policy.write_text("from fastapi import Request  # noqa\nfrom app.server.api.state import service_state  # noqa\n" + policy.read_text())
     result = lint_imports(tree)
     assert result.returncode != 0
     assert "app.decision.policy -> fastapi" in result.stdout and "BROKEN" in result.stdout, result.stdout

@@ -310,11 +310,11 @@ def test_the_files_the_image_copies_make_a_complete_service_package(tmp_path):
     assert result.returncode == 0, result.stderr
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "app/server/cli.py" in names and "app/settings/model.py" in names
+    assert "app/server/cli/main.py" in names and "app/settings/model.py" in names
     assert not any(n.startswith(("tests/", "devtools/", "app/devcluster/")) for n in names), names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     scripts = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "throttle-service = app.server.cli:main" in scripts and "throttle-demo" not in scripts
+    assert "throttle-service = app.server.cli.main:main" in scripts and "throttle-demo" not in scripts
     # Every console script the wheel installs has its module in it.
     for module in re.findall(r"^\S+ = ([\w.]+):\w+$", scripts, re.M):
         assert module.replace(".", "/") + ".py" in names, (module, scripts)

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from app.redaction import bounded
-from app.server.cli import EXIT_INVALID_CONFIG, main
+from app.server.cli.main import EXIT_INVALID_CONFIG, main
 from app.settings.loading import environ_without_settings
 from app.settings.properties import PropertiesSyntaxError, escape_key, parse_properties
 from app.settings.model import ADMIN_PREFIX, HISTORY_PRODUCER_PREFIX, PROPERTY_FIELDS, SERVICE_PREFIX, STATIC_PREFIX

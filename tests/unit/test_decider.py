@@ -1,7 +1,7 @@
 """From observation rounds to decisions: complete, incomplete and failed rounds."""
 
 from app.decision.policy import LimitKind, StoragePolicy
-from app.server.schemas.decision import decision_response
+from app.server.api.schemas.decision import decision_response
 from app.decision.decider import ThrottleDecider
 from app.decision.factor import FactorSource
 from app.observation.model import ObservationRound, VolumeObservation

@@ -14,8 +14,8 @@ from app.decision.policy import LimitKind, StoragePolicy
 from app.decision.snapshot import SnapshotError, restore_decider
 from app.observation.model import ObservationRound, VolumeObservation
 from app.observation.node_reports import NodeReport, NodeVolume
-from app.server.schemas.decision import decision_response
-from app.server.schemas.volumes import volumes_view
+from app.server.api.schemas.decision import decision_response
+from app.server.api.schemas.volumes import volumes_view
 
 MiB = 1024 * 1024
 POLICY = StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, hard_level=8 * MiB, soft_level=24 * MiB, hysteresis=2 * MiB)

@@ -11,7 +11,7 @@ from app.clock import ManualClock
 from app.history.rows import round_rows
 from app.observation.model import ObservationRound, VolumeObservation
 from app.server.app import create_app
-from app.server.garbage_collector import tune_garbage_collector
+from app.server.runtime.garbage_collector import tune_garbage_collector
 from app.settings import load_settings
 
 from .asgi import run_scenario

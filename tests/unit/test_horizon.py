@@ -246,7 +246,7 @@ def test_horizons_shorter_than_the_minimum_are_refused():
 def test_the_metrics_name_the_rule_and_the_slowed_volumes_figures():
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from app.server.metrics import DecisionCollector
+    from app.server.runtime.metrics import DecisionCollector
 
     decider = ThrottleDecider(POLICY, 60.0, 1.0, started_at=0.0, horizon_seconds=HORIZON)
     for i in range(3):
@@ -261,7 +261,7 @@ def test_the_metrics_name_the_rule_and_the_slowed_volumes_figures():
 
 
 def test_volumes_and_the_decision_carry_the_fill_rate_and_the_time_to_the_hard_limit():
-    from app.server.schemas.decision import decision_response, volume_entry
+    from app.server.api.schemas.decision import decision_response, volume_entry
 
     decider = ThrottleDecider(POLICY, 60.0, 1.0, started_at=0.0, horizon_seconds=HORIZON)
     for i in range(3):
@@ -283,7 +283,7 @@ def test_the_rule_metric_names_every_rule_the_policy_names_and_a_log_dir_error_t
     from prometheus_client import CollectorRegistry, generate_latest
 
     from app.decision.policy import FACTOR_RULES
-    from app.server.metrics import DecisionCollector
+    from app.server.runtime.metrics import DecisionCollector
 
     decider = ThrottleDecider(POLICY, 60.0, 1.0, started_at=0.0, horizon_seconds=HORIZON)
     failed = VolumeObservation(1, "/data", 20 * GiB, 10 * GiB, 2.0, error="KAFKA_STORAGE_ERROR")

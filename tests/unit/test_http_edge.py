@@ -10,9 +10,9 @@ import httptools
 import pytest
 
 from app.clock import ManualClock
-from app.server.http_protocol import CL_WITH_TE, ConnectionGuard, body_framing, head_size, llhttp_refusal
-from app.server.methods import AllowedMethods, metric_method
-from app.server.refusal_log import RefusalLog, bounded, quoted
+from app.server.edge.http_protocol import CL_WITH_TE, ConnectionGuard, body_framing, head_size, llhttp_refusal
+from app.server.edge.methods import AllowedMethods, metric_method
+from app.server.edge.refusal_log import RefusalLog, bounded, quoted
 
 from .test_admission import make_app
 
@@ -104,7 +104,7 @@ def test_quoted_names_are_bounded_escaped_and_on_one_line():
 
 def test_the_connection_cap_is_one_warning_per_episode(caplog):
     guard = ConnectionGuard(max_connections=10, head_timeout_seconds=1)
-    with caplog.at_level(logging.WARNING, logger="app.server.http_protocol"):
+    with caplog.at_level(logging.WARNING, logger="app.server.edge.http_protocol"):
         assert all(guard.admit() for _ in range(10))
         assert not guard.admit() and not guard.admit()
         guard.release()

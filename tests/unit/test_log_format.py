@@ -29,7 +29,7 @@ def running_service(tmp_path: Path, **settings: str) -> Iterator[tuple[httpx.Cli
     port = free_port()
     environment = service_environment(port, tmp_path, {**SETTINGS, **settings})
     log = tmp_path / f"service-{port}.log"  # a file, not a pipe read only after the stop
-    process = start_logged([sys.executable, "-m", "app.server.cli"], log, env=environment)
+    process = start_logged([sys.executable, "-m", "app.server.cli.main"], log, env=environment)
     lines: list[str] = []
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
@@ -61,7 +61,7 @@ def test_json_lines_are_one_object_each_with_the_fields_of_audit_and_state_chang
         assert "color_message" not in record
     assert any(record["logger"] == "uvicorn.error" for record in records)
     (audit,) = [record for record in records if record.get("event") == "audit"]
-    assert audit["logger"] == "app.server.audit" and audit["level"] == "INFO"
+    assert audit["logger"] == "app.server.api.audit" and audit["level"] == "INFO"
     assert {key: audit[key] for key in ("method", "path", "entity", "outcome", "status", "client")} == {
         "method": "PUT",
         "path": "/quotas/overrides",
@@ -83,14 +83,14 @@ def test_json_lines_are_one_object_each_with_the_fields_of_audit_and_state_chang
 def test_text_lines_stay_the_default(tmp_path):
     with running_service(tmp_path) as (client, lines):
         write_quota(client)
-    audit = [line for line in lines if " app.server.audit: " in line]
+    audit = [line for line in lines if " app.server.api.audit: " in line]
     assert len(audit) == 1 and 'user="alice" client-id="<default>" outcome=accepted status=200' in audit[0]
     assert not any(line.startswith("{") for line in lines)
 
 
 def test_an_unknown_log_format_stops_start_up_naming_the_key(tmp_path):
     environment = service_environment(free_port(), tmp_path, {**SETTINGS, "log_format": "xml"})
-    result = run_command([sys.executable, "-m", "app.server.cli"], 60, env=environment)
+    result = run_command([sys.executable, "-m", "app.server.cli.main"], 60, env=environment)
     assert result.returncode == 2
     assert "throttle.service.log.format" in result.stderr and "text or json" in result.stderr
 
@@ -98,7 +98,7 @@ def test_an_unknown_log_format_stops_start_up_naming_the_key(tmp_path):
 def test_a_text_line_escapes_the_control_characters_of_what_it_echoes_and_keeps_its_traceback():
     import logging
 
-    from app.server.log_format import TEXT_FORMAT, TextFormatter
+    from app.server.runtime.log_format import TEXT_FORMAT, TextFormatter
 
     formatter = TextFormatter(TEXT_FORMAT)
     record = logging.LogRecord("app.quotas", logging.WARNING, __file__, 1, "override of user %s set", ("eve\x1b[31mRED\x1e\nroot\u2028x",), None)
@@ -125,7 +125,7 @@ def test_a_configuration_problem_escapes_a_path_it_echoes_by_the_rule_of_its_quo
 
 def test_an_audit_name_is_quoted_with_its_control_characters_escaped_by_the_same_rule():
     from app.redaction import printable
-    from app.server.audit import entity_text
+    from app.server.api.audit import entity_text
 
     name = 'eve\x1b[31m\u2028é" outcome=accepted\\'
     text = entity_text({"user": name})

@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 from app.observation.model import ObservationRound, VolumeObservation
-from app.server.metrics import REVISION_VARIABLE
+from app.server.runtime.metrics import REVISION_VARIABLE
 from devtools.commands import run_command
 
 from ..promtools import promtool

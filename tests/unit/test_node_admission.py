@@ -6,7 +6,7 @@ unlisted node is freed once its report expires."""
 from __future__ import annotations
 
 from app.observation.model import ObservationRound, VolumeObservation
-from app.server.node_admission import UNLISTED_NODES
+from app.server.runtime.node_admission import UNLISTED_NODES
 
 from .test_node_reports import GiB, NODE_AUTH, VALIDITY, report, run as run_unobserved
 

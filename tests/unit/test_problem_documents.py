@@ -1,4 +1,4 @@
-"""Every error is an RFC 9457 problem document (app/server/problems.py): a request the stop cuts
+"""Every error is an RFC 9457 problem document (app/server/edge/problems.py): a request the stop cuts
 off included, and a long list of errors bounded."""
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def test_a_request_the_stop_cuts_off_is_answered_503_problem_json_with_retry_aft
 
 
 def test_a_body_with_80000_unknown_keys_gets_a_problem_of_20_errors_and_the_count_of_the_rest_in_a_few_kilobytes(tmp_path):
-    from app.server.problems import MAX_PROBLEM_BYTES
+    from app.server.edge.problems import MAX_PROBLEM_BYTES
 
     from .asgi import run_scenario
 
@@ -91,7 +91,7 @@ def test_a_body_with_80000_unknown_keys_gets_a_problem_of_20_errors_and_the_coun
 
 
 def test_long_texts_in_a_problem_are_cut_and_a_short_list_is_whole():
-    from app.server.problems import MAX_PROBLEM_BYTES, MESSAGE_CHARS, SHOWN_CHARS, errors_detail, field_error, problem_json
+    from app.server.edge.problems import MAX_PROBLEM_BYTES, MESSAGE_CHARS, SHOWN_CHARS, errors_detail, field_error, problem_json
 
     errors = [field_error("k" * 100_000, "body", "m" * 100_000) for _ in range(25)]
     answer = problem_json("/p" * 50_000, 422, "Invalid request", errors_detail(errors), errors)
@@ -115,8 +115,8 @@ def test_the_edges_own_answers_are_dated_and_its_501_names_every_served_method()
 
     import httptools
 
-    from app.server.http_protocol import PHRASES, _canned, at_capacity, llhttp_refusal
-    from app.server.methods import SERVED_METHODS
+    from app.server.edge.http_protocol import PHRASES, _canned, at_capacity, llhttp_refusal
+    from app.server.edge.methods import SERVED_METHODS
 
     for status in PHRASES:
         head = _canned(status, PHRASES[status], "x").split(b"\r\n\r\n")[0].decode().split("\r\n")

@@ -8,7 +8,7 @@ import pytest
 
 from app.quotas.model import DEFAULT, Level, QuotaEntity, QuotaType
 from app.quotas.resolution import resolve
-from app.server.schemas.quotas import table_from_json
+from app.server.api.schemas.quotas import table_from_json
 
 VECTORS = json.loads((Path(__file__).resolve().parents[1] / "quota_vectors.json").read_text())
 TABLES = {name: table_from_json(table) for name, table in VECTORS["tables"].items()}
@@ -51,7 +51,7 @@ def test_entity_levels():
 
 def test_the_precedence_the_table_sends_is_the_one_resolution_follows_and_the_vectors_pin():
     from app.quotas.model import PRECEDENCE
-    from app.server.schemas.quotas import PRECEDENCE_NAMES
+    from app.server.api.schemas.quotas import PRECEDENCE_NAMES
 
     assert PRECEDENCE_NAMES == [level.value for level in PRECEDENCE] == VECTORS["precedence"]
 

@@ -9,8 +9,8 @@ import pytest
 
 from app.clock import ManualClock
 from app.observation.model import ObservationRound, VolumeObservation
-from app.server.routes import volumes as volumes_route, what_if as what_if_route
-from app.server.view_cache import ReadPace, ViewCache, WhatIfBudget
+from app.server.api.routes import volumes as volumes_route, what_if as what_if_route
+from app.server.api.view_cache import ReadPace, ViewCache, WhatIfBudget
 
 from .asgi import run_scenario
 from .test_node_reports import GiB, NODE_AUTH, make_app, report

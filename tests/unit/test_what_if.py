@@ -17,9 +17,9 @@ from app.decision.enforcement import Enforcement
 from app.decision.policy import LimitKind, StoragePolicy
 from app.observation.model import ObservationRound, VolumeObservation
 from app.server.app import create_app
-from app.server.schemas.decision import decision_response
-from app.server.schemas.volumes import volumes_view
-from app.server.schemas.what_if import CandidateLimits
+from app.server.api.schemas.decision import decision_response
+from app.server.api.schemas.volumes import volumes_view
+from app.server.api.schemas.what_if import CandidateLimits
 from app.settings import load_settings
 
 from .asgi import run_scenario

@@ -9,7 +9,7 @@ warnings, the rest information. The line never holds the token or the body. Name
 request as sent: quoted and escaped, so a name with a line break stays on its line, and cut to
 their first 200 characters, as is the path. The same facts go with the record as fields
 (``event="audit"``, method, path, entity, outcome, status, client), which JSON log lines carry
-(app/server/log_format.py). Refusals are logged at most once a minute per client and status,
+(app/server/runtime/log_format.py). Refusals are logged at most once a minute per client and status,
 the next line counting those left out: a client without the token cannot fill the log."""
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from urllib.parse import parse_qsl
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.server.admission import is_node_report, is_write
-from app.server.problems import logged_path
-from app.server.refusal_log import RefusalLog, bounded, quoted
+from app.server.edge.admission import is_node_report, is_write
+from app.server.edge.problems import logged_path
+from app.server.edge.refusal_log import RefusalLog, bounded, quoted
 
 logger = logging.getLogger(__name__)
 

@@ -11,13 +11,13 @@ from app.clock import Clock
 from app.decision.decider import ThrottleDecider
 from app.decision.factor import FactorSource
 from app.quotas.service import QuotaService
-from app.server.loop import ObservationLoop
-from app.server.publishing import Publication
-from app.server.node_admission import NodeAdmission
-from app.server.report_rate import ReportRate
-from app.server.schemas.decision import ThrottleDecision
-from app.server.schemas.quotas import QuotaTableModel
-from app.server.view_cache import ViewCache
+from app.server.runtime.loop import ObservationLoop
+from app.server.runtime.publishing import Publication
+from app.server.runtime.node_admission import NodeAdmission
+from app.server.runtime.report_rate import ReportRate
+from app.server.api.schemas.decision import ThrottleDecision
+from app.server.api.schemas.quotas import QuotaTableModel
+from app.server.api.view_cache import ViewCache
 from app.settings import Settings
 
 

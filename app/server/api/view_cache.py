@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from app.server.publishing import GZIP_MIN_BYTES, weak_etag
+from app.server.runtime.publishing import GZIP_MIN_BYTES, weak_etag
 
 if TYPE_CHECKING:
     from app.decision.decider import ThrottleDecider
-    from app.server.state import ServiceState
+    from app.server.api.state import ServiceState
 
 # Candidates kept per view version: an operator tries a few; a flood of others is budgeted.
 MAX_WHAT_IF_ANSWERS = 16

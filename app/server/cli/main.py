@@ -12,7 +12,7 @@ from pathlib import Path
 from app.quotas.backup import backup
 from app.quotas.store import QuotaStore, StoreRefused, store_file
 from app.redaction import bounded, install_log_redaction
-from app.server.log_format import configure_logging
+from app.server.runtime.log_format import configure_logging
 from app.settings import ConfigurationError, Settings, load_settings
 from app.settings.loading import prepare_directory
 from app.settings.model import env_name, property_name
@@ -63,7 +63,7 @@ def _load(config: Path | None) -> Settings:
 
 def _bind(settings: Settings) -> socket.socket:
     """The HTTP socket, or exit 2 with one line naming the address and the settings that move it."""
-    from app.server.http_server import bind, listen_address
+    from app.server.edge.http_server import bind, listen_address
 
     try:
         return bind(settings.http_host, settings.http_port)
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
         print("configuration is valid")
         return
     if args.command == "migrate-store":
-        from app.server.migrate import migrate_store
+        from app.server.cli.migrate import migrate_store
 
         raise SystemExit(migrate_store(settings, args.source))
     if args.command == "backup":
@@ -148,8 +148,8 @@ def main(argv: list[str] | None = None) -> None:
     _check_quota_store(settings, args.accept_empty_store)
 
     from app.server.app import create_app
-    from app.server.garbage_collector import tune_garbage_collector
-    from app.server.http_server import serve
+    from app.server.runtime.garbage_collector import tune_garbage_collector
+    from app.server.edge.http_server import serve
 
     app = create_app(settings)
     tune_garbage_collector()

@@ -17,7 +17,7 @@ import hmac
 from pydantic import SecretStr
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.server.problems import problem_json
+from app.server.edge.problems import problem_json
 from app.settings.model import env_name, property_name
 
 READ_METHODS = frozenset({"GET", "HEAD"})

@@ -50,9 +50,9 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from app.server.admission import bearer_credentials
-from app.server.methods import SERVED_METHODS
-from app.server.refusal_log import RefusalLog
+from app.server.edge.admission import bearer_credentials
+from app.server.edge.methods import SERVED_METHODS
+from app.server.edge.refusal_log import RefusalLog
 
 logger = logging.getLogger(__name__)
 

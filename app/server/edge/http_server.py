@@ -16,7 +16,7 @@ import uvicorn
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
-from app.server.http_protocol import ConnectionGuard, EdgeHttpToolsProtocol, connection_cap
+from app.server.edge.http_protocol import ConnectionGuard, EdgeHttpToolsProtocol, connection_cap
 from app.settings import Settings
 
 # httptools (llhttp, in C), through the edge's protocol: h11, pure Python, costs 1.5-2x the CPU

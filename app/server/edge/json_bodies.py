@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
-from app.server.problems import InvalidRequest, field_error
+from app.server.edge.problems import InvalidRequest, field_error
 
 SHOWN_KEY_CHARACTERS = 64  # of a duplicate key in an error
 

@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.server.problems import problem_json
+from app.server.edge.problems import problem_json
 
 # The methods the API serves anywhere, in the order Allow lists them.
 SERVED_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS")

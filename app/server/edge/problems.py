@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.quotas.kafka_store import StoreUnavailable
 from app.redaction import printable
-from app.server.refusal_log import bounded
+from app.server.edge.refusal_log import bounded
 
 PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger(__name__)

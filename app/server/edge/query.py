@@ -11,7 +11,7 @@ from urllib.parse import unquote_plus
 
 from fastapi import Request
 
-from app.server.problems import InvalidRequest, field_error
+from app.server.edge.problems import InvalidRequest, field_error
 
 SHOWN_NAME_CHARACTERS = 64  # of a parameter's name in an error
 

@@ -30,9 +30,9 @@ from app.observation.changes import ClusterChanges
 from app.observation.model import ObservationRound
 from app.observation.node_reports import NodeReport
 from app.observation.source import VolumeSource
-from app.server.metrics import ServiceMetrics
-from app.server.publishing import Publication
-from app.server.saved_state import REPORT_SAVE_DELAY_SECONDS, SavedState
+from app.server.runtime.metrics import ServiceMetrics
+from app.server.runtime.publishing import Publication
+from app.server.runtime.saved_state import REPORT_SAVE_DELAY_SECONDS, SavedState
 
 log = logging.getLogger("app.decision")
 
@@ -99,10 +99,10 @@ class ObservationLoop:
         self.interval_seconds = interval_seconds
         self.rounds = 0
         self.history: HistoryWriter | None = None  # set while the app runs with history on
-        # Where the decider's state outlives this process (app/server/saved_state.py); None: nowhere.
+        # Where the decider's state outlives this process (app/server/runtime/saved_state.py); None: nowhere.
         self.saved_state: SavedState | None = None
         self._save_pending: asyncio.TimerHandle | None = None
-        # With several replicas (app/server/shared_state.py): whether this one observes (it is the
+        # With several replicas (app/server/runtime/shared_state.py): whether this one observes (it is the
         # elected decider), and where a node report it took goes for the others.
         self.may_observe: Callable[[], bool] = lambda: True
         self.node_report_taken: Callable[[NodeReport], None] | None = None

@@ -42,9 +42,9 @@ from app.decision.factor import FactorSource
 from app.decision.policy import FACTOR_RULES, Evaluation, LimitKind, State, VolumeStatus, rule_of
 from app.observation.model import ObservationRound, VolumeObservation
 from app.quotas.service import QuotaService
-from app.server.conditional import WAIT_PARAMETER
-from app.server.methods import metric_method
-from app.server.saved_state import SavedState
+from app.server.api.conditional import WAIT_PARAMETER
+from app.server.edge.methods import metric_method
+from app.server.runtime.saved_state import SavedState
 
 HTTP_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 300.0)
 # Long-polls are held up to the wait asked for (at most 300 s): their own histogram, so that

@@ -1,5 +1,5 @@
 """How often one node may report its volumes: at most once per MIN_INTERVAL_SECONDS each (which
-nodes may report at all is app/server/node_admission.py's to say, before this counts them). A
+nodes may report at all is app/server/runtime/node_admission.py's to say, before this counts them). A
 report refused here is answered 429 with Retry-After; the shim keeps polling its quotas whatever
 the answer."""
 

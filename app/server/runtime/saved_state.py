@@ -1,6 +1,6 @@
 """Where the decider's state outlives the process: a file in the data dir (one replica, the
 SQLite quota store), or a compacted topic that every replica shares (the Kafka quota store,
-app/server/shared_state.py).
+app/server/runtime/shared_state.py).
 
 The loop hands over a snapshot (bytes, taken on the event loop in the round: nothing live
 crosses threads) after every round and, at most once a second, after node reports changed the

@@ -49,7 +49,7 @@ from app.quotas.kafka_store import ensure_compacted_topic
 if TYPE_CHECKING:
     from app.decision.decider import ThrottleDecider
     from app.decision.snapshot import Restored
-    from app.server.loop import ObservationLoop
+    from app.server.runtime.loop import ObservationLoop
 
 log = logging.getLogger("app.state")
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
-from app.server.routes.route_set import RouteSet
-from app.server.schemas.health import Health, Readiness
-from app.server.state import service_state
+from app.server.api.routes.route_set import RouteSet
+from app.server.api.schemas.health import Health, Readiness
+from app.server.api.state import service_state
 
 routes = RouteSet(tags=["health"])
 

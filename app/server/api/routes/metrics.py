@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from app.server.routes.route_set import RouteSet
-from app.server.state import service_state
+from app.server.api.routes.route_set import RouteSet
+from app.server.api.state import service_state
 
 routes = RouteSet(tags=["metrics"])
 

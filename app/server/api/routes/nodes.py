@@ -8,16 +8,16 @@ from typing import Annotated
 from fastapi import Depends, Path, Request, Response
 from fastapi.security import HTTPBearer
 
-from app.server.problems import ProblemError, problem_responses
-from app.server.query import strict_query
-from app.server.node_admission import UNLISTED_NODES
-from app.server.report_rate import ReportRate
-from app.server.routes.route_set import RouteSet
-from app.server.schemas.nodes import NodeVolumesBody
-from app.server.state import service_state
+from app.server.edge.problems import ProblemError, problem_responses
+from app.server.edge.query import strict_query
+from app.server.runtime.node_admission import UNLISTED_NODES
+from app.server.runtime.report_rate import ReportRate
+from app.server.api.routes.route_set import RouteSet
+from app.server.api.schemas.nodes import NodeVolumesBody
+from app.server.api.state import service_state
 
 routes = RouteSet(tags=["nodes"])
-# Declares the node token in the OpenAPI document; app.server.admission checks it before the body is read.
+# Declares the node token in the OpenAPI document; app.server.edge.admission checks it before the body is read.
 node_bearer = HTTPBearer(auto_error=False, scheme_name="NodeToken", description="The token of throttle.service.node.token")
 
 

@@ -8,16 +8,16 @@ from typing import Annotated
 from fastapi import Depends, Path, Request, Response
 from fastapi.security import HTTPBearer
 
-from app.server.conditional import WAIT_PARAMETER, conditional_get, conditional_responses
-from app.server.routes.route_set import RouteSet
-from app.server.problems import InvalidRequest, ProblemError, field_error, problem_responses
-from app.server.query import query_values, strict_query
+from app.server.api.conditional import WAIT_PARAMETER, conditional_get, conditional_responses
+from app.server.api.routes.route_set import RouteSet
+from app.server.edge.problems import InvalidRequest, ProblemError, field_error, problem_responses
+from app.server.edge.query import query_values, strict_query
 from app.quotas.change_rules import DEFAULT_NAME, floor_problems, group_name_problem, name_problem, user_name_problem
 from app.quotas.model import QuotaEntity, QuotaGroup, QuotaType, QuotaValues
 from app.quotas.service import MembershipConflict, QuotaService, TableFull
 from app.settings.model import property_name
-from app.server.state import service_state
-from app.server.schemas.quotas import (
+from app.server.api.state import service_state
+from app.server.api.schemas.quotas import (
     NAME_RULES,
     EntityModel,
     GroupBody,
@@ -92,9 +92,9 @@ async def resolve_quota(request: Request) -> Response:
     return Response(body, media_type="application/json")
 
 
-# Declares the token in the OpenAPI document; app.server.admission checks it, before the body
+# Declares the token in the OpenAPI document; app.server.edge.admission checks it, before the body
 # is read (FastAPI reads and parses a body before it runs a route's dependencies). Then the query
-# string is read strictly (app.server.query).
+# string is read strictly (app.server.edge.query).
 MUTATION_DEPENDENCIES = [Depends(bearer), Depends(strict_query)]
 # What a change can be answered besides its success: 400 when its body is not JSON that Python
 # can hold (not UTF-8, an integer of more than 4,300 digits, arrays nested too deep), 413 when

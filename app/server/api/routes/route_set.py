@@ -14,8 +14,8 @@ from typing import Any
 from fastapi import APIRouter, FastAPI, Request, Response
 from starlette.routing import Route
 
-from app.server.json_bodies import StrictJsonRoute
-from app.server.problems import problem_responses
+from app.server.edge.json_bodies import StrictJsonRoute
+from app.server.edge.problems import problem_responses
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 

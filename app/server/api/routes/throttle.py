@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from fastapi import Request, Response
 
-from app.server.conditional import WAIT_PARAMETER, conditional_get, conditional_responses
-from app.server.routes.route_set import RouteSet
-from app.server.state import service_state
-from app.server.problems import problem_responses
-from app.server.schemas.decision import DECISION_ETAG_FIELDS, ThrottleDecision
+from app.server.api.conditional import WAIT_PARAMETER, conditional_get, conditional_responses
+from app.server.api.routes.route_set import RouteSet
+from app.server.api.state import service_state
+from app.server.edge.problems import problem_responses
+from app.server.api.schemas.decision import DECISION_ETAG_FIELDS, ThrottleDecision
 
 routes = RouteSet(tags=["throttle"])
 

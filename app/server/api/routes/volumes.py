@@ -3,7 +3,7 @@
 Its size grows with the cluster (about 5 MB at 1,000 brokers x 12 log dirs) and anyone may ask,
 so it is rendered once per change of what it shows and served from the bytes, with an ETag
 (If-None-Match: 304) and gzip for clients that take it, at a pace per client address
-(app/server/view_cache.py)."""
+(app/server/api/view_cache.py)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ import hmac
 
 from fastapi import Request, Response
 
-from app.server.admission import bearer_credentials
-from app.server.conditional import accepts_gzip, matching_etag
-from app.server.problems import ProblemError, problem_responses
-from app.server.routes.route_set import RouteSet
-from app.server.schemas.volumes import VolumesView, volumes_view
-from app.server.state import ServiceState, service_state
-from app.server.view_cache import Rendered, node_reports_change_at
+from app.server.edge.admission import bearer_credentials
+from app.server.api.conditional import accepts_gzip, matching_etag
+from app.server.edge.problems import ProblemError, problem_responses
+from app.server.api.routes.route_set import RouteSet
+from app.server.api.schemas.volumes import VolumesView, volumes_view
+from app.server.api.state import ServiceState, service_state
+from app.server.api.view_cache import Rendered, node_reports_change_at
 
 routes = RouteSet(tags=["volumes"])
 

@@ -49,7 +49,7 @@ class QuotaLimits(BaseModel):
 
 # A quota to set: a JSON number (strict: no booleans, no numeric strings); the floor of its
 # type, a setting, is checked where the settings are known and written into the document there
-# (app.server.schemas.bounds).
+# (app.server.api.schemas.bounds).
 StrictQuota = Annotated[Quota, Field(strict=True)]
 
 

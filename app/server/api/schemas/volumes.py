@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.decision.decider import ThrottleDecider
 from app.decision.policy import VolumeStatus
-from app.server.schemas.decision import VolumeEntry, metadata_entry, volume_entry
+from app.server.api.schemas.decision import VolumeEntry, metadata_entry, volume_entry
 from app.timefmt import iso_instant
 
 

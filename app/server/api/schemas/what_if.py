@@ -12,8 +12,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from app.server.schemas.decision import ThrottleDecision
-from app.server.schemas.volumes import VolumesView
+from app.server.api.schemas.decision import ThrottleDecision
+from app.server.api.schemas.volumes import VolumesView
 
 
 def _json_number(value: Any) -> Any:
