@@ -15,7 +15,21 @@ addresses, family and type: system calls and enum conversions), only for kafka-p
 catch it. ``QuietSelector`` raises the KeyError without formatting anything.
 
 Both are handed to kafka-python through its own hooks (the ``selector`` setting, the ``net``
-argument of ``KafkaNetClient``); nothing of kafka-python is modified."""
+argument of ``KafkaNetClient``); no code of kafka-python is patched, but both subclasses
+override private members of the classes they extend, and so depend on their internals:
+
+- ``ScalingNetworkSelector`` overrides ``NetworkSelector._unschedule(task)`` (called by
+  ``cancel`` and ``reschedule``) and ``NetworkSelector._schedule_tasks()``, reads the timer heap
+  ``NetworkSelector._scheduled`` (entries ``(when, task)``, pushed by ``call_at``) and each
+  task's ``scheduled_at`` and ``state`` (``TaskState.UNSCHEDULED``), and calls
+  ``NetworkSelector._add_ready_task(task)``;
+- ``QuietSelector`` overrides ``get_key(fileobj)`` of the standard library's
+  ``selectors.DefaultSelector`` with a copy that reads its private ``_map``, ``_fd_to_key`` and
+  ``_fileobj_lookup``.
+
+Verified with kafka-python 3.0.12 (pyproject.toml allows 3.0.x only) and CPython 3.11;
+tests/unit/test_framework_internals.py fails when one of these members changes its name or
+parameters."""
 
 from __future__ import annotations
 
