@@ -22,8 +22,9 @@ QUOTAS = "quotas"
 REPORTS = "reports"
 
 
-def quota_table(mutation_factor: float = 1.0) -> dict:
-    """A quota table in the service's shape: no quotas of its own, factor 1, the given mutation factor."""
+def quota_table(mutation_factor: float = 1.0, **fields: object) -> dict:
+    """A quota table in the service's shape: no quotas of its own, factor 1, the given mutation
+    factor; ``fields`` replace entries (e.g. ``factor=0.0, state="PAUSE"``)."""
     return {
         "defaults": {},
         "overrides": [],
@@ -38,6 +39,7 @@ def quota_table(mutation_factor: float = 1.0) -> dict:
         "enforced": True,
         "canary_brokers": [],
         "mutation_factor": mutation_factor,
+        **fields,
     }
 
 
@@ -88,6 +90,7 @@ class StandInService:
         self._changed = threading.Condition()
         self._generation = 0
         self._table = quota_table(mutation_factor)
+        self._closed = False
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -97,10 +100,11 @@ class StandInService:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def table(self, mutation_factor: float) -> None:
-        """Publishes a table with this mutation factor: held long-polls answer at once."""
+    def table(self, mutation_factor: float = 1.0, **fields: object) -> None:
+        """Publishes a table with this mutation factor (and ``fields``, see ``quota_table``):
+        held long-polls answer at once."""
         with self._changed:
-            self._table = quota_table(mutation_factor)
+            self._table = quota_table(mutation_factor, **fields)
             self._generation += 1
             self._changed.notify_all()
 
@@ -120,13 +124,18 @@ class StandInService:
             return {kind: Traffic(t.requests, t.bytes_in, t.bytes_out) for kind, t in self.traffic.items()}
 
     def close(self) -> None:
+        """Gone, as a stopped service is: new connections are refused, and held long-polls and
+        requests on kept-alive connections have theirs closed without an answer."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
         self._server.shutdown()
         self._server.server_close()
 
     def _answer(self, if_none_match: str | None, wait: float) -> tuple[bytes | None, str]:
         with self._changed:
             if if_none_match == self._etag():
-                self._changed.wait_for(lambda: if_none_match != self._etag(), timeout=wait)
+                self._changed.wait_for(lambda: self._closed or if_none_match != self._etag(), timeout=wait)
             etag = self._etag()
             return (None if etag == if_none_match else json.dumps(self._table).encode()), etag
 
@@ -151,6 +160,16 @@ class StandInService:
 
             kind = QUOTAS  # of the request being answered
 
+            def handle_one_request(self) -> None:
+                if not stand_in._closed:
+                    super().handle_one_request()
+                self.close_connection = self.close_connection or stand_in._closed
+
+            def _gone(self) -> bool:
+                """Closed: the connection ends without an answer."""
+                self.close_connection = stand_in._closed
+                return stand_in._closed
+
             def setup(self) -> None:
                 super().setup()
                 self.wfile = _CountingWriter(self.wfile, lambda n: stand_in._count(self.kind, bytes_out=n))
@@ -168,10 +187,14 @@ class StandInService:
                     return
                 wait = float(parse_qs(url.query).get("wait", ["0"])[0])
                 body, etag = stand_in._answer(self.headers.get("If-None-Match"), wait)
+                if self._gone():
+                    return
                 self._send(304 if body is None else 200, body or b"", {"ETag": etag})
 
             def do_PUT(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if self._gone():
+                    return
                 self._start(REPORTS, body)
                 parts = urlparse(self.path).path.strip("/").split("/")
                 if len(parts) != 3 or parts[0] != "nodes" or parts[2] != "volumes" or not parts[1].isdigit():
