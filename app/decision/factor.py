@@ -89,9 +89,10 @@ class ThrottleFactorHolder:
         judged by ``policy`` with the time factors ``times_to_full``; the lifecycle (initial,
         failures, expiry, fallback) is this one's."""
         twin = copy.copy(self)
+        known = self._known.judged_by(policy, times_to_full) if self._known is not None else None
         # a copy of this holder: its own private state, re-judged
         twin._last_valid = self._last_valid.judged_by(policy, times_to_full)  # noqa: SLF001
-        twin._known = self._known.judged_by(policy, times_to_full) if self._known is not None else None  # noqa: SLF001
+        twin._known = known  # noqa: SLF001
         return twin
 
     def read(self, now: float) -> FactorReading:

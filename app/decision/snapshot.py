@@ -193,11 +193,12 @@ def _cache_view(view: Timeline | None) -> dict[str, Any] | None:
     if view is None:
         return None
     assert isinstance(view, ViewTimeline)
+    times_to_full = view._times_to_full  # noqa: SLF001
     return {
         "kind": "cache",
         "start": view._start,  # noqa: SLF001
         "breaching": [[k[0], k[1]] for k in view._breaching],  # noqa: SLF001
-        "times_to_full": None if view._times_to_full is None else [[k[0], k[1], t.fill_rate, t.seconds_to_hard_limit, t.factor] for k, t in view._times_to_full.items()],  # noqa: SLF001
+        "times_to_full": None if times_to_full is None else [[k[0], k[1], t.fill_rate, t.seconds_to_hard_limit, t.factor] for k, t in times_to_full.items()],
     }
 
 
@@ -267,16 +268,17 @@ def _verdict(verdict: VolumeVerdict) -> list[Any]:
 
 def _metadata(watch: MetadataWatch) -> dict[str, Any]:
     book = watch.book
+    judged_nodes, reports = watch._judged, book._reports  # noqa: SLF001
     return {
         "initial_until": watch._initial_until,  # noqa: SLF001
         "latest_expiry": watch._latest_expiry,  # noqa: SLF001
         "confirmed": [[node, at] for node, at in book._confirmed.items()],  # noqa: SLF001
         "nodes": [
             {**encode_node_report(judged.report), "verdicts": [_verdict(v) for v in judged.verdicts]}
-            for judged in watch._judged.values()  # noqa: SLF001
+            for judged in judged_nodes.values()
         ],
         # A report the book holds without a judged twin (none today): kept as a report.
-        "unjudged": [encode_node_report(r) for n, r in book._reports.items() if n not in watch._judged],  # noqa: SLF001
+        "unjudged": [encode_node_report(r) for n, r in reports.items() if n not in judged_nodes],
     }
 
 
@@ -305,6 +307,8 @@ def _snapshot(decider: ThrottleDecider, saved_at: float) -> bytes:
     cache = decider.cache
     entries = writer.observations(cache._entries.values())  # noqa: SLF001
     holder = decider.holder
+    view = decider._view  # noqa: SLF001
+    last_valid, known = holder._last_valid, holder._known  # noqa: SLF001
     header: dict[str, Any] = {
         "saved_at": saved_at,
         "settings": settings_fingerprint(decider),
@@ -320,13 +324,13 @@ def _snapshot(decider: ThrottleDecider, saved_at: float) -> bytes:
             "breaching": [writer.key(k) for k in decider._breaching],  # noqa: SLF001
             "latest_round": _round(decider.latest_round),
         },
-        "view": _cache_view(decider._view),  # noqa: SLF001
+        "view": _cache_view(view),
         "holder": {
             "initial": holder._initial,  # noqa: SLF001
             "latest_succeeded": holder._latest_succeeded,  # noqa: SLF001
             # The last valid timeline is most often the view itself: written once.
-            "last_valid": "view" if holder._last_valid is decider._view else _timeline(writer, holder._last_valid, "last_valid", decider.validity_seconds),  # noqa: SLF001
-            "known": "view" if holder._known is not None and holder._known is decider._view else _timeline(writer, holder._known, "known", decider.validity_seconds),  # noqa: SLF001
+            "last_valid": "view" if last_valid is view else _timeline(writer, last_valid, "last_valid", decider.validity_seconds),
+            "known": "view" if known is not None and known is view else _timeline(writer, known, "known", decider.validity_seconds),
         },
         "metadata": _metadata(decider.metadata),
     }

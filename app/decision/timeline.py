@@ -145,5 +145,6 @@ class ViewTimeline(Timeline):
     def judged_by(self, policy: StoragePolicy, times_to_full: Mapping[VolumeKey, TimeToFull] | None = None) -> Timeline:
         twin = copy.copy(self)
         # a copy of this timeline: its own private state, re-judged
-        twin._policy, twin._breaching, twin._steps, twin._times_to_full = policy, frozenset(), {}, times_to_full  # noqa: SLF001
+        twin._policy, twin._breaching = policy, frozenset()  # noqa: SLF001
+        twin._steps, twin._times_to_full = {}, times_to_full  # noqa: SLF001
         return twin
