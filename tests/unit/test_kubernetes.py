@@ -81,10 +81,13 @@ def strimzi_cluster() -> dict:
 
 
 def strimzi_principals(cluster: str) -> list[str]:
-    """Strimzi's own users, as it lists them in the brokers' super.users: the brokers, the Topic
-    and User Operators and Cruise Control, each the subject of the certificate Strimzi signs
-    (CN=<cluster>-<component>,O=io.strimzi), which Kafka's default principal builder gives in
-    full (shim/src/test/java/io/kafkathrottle/shim/StrimziPrincipalExclusionTest.java)."""
+    """Strimzi's own users, as it lists them in the brokers' super.users (strimzi/strimzi-kafka-
+    operator, cluster-operator/src/main/java/io/strimzi/operator/cluster/model/
+    KafkaBrokerConfigurationBuilder.java, withAuthorization: "User:CN=%s,O=io.strimzi" of
+    <cluster>-kafka, <cluster>-entity-topic-operator, -entity-user-operator, -cruise-control;
+    the exporter, which only reads, is left out): each the subject of the certificate Strimzi
+    signs, which Kafka's default principal builder gives in full
+    (shim/src/test/java/io/kafkathrottle/shim/StrimziPrincipalExclusionTest.java)."""
     return [
         f"User:CN={cluster}-{component},O=io.strimzi"
         for component in ("kafka", "entity-topic-operator", "entity-user-operator", "cruise-control")
