@@ -27,11 +27,12 @@ run: install
 
 # The parts of the test command, timed by .ci/parts.py, which prints the time of each at the
 # end (also when one fails; then the parts after it do not run and the exit status is non-zero).
-# A part given with + runs at the same time as the one before it. Fastest first, so a typo fails
-# in seconds: the unit and API tests, alongside them the shim's JUnit tests (results printed) and
-# jar and the Strimzi model check; then the report tests (local Spark) alongside the integration
-# tests (real KRaft clusters on loopback, the shim in every broker of some), these in
-# INTEGRATION_WORKERS processes, each test module in one of them with its own clusters.
+# A part given with + runs at the same time as the one before it, one given with > right after
+# it (the Strimzi check reads the shim's jar). Fastest first, so a typo fails in seconds: the
+# unit and API tests alongside the shim's JUnit tests (results printed) and jar; then the
+# integration tests (real KRaft clusters on loopback, the shim in every broker of some) in
+# INTEGRATION_WORKERS processes, each test module in one of them with its own clusters,
+# alongside the report tests (local Spark) and the Strimzi model check.
 INTEGRATION_WORKERS ?= 3
 CI_REPORTS := .cache/ci
 
@@ -42,9 +43,9 @@ test:
 		'tools=$(MAKE) --no-print-directory test-tools' \
 		'unit=$(PY) -m pytest tests/unit $(PYTEST_ARGS)' \
 		'+shim JUnit=mvn -B -ntp -f shim/pom.xml package' \
-		'+Strimzi check=mvn -B -ntp -f deploy/strimzi/check/pom.xml test' \
-		'report=$(PY) -m pytest tests/report $(PYTEST_ARGS)' \
-		'+integration=$(PY) -m pytest tests/integration -n $(INTEGRATION_WORKERS) --dist loadgroup --junitxml=$(CI_REPORTS)/integration.xml $(PYTEST_ARGS)'
+		'integration=$(PY) -m pytest tests/integration -n $(INTEGRATION_WORKERS) --dist loadgroup --junitxml=$(CI_REPORTS)/integration.xml $(PYTEST_ARGS)' \
+		'+report=$(PY) -m pytest tests/report $(PYTEST_ARGS)' \
+		'>Strimzi check=mvn -B -ntp -f deploy/strimzi/check/pom.xml test'
 
 # Programs some tests drive, from Debian's packages where missing (needs root and apt-get):
 # Chromium renders the report page and /docs; Node.js and npm run the TypeScript client
