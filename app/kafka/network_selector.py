@@ -36,12 +36,18 @@ from __future__ import annotations
 import heapq
 import selectors
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kafka.net.selector import NetworkSelector, TaskState
 
 
-class QuietSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+class QuietSelector(selectors.DefaultSelector):
+    # The standard library's private members this copy of get_key reads (typeshed has none).
+    _map: Any
+    _fd_to_key: dict[int, selectors.SelectorKey]
+    _fileobj_lookup: Callable[[Any], int]
+
     def get_key(self, fileobj: Any) -> selectors.SelectorKey:
         if self._map is None:
             raise RuntimeError("Selector is closed")
