@@ -8,20 +8,29 @@ appending, then ``fsync``; a process killed mid-write leaves at most one truncat
 Before appending to a file that does not end in a newline (the previous process died
 mid-line), a newline is written first, so the truncated line stays alone and readers skip it.
 
+Closed hours are compressed: when a new file is begun (and at start-up, for the hours before
+the current one) each plain file but the one being written becomes ``history-HH.jsonl.gz``
+(gzip, which Spark and Python read as it is). The compressed copy is written to a hidden
+staging file and synced before the plain file is deleted, and put in place after: a crash at
+any step leaves either the plain file or a complete staging copy, which the next start puts in
+place. A truncated last line is ended with a newline in the copy, as when appending.
+
 Retention is applied at start-up and whenever a new file is begun: files older than the
-age limit go, then the oldest files until the total fits the size limit. The file being
-written is never deleted.
+age limit go, then the oldest files until the total fits the size limit (compressed files
+count by their compressed size). The file being written is never deleted.
 """
 
 from __future__ import annotations
 
+import gzip
 import os
+import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from app.clock import Clock, system_clock
-from app.history.schema import FILE_PREFIX, FILE_SUFFIX, PARTITION_PREFIX
+from app.history.schema import COMPRESSED_SUFFIX, FILE_PREFIX, FILE_SUFFIX, PARTITION_PREFIX
 
 SECONDS_PER_DAY = 86400.0
 
@@ -35,7 +44,7 @@ def _hour_of(path: Path) -> float | None:
     """The epoch second at which the file's hour began, from its folder and file name."""
     try:
         day = path.parent.name.removeprefix(PARTITION_PREFIX)
-        hour = path.name.removeprefix(FILE_PREFIX).removesuffix(FILE_SUFFIX)
+        hour = path.name.removeprefix(FILE_PREFIX).removesuffix(COMPRESSED_SUFFIX).removesuffix(FILE_SUFFIX)
         return datetime.strptime(f"{day} {hour}", "%Y-%m-%d %H").replace(tzinfo=UTC).timestamp()
     except ValueError:
         return None
@@ -57,6 +66,9 @@ class HistoryFiles:
         self._path: Path | None = None
         self._fd: int | None = None
         directory.mkdir(parents=True, exist_ok=True)
+        self._finish_staged()
+        hour_began = self._wall_clock() // 3600 * 3600
+        self._compress_closed(lambda path: (_hour_of(path) or 0.0) < hour_began)
         self.apply_retention()
 
     def append(self, lines: bytes, at: float) -> None:
@@ -73,6 +85,7 @@ class HistoryFiles:
 
     def _open(self, path: Path) -> None:
         self.close()
+        self._compress_closed(lambda plain: plain != path)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         size = os.fstat(fd).st_size
@@ -89,8 +102,28 @@ class HistoryFiles:
             self._path = None
 
     def files(self) -> list[Path]:
-        """Every history file, oldest first (names sort by time)."""
+        """Every history file, plain and compressed, oldest first (names sort by time)."""
+        pattern = f"{PARTITION_PREFIX}*/{FILE_PREFIX}*"
+        return sorted(p for p in self.directory.glob(pattern) if p.name.endswith((FILE_SUFFIX, COMPRESSED_SUFFIX)))
+
+    def _plain_files(self) -> list[Path]:
         return sorted(self.directory.glob(f"{PARTITION_PREFIX}*/{FILE_PREFIX}*{FILE_SUFFIX}"))
+
+    def _compress_closed(self, closed) -> None:
+        """Compress every plain file ``closed`` says is closed (never the one being written)."""
+        for path in self._plain_files():
+            if path != self._path and closed(path):
+                compress(path)
+
+    def _finish_staged(self) -> None:
+        """Put in place the compressed copies a crash left staged after their plain file went;
+        drop those whose plain file is still there (the copy may be incomplete: done again)."""
+        for staged in self.directory.glob(f"{PARTITION_PREFIX}*/.{FILE_PREFIX}*{COMPRESSED_SUFFIX}.tmp"):
+            plain = staged.with_name(staged.name[1:].removesuffix(".gz.tmp"))
+            if plain.exists():
+                staged.unlink()
+            else:
+                _put_in_place(staged, plain.with_name(plain.name + ".gz"))
 
     def apply_retention(self) -> None:
         files = [(path, path.stat().st_size) for path in self.files() if path != self._path]
@@ -105,6 +138,46 @@ class HistoryFiles:
                 total -= size
                 if not any(path.parent.iterdir()):
                     path.parent.rmdir()
+
+
+def compress(path: Path, level: int = 6) -> Path:
+    """``history-HH.jsonl`` -> ``history-HH.jsonl.gz``, crash-safe (the module's docstring);
+    when the hour was compressed before (a round of an hour already closed came late), its
+    lines are added as a second gzip member, which every gzip reader reads on."""
+    target = path.with_name(path.name + ".gz")
+    staged = path.with_name(f".{target.name}.tmp")
+    with path.open("rb") as source, staged.open("wb") as raw:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=level, mtime=0) as out:
+            shutil.copyfileobj(source, out, 1 << 20)
+            size = source.tell()
+            if size > 0 and _last_byte(path, size) != b"\n":
+                out.write(b"\n")
+        raw.flush()
+        os.fsync(raw.fileno())
+    path.unlink()
+    _sync_dir(path.parent)
+    _put_in_place(staged, target)
+    return target
+
+
+def _put_in_place(staged: Path, target: Path) -> None:
+    if target.exists():
+        with target.open("ab") as out, staged.open("rb") as member:
+            shutil.copyfileobj(member, out, 1 << 20)
+            out.flush()
+            os.fsync(out.fileno())
+        staged.unlink()
+    else:
+        os.replace(staged, target)
+    _sync_dir(target.parent)
+
+
+def _sync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _last_byte(path: Path, size: int) -> bytes:

@@ -15,6 +15,18 @@ Fields are only ever added, nullable: a reader gets null for a field an older fi
 (rows written before ``observed_at`` and ``kept`` existed read as fresh observations of their
 round).
 
+**Format 2 (compact).** The service now writes a round's lines as a *round row* first (the
+round's own fields, ``row`` "round", ``volumes`` the number of data volumes in its view), then
+a *volume row* (``row`` "volume": the volume's own fields only, absent meaning null) for each
+volume whose row is due, and a *gone row* (``row`` "gone") for each volume that left the view.
+A volume row stands for every following round of the same hour until that volume's next row,
+its gone row, or the next round row marked ``keyframe`` (a round that writes every volume in
+its view: the first of each hour and of each run of the writer). The values every volume row
+of a round would repeat (the limits, enforcement and canary brokers) are on the round row,
+marked ``shared``, when they change and on every keyframe; a round without them keeps the
+last given in its hour. ``app.history.compact.expand`` is the reference reader of the format;
+rows without ``row`` are format 1 (one full row per volume per round) and read as before.
+
 Deliberately free of imports from the rest of the service: the report job (``spark/``)
 imports this module on the Spark driver, where the service's dependencies need not be.
 """
@@ -88,7 +100,25 @@ HISTORY_FIELDS: tuple[HistoryField, ...] = (
 
 FIELD_NAMES: tuple[str, ...] = tuple(field.name for field in HISTORY_FIELDS)
 
+# Format 2: the fields only its lines have (``COMPACT_FIELDS``) and what ``row`` holds.
+ROW_KIND = "row"
+ROUND, VOLUME, GONE = "round", "volume", "gone"
+COMPACT_FIELDS: tuple[HistoryField, ...] = (
+    HistoryField(ROW_KIND, "string", "Format 2 only: round, volume or gone (absent: a format 1 row)"),
+    HistoryField("volumes", "int", "On a round row: how many data volumes were in the round's view (0: a round that observed none)"),
+    HistoryField("shared", "boolean", "On a round row: true when it gives the shared values (limits, enforced, canary_brokers)"),
+    HistoryField("keyframe", "boolean", "On a round row: true when the round writes every volume in its view"),
+)
+# The fields a round row gives for every volume row of the round (with ``time``).
+ROUND_FIELDS = ("cluster_factor", "state", "source", "round_complete", "check_interval_seconds", "rule", "mutation_factor")
+# ... and those it gives when ``shared`` is true, kept until given again.
+SHARED_FIELDS = ("limit_kind", "hard_limit", "soft_limit", "enforced", "canary_brokers")
+# The fields of a volume row (a metadata volume's also carries its own limit fields).
+VOLUME_ROW_FIELDS = tuple(name for name in FIELD_NAMES if name not in ROUND_FIELDS + SHARED_FIELDS)
+
 # Partition folders and file names: <dir>/date=YYYY-MM-DD/history-HH.jsonl (UTC hour of the rows).
 PARTITION_PREFIX = "date="
 FILE_PREFIX = "history-"
 FILE_SUFFIX = ".jsonl"
+# A closed hour: its file compressed whole (gzip; Spark and Python's gzip read it as it is).
+COMPRESSED_SUFFIX = FILE_SUFFIX + ".gz"

@@ -6,6 +6,10 @@ changing while this thread works); ``submit`` never blocks. Rows are built, enco
 written on the writer thread. When the queue is full (the disk is slower than the rounds) the
 round's rows are dropped and counted, never waited for. Whatever fails on a round (a file, a
 row that cannot be encoded, a bug) drops those rows and counts them; the thread goes on.
+
+With a ``Compaction`` the rows are format 2 (``app/history/compact.py``): a round row every round,
+a volume's row when it is due; a round that fails to be written makes the next a keyframe.
+Without, format 1: one full row per volume per round.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from app.history.compact import Compaction, Compactor
 from app.history.files import HistoryFiles
 from app.history.kafka_topic import HistoryTopic
 from app.history.rows import ROW_ENCODER, round_lines, round_rows, row_count
@@ -54,6 +59,7 @@ class HistoryWriter:
         counters: HistoryCounters,
         topic: HistoryTopic | None = None,
         queue_rounds: int = QUEUE_ROUNDS,
+        compaction: Compaction | None = None,
     ) -> None:
         self.files = files
         self.topic = topic
@@ -62,6 +68,7 @@ class HistoryWriter:
         self._queue: queue.Queue[_RoundResult | None] = queue.Queue(maxsize=queue_rounds)
         self._thread = threading.Thread(target=self._run, name="history-writer", daemon=True)
         self._failing = False
+        self._compactor = Compactor(compaction) if compaction is not None else None
 
     def start(self) -> None:
         self._counters.written_at(time.time())
@@ -91,6 +98,9 @@ class HistoryWriter:
 
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
+            if self._compactor is not None:
+                self._run_compact(item)
+                continue
             rows = _rows_in(item)
             try:
                 self._write(item, rows)
@@ -104,6 +114,44 @@ class HistoryWriter:
                     log.exception("history topic failed on a round: its %d rows are not published", rows)
                     self._counters.topic_errors(rows)
 
+    def _run_compact(self, item: _RoundResult) -> None:
+        """One round in format 2: its rows built, encoded and written whole, or dropped and
+        counted whole (and the next round is a keyframe, so nothing relies on lost rows)."""
+        assert self._compactor is not None
+        try:
+            rows = self._compactor.rows(item.round_, item.decision, self._interval)
+            lines = "".join(ROW_ENCODER.encode(row) + "\n" for row in rows).encode()
+        except Exception:
+            self._compactor.reset()
+            count = _rows_in(item)
+            log.exception("history writer failed on a round: its %d rows are dropped", count)
+            self._counters.dropped("write_error", count)
+            return
+        if not self._append(lines, len(rows), item.round_.finished_at):
+            self._compactor.reset()
+        if self.topic is not None:
+            try:
+                self.topic.publish(rows)
+            except Exception:
+                log.exception("history topic failed on a round: its %d rows are not published", len(rows))
+                self._counters.topic_errors(len(rows))
+
+    def _append(self, lines: bytes, count: int, at: float) -> bool:
+        try:
+            self.files.append(lines, at)
+        except OSError as exc:
+            self._counters.dropped("write_error", count)
+            if not self._failing:
+                log.error("history files not writable (%s): rows are dropped and counted until it recovers", exc)
+                self._failing = True
+            return False
+        self._counters.written(count)
+        self._counters.written_at(time.time())
+        if self._failing:
+            log.info("history files writable again")
+            self._failing = False
+        return True
+
     def _write(self, item: _RoundResult, rows: int) -> None:
         try:
             lines, count = round_lines(item.round_, item.decision, self._interval).encode(), rows
@@ -111,19 +159,7 @@ class HistoryWriter:
             lines, count = self._encodable_lines(item, rows)
         if not count:
             return
-        try:
-            self.files.append(lines, item.round_.finished_at)
-        except OSError as exc:
-            self._counters.dropped("write_error", count)
-            if not self._failing:
-                log.error("history files not writable (%s): rows are dropped and counted until it recovers", exc)
-                self._failing = True
-        else:
-            self._counters.written(count)
-            self._counters.written_at(time.time())
-            if self._failing:
-                log.info("history files writable again")
-                self._failing = False
+        self._append(lines, count, item.round_.finished_at)
 
     def _encodable_lines(self, item: _RoundResult, rows: int) -> tuple[bytes, int]:
         """The round's rows one by one, when they cannot be encoded together: a row that

@@ -16,6 +16,7 @@ from app.clock import Clock, system_clock
 from app.decision.decider import ThrottleDecider
 from app.decision.snapshot import SnapshotError
 from app.history.files import HistoryFiles, Retention
+from app.history.compact import Compaction
 from app.history.kafka_topic import HistoryTopic
 from app.history.writer import HistoryCounters, HistoryWriter
 from app.kafka.admin_config import to_kafka_python, to_librdkafka
@@ -141,12 +142,15 @@ def history_writer_from(settings: Settings, metrics: ServiceMetrics) -> HistoryW
     retention = Retention(settings.history_retention_days, settings.history_retention_bytes)
     topic = None
     if settings.history_kafka_enabled:
-        topic = HistoryTopic(settings.history_kafka_topic, settings.history_producer_config, counters.topic_errors)
+        topic = HistoryTopic(
+            settings.history_kafka_topic, settings.history_producer_config, counters.topic_errors, settings.history_retention_days * 86_400_000
+        )
     return HistoryWriter(
         HistoryFiles(settings.effective_history_dir, retention),
         settings.storage_check_interval.total_seconds(),
         counters,
         topic,
+        compaction=Compaction(settings.history_keyframe_interval.total_seconds(), settings.history_keyframe_usable_share),
     )
 
 

@@ -368,6 +368,21 @@ class Settings(BaseSettings):
         "an integer >= 1048576",
         "The oldest history files are deleted while all of them together are larger than this.",
     )
+    history_keyframe_interval: timedelta = setting(
+        timedelta(minutes=5),
+        SERVICE_PREFIX + "history.keyframe.interval",
+        DURATION_HINT + "; PT0S writes every volume every round",
+        "A volume whose decision did not change gets a history row once its last row is this old (a row is also "
+        "written whenever its status, factor, limits, kept reason, log dir error or rule change, every round while "
+        "it is not ok, and when its usable bytes moved by more than history.keyframe.usable.share of its total).",
+    )
+    history_keyframe_usable_share: float = setting(
+        0.01,
+        SERVICE_PREFIX + "history.keyframe.usable.share",
+        "a number in [0.0, 1.0]",
+        "A volume gets a history row when its usable bytes moved by more than this share of its total since its "
+        "last row (0: whenever they moved); between its rows the report reads the last row's bytes.",
+    )
     history_kafka_enabled: bool = setting(
         False,
         SERVICE_PREFIX + "history.kafka.enabled",
@@ -378,7 +393,8 @@ class Settings(BaseSettings):
         "kafka-throttle-history",
         SERVICE_PREFIX + "history.kafka.topic",
         "a Kafka topic name (letters, digits, '.', '_', '-'; at most 249 characters)",
-        "Topic of the history rows (compacted: it keeps the latest row of every volume).",
+        "Topic of the history rows, the same JSON lines as the files (created time-retained: cleanup.policy=delete, "
+        "retention.ms from history.retention.days).",
     )
     history_kafka_producer: dict[str, str] = setting(
         {},
@@ -580,6 +596,18 @@ class Settings(BaseSettings):
     def _at_least_one_mib(cls, value: int) -> int:
         if value < 1024 * 1024:
             raise ValueError("less than 1048576")
+        return value
+
+    @field_validator("history_keyframe_interval", mode="before")
+    @classmethod
+    def _history_duration(cls, value: Any) -> Any:
+        return parse_duration(value) if isinstance(value, str) else value
+
+    @field_validator("history_keyframe_usable_share")
+    @classmethod
+    def _history_share(cls, value: float) -> float:
+        if not 0.0 <= value <= 1.0:  # also rejects NaN
+            raise ValueError("out of range")
         return value
 
     @field_validator("history_kafka_topic", "quota_store_topic")

@@ -114,3 +114,69 @@ def append_raw(directory: Path, moment: datetime, text: str) -> None:
 
 def at(year: int, month: int, day: int, hour: int, minute: int, second: int = 0) -> datetime:
     return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
+
+
+# --- Histories written by the service's own writer, from rounds decided by its own decider ---
+
+SERVICE_DIRS = ("/data/a", "/data/b")
+SERVICE_BROKERS = (1, 2, 3, 4)
+
+
+def _service_usable(i: int, broker: int, log_dir: str) -> int:
+    """A realistic mix: retention saw-tooths on most volumes (fill for 40 rounds, then the
+    oldest segments go), one volume filling into its hard limit and freed, one ramping into its
+    soft limit and back."""
+    d = SERVICE_DIRS.index(log_dir)
+    if (broker, log_dir) == (1, "/data/a") and 20 <= i < 95:
+        return max(4 * MiB, 40 * MiB - (i - 20) * 3 * MiB // 4)
+    if (broker, log_dir) == (2, "/data/b") and 100 <= i < 130:
+        return 16 * MiB + abs(i - 115) * MiB // 8
+    return 70 * MiB - ((i + 7 * broker + 13 * d) % 40) * MiB // 2 - (broker * 37 + i * 11) % 97 * 1024
+
+
+def service_rounds(start: datetime, rounds: int):
+    """(round, decision) pairs as the service's loop hands them to the history writer: a
+    decider judging observation rounds of four brokers of two log dirs each, one round a
+    minute over several UTC hours; a broker fenced for a while (its observations kept), one
+    missing a few rounds, an outage (the cluster unreachable), limits changed mid-way, and a
+    log dir that leaves. Deterministic."""
+    from app.decision.decider import ThrottleDecider
+    from app.decision.policy import LimitKind, StoragePolicy
+    from app.observation.model import ObservationRound, VolumeObservation
+
+    began = start.timestamp()
+    decider = ThrottleDecider(StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, HARD, SOFT), 300.0, 0.0, started_at=began - 1)
+    for i in range(rounds):
+        at_ = began + CHECK_INTERVAL * i
+        if i == 120:  # a new soft limit: the shared values change
+            decider.policy = StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, HARD, 25 * MiB)
+        if 170 <= i < 173:
+            round_ = ObservationRound(at_ - 0.5, at_, error="cluster unreachable")
+        else:
+            fenced = (3,) if 140 <= i < 150 else ()
+            missing = {4: "timed out"} if 160 <= i < 164 else {}
+            active = tuple(b for b in SERVICE_BROKERS if b not in fenced)
+            observations = tuple(
+                VolumeObservation(b, d, TOTAL, _service_usable(i, b, d), at_ - 0.25)
+                for b in active
+                if b not in missing
+                for d in SERVICE_DIRS
+                if not (i >= 180 and (b, d) == (4, "/data/b"))
+            )
+            round_ = ObservationRound(at_ - 0.5, at_, active, observations, missing, fenced_brokers=fenced)
+        decider.apply_round(round_)
+        yield round_, decider.decision(at_)
+
+
+def write_service_history(directory: Path, start: datetime, rounds: int, compaction=None) -> None:
+    """The rounds of ``service_rounds`` written by the service's history writer: format 1 without
+    ``compaction``, format 2 with it (closed hours compressed)."""
+    from app.history.writer import HistoryCounters, HistoryWriter
+
+    counters = HistoryCounters(lambda n: None, lambda reason, n: None, lambda n: None)
+    files = HistoryFiles(directory, Retention(max_age_days=100000, max_total_bytes=1 << 50))
+    writer = HistoryWriter(files, CHECK_INTERVAL, counters, queue_rounds=1 << 20, compaction=compaction)
+    writer.start()
+    for round_, decision in service_rounds(start, rounds):
+        writer.submit(round_, decision)
+    writer.close(timeout_seconds=120)

@@ -119,13 +119,13 @@ def test_files_are_partitioned_by_utc_date_and_hour():
 
 
 def test_appending_after_a_truncated_last_line_keeps_the_truncated_line_alone(tmp_path):
-    files = HistoryFiles(tmp_path, LOOSE)
+    files = HistoryFiles(tmp_path, LOOSE, wall_clock=lambda: T0)
     files.append(b'{"a":1}\n', T0)
     files.close()
     path = file_for(tmp_path, T0)
     with path.open("ab") as handle:  # what a process killed mid-write leaves
         handle.write(b'{"a":2,"b":')
-    files = HistoryFiles(tmp_path, LOOSE)
+    files = HistoryFiles(tmp_path, LOOSE, wall_clock=lambda: T0)  # restarted within the hour
     files.append(b'{"a":3}\n', T0)
     files.close()
     assert path.read_bytes().split(b"\n") == [b'{"a":1}', b'{"a":2,"b":', b'{"a":3}', b""]
@@ -138,13 +138,17 @@ def test_retention_deletes_files_past_the_age_then_the_oldest_past_the_size_neve
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(line)
     names = lambda: sorted(str(p.relative_to(tmp_path)) for p in files.files())  # noqa: E731
-    # at start-up, the files whose hour ended more than a day ago go, and their empty folder
+    # at start-up, the files whose hour ended more than a day ago go, and their empty folder;
+    # the closed hours left are compressed
     files = HistoryFiles(tmp_path, Retention(max_age_days=1, max_total_bytes=1 << 40), wall_clock=lambda: T0)
-    assert names() == ["date=2026-11-21/history-21.jsonl", "date=2026-11-21/history-22.jsonl"]
+    assert names() == ["date=2026-11-21/history-21.jsonl.gz", "date=2026-11-21/history-22.jsonl.gz"]
     assert not (tmp_path / "date=2026-11-20").exists()
-    files.retention = Retention(max_age_days=1, max_total_bytes=150)
-    files.append(line, T0)  # a new file: retention runs before it, and the oldest goes to fit 150 bytes
-    assert names() == ["date=2026-11-21/history-22.jsonl", "date=2026-11-21/history-23.jsonl"]
+    compressed = sum(p.stat().st_size for p in files.files())
+    assert compressed < 2 * len(line)
+    # a new file: retention runs before it, counting the compressed bytes, and the oldest goes to fit
+    files.retention = Retention(max_age_days=1, max_total_bytes=compressed - 1)
+    files.append(line, T0)
+    assert names() == ["date=2026-11-21/history-22.jsonl.gz", "date=2026-11-21/history-23.jsonl"]
     files.retention = Retention(max_age_days=1, max_total_bytes=1)
     files.apply_retention()
     assert names() == ["date=2026-11-21/history-23.jsonl"]  # the file being written stays

@@ -1,0 +1,127 @@
+"""History format 2: rows in proportion to what happened, read back as the full rows of format 1."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from app.history.compact import Compaction, Compactor, expand
+from app.history.files import HistoryFiles, Retention
+from app.history.rows import ROW_ENCODER, round_rows
+from app.history.schema import COMPRESSED_SUFFIX, FIELD_NAMES, ROUND_FIELDS, SHARED_FIELDS
+from app.observation.model import KeptReason
+from spark.reading.schema import RULES
+from tests.report.synthetic import CHECK_INTERVAL, TOTAL, service_rounds, write_service_history
+
+START = datetime(2026, 6, 1, 9, 40, tzinfo=UTC)
+ROUNDS = 200
+# What a row between two of its volume's rows repeats from the first (the observation); every
+# other field is the round's own.
+OBSERVATION = ("usable_bytes", "available_ratio", "observed_at", "observation_age_seconds", "fill_rate_bytes_per_second", "seconds_to_hard_limit")
+
+
+def key(row: dict) -> tuple:
+    return (row["time"], row["broker_id"] if row["broker_id"] is not None else -1, row["log_dir"] or "", row["holds"] or "")
+
+
+def both(compaction: Compaction) -> tuple[list[dict], list[dict], list[dict]]:
+    """Format 1's rows, format 2's lines and those lines expanded, of the same rounds."""
+    compactor = Compactor(compaction)
+    full, compact = [], []
+    for round_, decision in service_rounds(START, ROUNDS):
+        full += round_rows(round_, decision, CHECK_INTERVAL)
+        compact += [json.loads(ROW_ENCODER.encode(row)) for row in compactor.rows(round_, decision, CHECK_INTERVAL)]
+    return full, compact, list(expand(compact))
+
+
+def test_every_round_has_its_round_row_and_volume_rows_only_when_due():
+    full, compact, _ = both(Compaction(keyframe_seconds=300, usable_share=0.01))
+    rounds = [row for row in compact if row["row"] == "round"]
+    assert len(rounds) == ROUNDS and all(row.keys() >= {"time", "state", "source", "volumes", *ROUND_FIELDS} for row in rounds)
+    volume_rows = [row for row in compact if row["row"] == "volume"]
+    assert len(volume_rows) < len(full) / 2  # a busy simulation: the saw-tooths move 0.5% of their volume a round
+    # not ok: a row every round; the hour's first round is a keyframe; shared values only when they change
+    breaching = {r["time"] for r in full if (r["broker_id"], r["log_dir"], r["volume_status"]) == (1, "/data/a", "breaching")}
+    assert breaching and breaching <= {r["time"] for r in volume_rows if (r["broker_id"], r["log_dir"]) == (1, "/data/a")}
+    keyframes = [r["time"] for r in rounds if r.get("keyframe")]
+    assert keyframes == ["2026-06-01T09:40:00.000Z", "2026-06-01T10:00:00.000Z", "2026-06-01T11:00:00.000Z", "2026-06-01T12:00:00.000Z"]
+    shared = [r["time"] for r in rounds if r.get("shared")]
+    assert shared == sorted({*keyframes, "2026-06-01T11:40:00.000Z"})  # round 120: the soft limit changed
+    assert not any(name in row for row in volume_rows for name in (*ROUND_FIELDS, *SHARED_FIELDS))
+    # a volume that leaves gets a gone row; an ok volume is written at least every keyframe interval
+    assert [r["time"] for r in compact if r["row"] == "gone" and (r["broker_id"], r["log_dir"]) == (4, "/data/b")] == ["2026-06-01T12:40:00.000Z"]
+    times = [datetime.fromisoformat(r["time"]).timestamp() for r in volume_rows if (r["broker_id"], r["log_dir"]) == (2, "/data/a")]
+    assert max(b - a for a, b in zip(times, times[1:])) <= 300
+
+
+def test_with_a_row_every_round_the_expanded_history_is_format_1_exactly():
+    full, compact, expanded = both(Compaction(keyframe_seconds=0))
+    assert sorted(expanded, key=key) == sorted(full, key=key)
+
+
+@pytest.mark.parametrize("share", [0.01, 0.05])
+def test_the_compact_history_expands_to_format_1_with_every_decision_value_equal(share):
+    full, compact, expanded = both(Compaction(keyframe_seconds=300, usable_share=share))
+    assert [key(r) for r in sorted(expanded, key=key)] == [key(r) for r in sorted(full, key=key)]  # the same rows
+    for want, got in zip(sorted(full, key=key), sorted(expanded, key=key)):
+        assert {n: got[n] for n in FIELD_NAMES if n not in OBSERVATION} == {n: want[n] for n in FIELD_NAMES if n not in OBSERVATION}
+        if got["usable_bytes"] != want["usable_bytes"]:  # a round between two rows: within the share, and ok
+            assert abs(got["usable_bytes"] - want["usable_bytes"]) <= share * TOTAL and want["volume_status"] == "ok"
+        if want["volume_status"] != "ok" or want["kept"] is not None:
+            assert got == want  # not ok, or a kept observation: exact
+
+
+def test_a_failed_write_makes_the_next_round_a_keyframe():
+    compactor = Compactor(Compaction())
+    pairs = iter(service_rounds(START, 3))
+    compactor.rows(*next(pairs), CHECK_INTERVAL)
+    assert [r["row"] for r in compactor.rows(*next(pairs), CHECK_INTERVAL)] == ["round"]
+    compactor.reset()
+    rows = compactor.rows(*next(pairs), CHECK_INTERVAL)
+    assert rows[0]["keyframe"] and rows[0]["shared"] and len(rows) == 1 + 8
+
+
+def test_the_writer_writes_format_2_and_compresses_the_closed_hours(tmp_path):
+    write_service_history(tmp_path, START, ROUNDS, Compaction())
+    names = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("history-*"))
+    assert names == [
+        "date=2026-06-01/history-09.jsonl.gz",
+        "date=2026-06-01/history-10.jsonl.gz",
+        "date=2026-06-01/history-11.jsonl.gz",
+        "date=2026-06-01/history-12.jsonl",
+    ]
+    lines = []
+    for path in sorted(tmp_path.rglob("history-*")):
+        data = gzip.decompress(path.read_bytes()) if path.name.endswith(COMPRESSED_SUFFIX) else path.read_bytes()
+        lines += [json.loads(line) for line in data.decode().splitlines()]
+    full, compact, expanded = both(Compaction())
+    assert lines == compact
+
+
+def test_a_restart_starts_with_a_keyframe_and_a_late_round_of_a_closed_hour_is_added_to_its_file(tmp_path):
+    files = HistoryFiles(tmp_path, Retention(3650, 1 << 40), wall_clock=lambda: START.timestamp())
+    files.append(b'{"a":1}\n', START.timestamp())
+    files.append(b'{"a":2}\n', START.timestamp() + 3600)  # the 09:00 hour closes: compressed
+    files.append(b'{"a":3}\n', START.timestamp())  # a round of 09:00 comes late: its own member
+    files.append(b'{"a":4}\n', START.timestamp() + 3600)
+    files.close()
+    old = tmp_path / "date=2026-06-01" / "history-09.jsonl.gz"
+    assert gzip.decompress(old.read_bytes()) == b'{"a":1}\n{"a":3}\n'
+
+
+def test_a_crash_after_the_plain_file_went_puts_the_staged_copy_in_place(tmp_path):
+    folder = tmp_path / "date=2026-06-01"
+    folder.mkdir()
+    (folder / ".history-09.jsonl.gz.tmp").write_bytes(gzip.compress(b'{"a":1}\n'))
+    (folder / ".history-10.jsonl.gz.tmp").write_bytes(b"\x1f\x8b half")  # its plain file is still there
+    (folder / "history-10.jsonl").write_bytes(b'{"a":2}\n{"a":')  # and ends in a truncated line
+    HistoryFiles(tmp_path, Retention(3650, 1 << 40), wall_clock=lambda: START.timestamp() + 7200).close()
+    assert sorted(p.name for p in folder.iterdir()) == ["history-09.jsonl.gz", "history-10.jsonl.gz"]
+    assert gzip.decompress((folder / "history-10.jsonl.gz").read_bytes()) == b'{"a":2}\n{"a":\n'
+
+
+def test_kept_accepts_exactly_the_reasons_the_service_writes():
+    assert set(RULES["kept"].allowed) == {reason.value for reason in KeptReason}
