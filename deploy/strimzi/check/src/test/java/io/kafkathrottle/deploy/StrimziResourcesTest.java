@@ -227,6 +227,9 @@ class StrimziResourcesTest {
         assertTrue(reference.matches(), "the token is a config provider's reference, never the value: " + config.get(SHIM_PREFIX + "token"));
         String provider = reference.group(1);
         assertTrue(List.of(String.valueOf(config.get("config.providers")).split(",\\s*")).contains(provider));
+        // Strimzi appends its own providers to the list and refuses a resource that reuses their
+        // aliases (KafkaBrokerConfigurationBuilder.getConfigProviderAliases).
+        assertFalse(Set.of("strimzienv", "strimzisecrets", "strimzifile", "strimzidir").contains(provider), provider + " is Strimzi's");
         assertEquals("io.strimzi.kafka.KubernetesSecretConfigProvider", config.get("config.providers." + provider + ".class"));
         assertEquals(List.of("kafka", "throttle-service-node-token", "token"),
                 List.of(reference.group(2), reference.group(3), reference.group(4)));
