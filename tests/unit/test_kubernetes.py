@@ -214,6 +214,13 @@ def test_the_settings_load_in_the_service_settings_model(rendered, tmp_path):
         assert settings.quota_store == "kafka"
 
 
+def test_no_setting_is_given_twice(rendered):
+    """A variable the Deployment's env sets would silently win over the same one in settings.env."""
+    _, objects = rendered
+    settings = by_kind(objects, "ConfigMap")["data"]
+    assert [entry["name"] for entry in container(objects)["env"] if entry["name"] in settings] == []
+
+
 def test_the_replicated_overlay_excludes_exactly_strimzis_own_principals():
     """The four users Strimzi gives its own clients, by the full names their certificates
     carry (the shim matches names exactly), for the cluster deploy/strimzi defines."""
