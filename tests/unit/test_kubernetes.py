@@ -59,7 +59,10 @@ _REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 def container_environment(objects: list[dict], secrets: dict[str, str] = SECRET_VALUES) -> dict[str, str]:
     """The container's environment as the kubelet makes it: the ConfigMaps of envFrom, then each
     env entry in order (a Secret's value from ``secrets``), a $(NAME) in a value expanded from
-    the variables before it ($$ is a $; an unknown name is left as written)."""
+    the variables before it ($$ is a $; an unknown name is left as written). As
+    kubernetes/kubernetes pkg/kubelet/kubelet_pods.go, makeEnvironmentVariables: the envFrom
+    variables go into tmpEnv first, then each env value is expanded with
+    expansion.MappingFuncFor(tmpEnv, serviceEnv)."""
     configmaps = {obj["metadata"]["name"]: obj["data"] for obj in objects if obj["kind"] == "ConfigMap"}
     main = container(objects)
     environ: dict[str, str] = {}
