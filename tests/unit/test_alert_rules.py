@@ -74,7 +74,7 @@ def test_the_unit_tests_feed_series_shaped_like_the_service_output(real_series):
             (family,) = text_string_to_metric_families(entry["series"] + " 0\n")
             (sample,) = family.samples
             labels = set(sample.labels)
-            assert SCRAPE_LABELS <= labels, f"{entry['series']}: Prometheus adds job and instance"
+            assert labels >= SCRAPE_LABELS, f"{entry['series']}: Prometheus adds job and instance"
             if sample.name == "up":
                 continue
             assert sample.name in real_series, f"{sample.name} is not in the service's /metrics"
@@ -97,7 +97,7 @@ def test_every_metric_a_rule_reads_is_one_the_service_exports(real_series):
 
 def test_every_alert_has_a_summary_a_severity_and_a_runbook_section_in_the_docs():
     docs = OPERATIONS.read_text()
-    headings = {heading.strip(): heading.strip().lower() for heading in re.findall(r"^### (.+)$", docs, re.M)}
+    headings = {heading.strip(): heading.strip().lower() for heading in re.findall(r"^### (.+)$", docs, re.MULTILINE)}
     for rule in alerting_rules():
         name = rule["alert"]
         annotations = rule["annotations"]

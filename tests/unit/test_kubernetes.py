@@ -133,7 +133,7 @@ def test_the_applied_runbook_urls_are_absolute_under_the_one_base(rendered):
     base = prometheus_rule.DEFAULT_RUNBOOK_BASE
     assert re.fullmatch(r"https://[a-z0-9.-]+/\S+/docs/operations\.md", base)
     assert rules and all(rule["annotations"]["runbook_url"] == f"{base}#{rule['alert'].lower()}" for rule in rules)
-    headings = set(re.findall(r"^### (\w+)$", (ROOT / "docs/operations.md").read_text(), re.M))
+    headings = set(re.findall(r"^### (\w+)$", (ROOT / "docs/operations.md").read_text(), re.MULTILINE))
     assert {rule["alert"] for rule in rules} <= headings
 
 
