@@ -15,8 +15,9 @@ the shim as their client.quota.callback.class, polling a loopback stand-in of th
 - with the service gone, the fallback factor (0.0 here) applies on both nodes and throttles a
   producer that was not throttled before.
 
-Every cluster and stand-in takes free ports of its own, so the versions can run at once: each
-version is one xdist group (``pytest -n 3 --dist loadgroup``). Needs java, Maven and root."""
+One test per version runs these steps in order on one cluster. Every cluster and stand-in takes
+free ports of its own, so the versions can run at once: each version is its own xdist group
+(``pytest -n 3 --dist loadgroup``). Needs java, Maven and root."""
 
 from __future__ import annotations
 
@@ -59,7 +60,6 @@ class Smoke:
         self.cluster = cluster
         self.stand_in = stand_in
         self.probe = probe
-        self.started_at = time.monotonic()
 
     @property
     def nodes(self) -> list[int]:
@@ -76,7 +76,7 @@ class Smoke:
             lambda: all(self.log_count(n, text) > before.get(n, 0) for n in nodes),
             timeout,
             f"Kafka {self.version}: {text!r} logged by nodes {nodes}",
-            lambda: self.shim_lines(),
+            self.shim_lines,
         )
 
     def shim_lines(self) -> str:
@@ -98,7 +98,7 @@ def version_param(version: str):
     return pytest.param(version, id=version, marks=pytest.mark.xdist_group(f"kafka-{version}"))
 
 
-@pytest.fixture(scope="module", params=[version_param(v) for v in SMOKE_KAFKA_VERSIONS])
+@pytest.fixture(params=[version_param(v) for v in SMOKE_KAFKA_VERSIONS])
 def smoke(request: pytest.FixtureRequest, shim_jar: Path) -> Iterator[Smoke]:
     version = request.param
     stand_in = StandInService()
@@ -124,10 +124,9 @@ def smoke(request: pytest.FixtureRequest, shim_jar: Path) -> Iterator[Smoke]:
     started = time.monotonic()
     try:
         cluster.start()
+        print(f"\nKafka {version}: cluster up in {time.monotonic() - started:.1f} s")
         probe = MutationProbe(cluster.bootstrap_servers)
-        smoke = Smoke(version, cluster, stand_in, probe)
-        smoke.started_at = started
-        yield smoke
+        yield Smoke(version, cluster, stand_in, probe)
     finally:
         if probe is not None:
             probe.close()
@@ -136,7 +135,7 @@ def smoke(request: pytest.FixtureRequest, shim_jar: Path) -> Iterator[Smoke]:
         print(f"\nKafka {version} smoke: {time.monotonic() - started:.1f} s, cluster start included")
 
 
-def test_the_shim_loads_on_the_broker_and_on_the_controller_only_node(smoke: Smoke):
+def the_shim_loads_on_the_broker_and_on_the_controller_only_node(smoke: Smoke) -> None:
     cluster, stand_in = smoke.cluster, smoke.stand_in
     jars = str(ensure_kafka_jars(smoke.version))
     for node, pid in cluster.pids().items():
@@ -160,7 +159,7 @@ def test_the_shim_loads_on_the_broker_and_on_the_controller_only_node(smoke: Smo
         assert smoke.log_count(node, f"for broker {node} ") == 1, smoke.shim_lines()
 
 
-def test_the_mutation_factor_zero_refuses_create_topics_as_documented(smoke: Smoke):
+def the_mutation_factor_zero_refuses_create_topics_as_documented(smoke: Smoke) -> None:
     assert smoke.probe.create("open-a") == {"open-a": ["CREATED"]}
     controller = smoke.cluster.controller_ids[0]
     before = smoke.counts(HARD_LIMIT_LINE)
@@ -179,7 +178,7 @@ def test_the_mutation_factor_zero_refuses_create_topics_as_documented(smoke: Smo
     assert smoke.probe.create("open-b") == {"open-b": ["CREATED"]}
 
 
-def test_a_pause_throttles_a_producer(smoke: Smoke):
+def a_pause_throttles_a_producer(smoke: Smoke) -> None:
     smoke.probe.create("load")
     load = smoke.producer("pause-smoke")
     try:
@@ -207,7 +206,7 @@ def test_a_pause_throttles_a_producer(smoke: Smoke):
         smoke.wait_for_log(RESTORED_LINE, restored, [BROKER])
 
 
-def test_the_fallback_applies_on_both_nodes_when_the_service_is_down(smoke: Smoke):
+def the_fallback_applies_on_both_nodes_when_the_service_is_down(smoke: Smoke) -> None:
     load = smoke.producer("fallback-smoke")
     try:
         started = time.monotonic()
@@ -229,3 +228,18 @@ def test_the_fallback_applies_on_both_nodes_when_the_service_is_down(smoke: Smok
         print(f"\nKafka {smoke.version}: OPEN {open_rate / MiB:.2f} MiB/s, fallback {fallback_rate / 1024:.0f} KiB/s")
     finally:
         load.stop()
+
+
+def test_the_shim_in_a_broker_and_a_controller_of_this_kafka_version(smoke: Smoke):
+    """One cluster per version, the steps in order (the last one stops the service): one test,
+    so a pytest-xdist worker never tears the cluster down between steps."""
+    steps = [
+        the_shim_loads_on_the_broker_and_on_the_controller_only_node,
+        the_mutation_factor_zero_refuses_create_topics_as_documented,
+        a_pause_throttles_a_producer,
+        the_fallback_applies_on_both_nodes_when_the_service_is_down,
+    ]
+    for step in steps:
+        started = time.monotonic()
+        step(smoke)
+        print(f"\nKafka {smoke.version}: {step.__name__} in {time.monotonic() - started:.1f} s")
