@@ -184,6 +184,24 @@ class ThrottleDecider:
             next_change_at=_earliest(reading.next_change_at, metadata.next_change_at),
         )
 
+    def metadata_at(self, now: float) -> MetadataStep:
+        """The nodes' reports valid at ``now`` and the metadata decision they make."""
+        return self.metadata.at(now)
+
+    @property
+    def fenced_now(self) -> frozenset[int]:
+        """The brokers fenced at the latest round whose observations are kept."""
+        return self.cache.fenced
+
+    @property
+    def keeps_trends(self) -> bool:
+        """Fill trends are kept (a horizon is set): a time-to-full rule can be judged."""
+        return self.horizon is not None
+
+    def registered_brokers(self) -> set[int]:
+        """The brokers of the current cluster view: active, fenced, or with an observation kept."""
+        return set(self.active_brokers) | set(self.fenced_brokers) | self.cache.brokers()
+
     def view_at(self, now: float) -> Step | None:
         """The cached observations valid at ``now`` and their evaluation (None before the
         first round and once everything has expired)."""

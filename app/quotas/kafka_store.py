@@ -56,7 +56,7 @@ def topic_settings(brokers: int) -> tuple[int, int]:
 
 
 class KafkaQuotaStore:
-    follows = True  # other replicas' changes arrive through the topic
+    shared = True  # other replicas write to the topic too: their changes arrive through it
 
     def __init__(self, topic: str, client_config: dict[str, Any], write_timeout_seconds: float = 5.0) -> None:
         self.topic = topic

@@ -14,10 +14,10 @@ from app.clock import Clock
 from app.decision.enforcement import Enforcement
 from app.decision.factor import FactorReading
 from app.quotas.change_rules import FLOOR_SETTINGS, table_size_problem
-from app.quotas.kafka_store import ChangeRefused, KafkaQuotaStore
+from app.quotas.kafka_store import ChangeRefused
 from app.quotas.model import QuotaEntity, QuotaGroup, QuotaTable, QuotaType, QuotaValues
 from app.quotas.resolution import Resolution, resolve
-from app.quotas.store import QuotaStore
+from app.quotas.storage import QuotaStorage
 from app.settings import Settings
 from app.settings.model import QUOTA_MAX
 
@@ -64,10 +64,10 @@ def _at_most_the_maximum(limits: QuotaValues) -> QuotaValues:
 
 class QuotaService:
     """``store`` is the SQLite store (this replica's own) or the Kafka-backed one (shared by
-    every replica), which this service follows: changes made through other replicas arrive
-    from it, and the table is always the store's."""
+    every replica): this service follows it, so changes made through other replicas arrive from
+    it, and the table is always the store's."""
 
-    def __init__(self, settings: Settings, store: QuotaStore | KafkaQuotaStore, reading: Callable[[float], FactorReading], clock: Clock) -> None:
+    def __init__(self, settings: Settings, store: QuotaStorage, reading: Callable[[float], FactorReading], clock: Clock) -> None:
         self.store = store
         self.clock = clock
         self._settings = settings
@@ -77,21 +77,19 @@ class QuotaService:
         self._listeners: list[Callable[[], None]] = []
         self._enforcement_listeners: list[Callable[[], None]] = []
         self.stored_enforcement: Enforcement | None = store.load_enforcement()
-        self._follows = isinstance(store, KafkaQuotaStore)
         self.write_failures = 0  # writes the store did not take (unreachable, refused, timed out)
-        if isinstance(store, KafkaQuotaStore):
-            loop = asyncio.get_running_loop()
-            store.follow(lambda: loop.call_soon_threadsafe(self.reload))
+        loop = asyncio.get_running_loop()
+        store.follow(lambda: loop.call_soon_threadsafe(self.reload))
 
     @property
     def ready(self) -> bool:
         """The table is the store's: a Kafka-backed store has been read to its end."""
-        return not isinstance(self.store, KafkaQuotaStore) or self.store.loaded
+        return self.store.loaded
 
     @property
     def store_lag(self) -> int:
         """Records of the Kafka store's topic not yet applied by this replica (0 for SQLite)."""
-        return self.store.lag if isinstance(self.store, KafkaQuotaStore) else 0
+        return self.store.lag
 
     async def _stored(self, write: Callable[..., object], *args: object) -> None:
         """Run a store write on a worker thread, counting the failures that are the store's."""
@@ -141,7 +139,7 @@ class QuotaService:
         """Keep ``enforcement`` in the store: it wins over the settings from now on."""
         async with self._writes:
             await self._stored(self.store.put_enforcement, enforcement, self.clock())
-            self._take_enforcement(self.store.load_enforcement() if self._follows else enforcement)
+            self._take_enforcement(self.store.load_enforcement() if self.store.shared else enforcement)
 
     async def clear_enforcement(self) -> bool:
         """Remove the stored enforcement: the settings' holds again. False when none was stored."""
@@ -149,7 +147,7 @@ class QuotaService:
             if self.stored_enforcement is None:
                 return False
             await self._stored(self.store.delete_enforcement)
-            self._take_enforcement(self.store.load_enforcement() if self._follows else None)
+            self._take_enforcement(self.store.load_enforcement() if self.store.shared else None)
             return True
 
     def _replace(
@@ -157,7 +155,7 @@ class QuotaService:
         overrides: dict[QuotaEntity, QuotaValues] | None = None,
         groups: dict[str, QuotaGroup] | None = None,
     ) -> None:
-        if self._follows:
+        if self.store.shared:
             self.reload()  # what the store applied, other replicas' changes included
             return
         self.table = dataclasses.replace(

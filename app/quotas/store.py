@@ -24,7 +24,7 @@ import json
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -332,6 +332,15 @@ class QuotaStore:
         if self._recording_failed:
             log.warning("recording the quota store's generation in %s again", self.generation_path)
         self._recording_failed = False
+
+    # Nobody else writes this file: it is whole once open, and has no changes to follow.
+    shared = False
+    loaded = True
+    lag = 0
+    error: str | None = None
+
+    def follow(self, listener: Callable[[], object]) -> None:
+        """Nothing to follow: every change to this store is made through this replica."""
 
     def close(self) -> None:
         """Clear the mark of use; closing the last connection then checkpoints the WAL into the

@@ -23,12 +23,14 @@ from app.kafka.admin_config import to_kafka_python, to_librdkafka
 from app.observation.source import VolumeSource
 from app.quotas.kafka_store import KafkaQuotaStore
 from app.quotas.service import QuotaService
+from app.quotas.storage import QuotaStorage
 from app.quotas.store import QuotaStore, store_file
 from app.server.edge.admission import AdminToken, BodyLimit, HeadAsGet
 from app.server.api.audit import AuditLog
 from app.server.runtime.loop import ObservationLoop
 from app.server.edge.methods import MethodGate
-from app.server.runtime.metrics import ServiceMetrics, instrument_http
+from app.server.api.http_metrics import instrument_http
+from app.server.runtime.metrics import ServiceMetrics
 from app.server.edge.problems import UnexpectedErrors, install_problem_handlers
 from app.server.runtime.publishing import Publication, Rendering
 from app.server.runtime.saved_state import SavedState, StateFile
@@ -38,7 +40,11 @@ from app.server.api.routes import enforcement, health, metrics, nodes, quotas, t
 from app.server.api.schemas.decision import ThrottleDecision, decision_etag_basis, decision_response
 from app.server.api.schemas.bounds import bound_by_settings
 from app.server.api.schemas.quotas import QuotaTableModel, QuotaTableRenderer
-from app.server.api.state import ServiceState
+from app.server.api.view_cache import ViewCache
+from app.server.runtime.enforcement import EnforcementInForce
+from app.server.runtime.node_intake import NodeIntake
+from app.server.runtime.publisher import Publisher
+from app.server.runtime.service import Service
 from app.settings import Settings
 from app.settings.limits import metadata_policy, storage_policy
 
@@ -64,7 +70,7 @@ def kafka_source_from(settings: Settings, clock: Clock) -> VolumeSource:
     )
 
 
-def quota_store_from(settings: Settings) -> QuotaStore | KafkaQuotaStore:
+def quota_store_from(settings: Settings) -> QuotaStorage:
     """The SQLite file of this replica, or the Kafka topic every replica shares (following it
     starts at once, in the background: the table is served once the topic has been read)."""
     if settings.quota_store == "kafka":
@@ -88,7 +94,7 @@ def decider_from(settings: Settings, clock: Clock) -> ThrottleDecider:
     )
 
 
-async def saved_state_from(settings: Settings, loop: ObservationLoop, clock: Clock) -> SavedState | None:
+async def saved_state_from(settings: Settings, loop: ObservationLoop, intake: NodeIntake, clock: Clock) -> SavedState | None:
     """Where this service keeps its decider's state: with the SQLite store a file in the data
     dir, which the decider resumes from here; with the Kafka store the state topic every replica
     shares (app/server/runtime/shared_state.py), which it mirrors as it reads it. None with observation
@@ -101,7 +107,7 @@ async def saved_state_from(settings: Settings, loop: ObservationLoop, clock: Clo
         shared = SharedState(
             state_topic_name(settings.quota_store_topic), to_librdkafka(settings.kafka_admin, settings.kafka_admin_bootstrap_servers)
         )
-        replica = Replica(shared, loop, clock)
+        replica = Replica(shared, loop, intake, clock)
         shared.start(asyncio.get_running_loop())
         # Nothing is served before the latest decision is mirrored (a balancer that does not
         # wait for /readyz would hand a shim the start-up OPEN): the topic holds one snapshot
@@ -167,13 +173,15 @@ def create_app(
     registry = CollectorRegistry()
     service_metrics = ServiceMetrics(registry)
     decider = decider_from(settings, clock)
-    loop = ObservationLoop(decider, service_metrics, clock, source, settings.storage_check_interval.total_seconds())
-    loop.enforcement = lambda: settings.initial_enforcement  # the quota store's once it is open
-    service_metrics.bind_decision(lambda: loop.decision(clock()))
+    enforcing = EnforcementInForce(settings.initial_enforcement)  # the quota store's once it is open
+    publisher = Publisher(decider, enforcing, service_metrics, clock)
+    loop = ObservationLoop(decider, service_metrics, clock, publisher, enforcing, source, settings.storage_check_interval.total_seconds())
+    intake = NodeIntake(decider, loop, publisher, observing=settings.observation_enabled)
+    service_metrics.bind_decision(lambda: publisher.decision(clock()))
     service_metrics.bind_volumes(lambda: decider.cache.volumes())  # the cache a mirrored snapshot put in place
-    decisions: Publication[ThrottleDecision] = Publication(lambda now: _decision_body(loop, now), clock)
-    loop.publications.append(decisions)
-    state = ServiceState(settings, clock, decider, loop, decisions, registry)
+    decisions: Publication[ThrottleDecision] = Publication(lambda now: _decision_body(publisher, now), clock)
+    publisher.add(decisions)
+    state = Service(settings, clock, decider, loop, publisher, intake, decisions, registry)
     service_metrics.bind_quotas(lambda: state.quotas)
     service_metrics.bind_saved_state(lambda: loop.saved_state, lambda: loop.may_observe())
 
@@ -185,13 +193,13 @@ def create_app(
         quota_service = state.quotas
         renderer = QuotaTableRenderer()
         state.quota_table = Publication(lambda now: _quota_table(quota_service, renderer, now), clock)
-        loop.publications.append(state.quota_table)
+        publisher.add(state.quota_table)
         quota_service.on_change(state.quota_table.publish)
-        loop.enforcement = lambda: quota_service.enforcement
-        quota_service.on_enforcement_change(loop.publish)  # every publication and the history carry it
-        saved = await saved_state_from(settings, loop, clock)
+        enforcing.follow(lambda: quota_service.enforcement)
+        quota_service.on_enforcement_change(publisher.publish)  # every publication and the history carry it
+        saved = await saved_state_from(settings, loop, intake, clock)
         loop.saved_state = saved
-        loop.publish()
+        publisher.publish()
         if settings.history_enabled and settings.observation_enabled:
             loop.history = history_writer_from(settings, service_metrics)
             loop.history.start()
@@ -213,8 +221,8 @@ def create_app(
                 # Off the event loop: the writer finishes the queued rounds first.
                 await asyncio.get_running_loop().run_in_executor(None, loop.history.close)
                 loop.history = None
-            loop.publications.remove(state.quota_table)
-            loop.enforcement = lambda: settings.initial_enforcement
+            publisher.remove(state.quota_table)
+            enforcing.reset()
             store.close()
 
     # /docs and /redoc from the Swagger UI and ReDoc assets the fastapi-offline package ships:
@@ -242,6 +250,7 @@ def create_app(
 
     app.openapi = openapi  # type: ignore[method-assign]
     app.state.service = state
+    app.state.views = ViewCache()  # /volumes and /what-if, rendered once per change
     install_problem_handlers(app)
     for routes in (throttle.routes, quotas.routes, enforcement.routes, volumes.routes, nodes.routes, what_if.routes, health.routes):
         routes.install(app)
@@ -259,8 +268,8 @@ def create_app(
     return app
 
 
-def _decision_body(loop: ObservationLoop, now: float) -> Rendering[ThrottleDecision]:
-    decision = loop.decision(now)
+def _decision_body(publisher: Publisher, now: float) -> Rendering[ThrottleDecision]:
+    decision = publisher.decision(now)
     model = decision_response(decision)
     reading = decision.reading
     return Rendering(model, decision_etag_basis(model), reading.valid_until, reading.next_change_at)

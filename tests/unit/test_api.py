@@ -263,7 +263,7 @@ def test_fallback_is_counted_once_per_takeover_and_shown_as_lack_of_data():
         clock.advance(121)
         for _ in range(3):
             # The loop wakes at the expiry and publishes; reads judge the expiry too.
-            observer.publish()
+            observer.publisher.publish()
             assert (await client.get("/throttle-factor")).json()["source"] == "fallback"
         text = (await client.get("/metrics")).text
         assert "kafka_throttle_fallback_applied_total 1.0" in text

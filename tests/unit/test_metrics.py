@@ -73,7 +73,7 @@ def test_limits_validity_and_the_latest_successful_round_are_exported_through_fa
         loop.apply_round(ObservationRound(clock(), clock(), error="DescribeCluster failed: timeout"))
         seen["failed"] = parse((await client.get("/metrics")).text)
         clock.advance(100)  # 130 s after the success: the 2-minute validity has run out
-        loop.publish()
+        loop.publisher.publish()
         seen["fallback"] = parse((await client.get("/metrics")).text)
         clock.advance(5)
         loop.apply_round(every_kind_of_volume(clock()))

@@ -377,7 +377,7 @@ def test_a_round_republishes_a_large_table_without_converting_it_again(tmp_path)
     store.close()
 
     async def scenario(client, observer, clock):
-        publication = observer.publications[-1]
+        publication = client._transport.app.state.service.quota_table
         first = await client.get("/quotas")
         assert len(first.json()["overrides"]) == 10_000
 

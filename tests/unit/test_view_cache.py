@@ -114,7 +114,7 @@ def test_new_what_if_candidates_past_the_budget_are_answered_429_and_known_ones_
 
 
 async def _state(client):
-    return client._transport.app.state.service
+    return client._transport.app.state  # the app's state: .views is the API's cache
 
 
 def test_the_what_if_budget_refills_at_its_share_of_the_time_up_to_its_burst():

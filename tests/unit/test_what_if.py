@@ -230,7 +230,7 @@ def test_what_if_with_a_horizon_answers_what_a_decider_with_those_settings_answe
     reference = ThrottleDecider(candidate, VALIDITY, FALLBACK, started_at=clock(), horizon_seconds=horizon)
 
     async def run(client, observer, clock):
-        observer.enforcement = lambda: enforcement
+        observer.enforcement.follow(lambda: enforcement)
         for round_ in rounds:
             clock.now = round_.finished_at
             applied = observer.applied_factor(round_)
@@ -257,7 +257,7 @@ def test_the_time_to_the_hard_limit_and_the_time_factor_are_those_of_the_candida
     rate = 100 << 20
 
     async def run(client, observer, clock):
-        observer.enforcement = lambda: Enforcement.of("shadow")
+        observer.enforcement.follow(lambda: Enforcement.of("shadow"))
         for i in range(6):
             clock.now = 1_700_000_000.0 + 2 * i
             usable = 40 * GiB + 100 - i * 2 * rate

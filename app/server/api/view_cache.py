@@ -33,8 +33,8 @@ from pydantic import BaseModel
 from app.server.runtime.publishing import GZIP_MIN_BYTES, weak_etag
 
 if TYPE_CHECKING:
-    from app.decision.decider import ThrottleDecider
-    from app.server.api.state import ServiceState
+    from app.decision.view import DecisionView
+    from app.server.runtime.service import Service
 
 # Candidates kept per view version: an operator tries a few; a flood of others is budgeted.
 MAX_WHAT_IF_ANSWERS = 16
@@ -147,11 +147,11 @@ class ViewCache:
         self._volumes: Rendered | None = None
         self._what_if: OrderedDict[str, Rendered] = OrderedDict()
 
-    def _current_version(self, state: ServiceState, now: float) -> tuple[object, ...]:
+    def _current_version(self, service: Service, now: float) -> tuple[object, ...]:
         """What the answers show now, as identities: the latest round, the decider's view step
         (it ends at each expiry), the reports taken, the published decision's ETag."""
-        latest_round, step = state.decider.latest_round, state.decider.view_at(now)
-        version = (id(latest_round), id(step), state.node_report_rate.taken, state.decisions.current().etag)
+        latest_round, step, reports_taken, etag = service.view_version(now)
+        version = (id(latest_round), id(step), reports_taken, etag)
         if version != self._version:
             self._version, self._held = version, (latest_round, step)  # held: their ids stay theirs
         return version
@@ -160,23 +160,23 @@ class ViewCache:
     def _shows(answer: Rendered, version: tuple[object, ...], now: float) -> bool:
         return answer.version == version and not _passed(answer.changes_at, now)
 
-    def volumes(self, state: ServiceState, render: Callable[[float], tuple[BaseModel, float | None]]) -> Rendered:
+    def volumes(self, service: Service, render: Callable[[float], tuple[BaseModel, float | None]]) -> Rendered:
         """The /volumes answer; ``render(now)`` gives the view and when it changes by itself.
         One that no longer shows the view is kept until rendering it again is affordable."""
-        now = state.clock()
-        version = self._current_version(state, now)
+        now = service.clock()
+        version = self._current_version(service, now)
         kept = self._volumes
         if kept is None or (not self._shows(kept, version, now) and self._affordable(kept)):
             self._volumes = self._timed(render, now, version)
         assert self._volumes is not None
         return self._volumes
 
-    def what_if(self, state: ServiceState, candidate: str, render: Callable[[float], tuple[BaseModel, float | None]]) -> Rendered | int:
+    def what_if(self, service: Service, candidate: str, render: Callable[[float], tuple[BaseModel, float | None]]) -> Rendered | int:
         """The what-if answer for ``candidate`` (its validated body, as JSON). Computed when it
         is new or no longer shows the view and the budget allows; else the answer kept, or for a
         new candidate the seconds to wait."""
-        now = state.clock()
-        version = self._current_version(state, now)
+        now = service.clock()
+        version = self._current_version(service, now)
         kept = self._what_if.get(candidate)
         if kept is not None:
             self._what_if.move_to_end(candidate)
@@ -206,9 +206,9 @@ def _passed(instant: float | None, now: float) -> bool:
     return instant is not None and now > instant
 
 
-def node_reports_change_at(decider: ThrottleDecider, now: float) -> float | None:
+def node_reports_change_at(view: DecisionView, now: float) -> float | None:
     """When the node view changes by itself: the first of its reports to expire."""
-    return min((v.expires_at for v in decider.metadata.at(now).volumes), default=None)
+    return min((v.expires_at for v in view.metadata_at(now).volumes), default=None)
 
 
 def earliest(*instants: float | None) -> float | None:

@@ -4,13 +4,14 @@ A round runs on a worker thread (the Kafka client blocks); its result is applied
 loop: the decider judges it, the metrics and the history record it, the changes are logged
 once, and the publications are refreshed. Between rounds the loop wakes at each instant the
 decision changes by itself (an observation or the factor expiring), so such a change is logged
-and published when it happens. Nothing published calls back into the loop."""
+and published when it happens. The loop is built with its enforcement source and its publisher
+(app/server/runtime/publisher.py), which the node-report path (app/server/runtime/node_intake.py)
+notifies too; nothing published calls back into the loop."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import queue
 import threading
@@ -19,19 +20,16 @@ from concurrent.futures import Future
 from typing import TypeVar
 
 from app.clock import Clock
-from app.decision.changes import DecisionChanges
 from app.decision.decider import ThrottleDecider
 from app.decision.decision import Decision
-from app.decision.enforcement import ENFORCE_EVERYWHERE, Enforcement
-from app.decision.metadata import MetadataStep
 from app.decision.horizon import AppliedFactor
 from app.history.writer import HistoryWriter
 from app.observation.changes import ClusterChanges
 from app.observation.model import ObservationRound
-from app.observation.node_reports import NodeReport
 from app.observation.source import VolumeSource
 from app.server.runtime.metrics import ServiceMetrics
-from app.server.runtime.publishing import Publication
+from app.server.runtime.enforcement import EnforcementInForce
+from app.server.runtime.publisher import Publisher
 from app.server.runtime.saved_state import REPORT_SAVE_DELAY_SECONDS, SavedState
 
 log = logging.getLogger("app.decision")
@@ -77,22 +75,20 @@ class _SourceThread:
                 self.busy = False
 
 
-def _what_shims_act_on(step: MetadataStep) -> tuple[object, ...]:
-    """What a node report can change that the published decision shows: only then is it published."""
-    listed = tuple((m.verdict.volume.key, m.verdict.reason) for m in step.listed)
-    return (step.mutation_factor, step.data_factor, step.source, listed)
-
-
 class ObservationLoop:
     def __init__(
         self,
         decider: ThrottleDecider,
         metrics: ServiceMetrics,
         clock: Clock,
+        publisher: Publisher,
+        enforcement: EnforcementInForce,
         source: VolumeSource | None = None,
         interval_seconds: float = 60.0,
     ) -> None:
         self.decider = decider
+        self.publisher = publisher
+        self.enforcement = enforcement
         self.metrics = metrics
         self.clock = clock
         self.source = source
@@ -102,17 +98,11 @@ class ObservationLoop:
         # Where the decider's state outlives this process (app/server/runtime/saved_state.py); None: nowhere.
         self.saved_state: SavedState | None = None
         self._save_pending: asyncio.TimerHandle | None = None
-        # With several replicas (app/server/runtime/shared_state.py): whether this one observes (it is the
-        # elected decider), and where a node report it took goes for the others.
+        # With several replicas (app/server/runtime/shared_state.py): whether this one observes (it
+        # is the elected decider).
         self.may_observe: Callable[[], bool] = lambda: True
-        self.node_report_taken: Callable[[NodeReport], None] | None = None
         self._wake = asyncio.Event()
-        self.publications: list[Publication] = []  # refreshed after every change, in order
-        # The enforcement in force (the quota service's, once it runs): every decision carries it.
-        self.enforcement: Callable[[], Enforcement] = lambda: ENFORCE_EVERYWHERE
         self._cluster_changes = ClusterChanges(decider.validity_seconds, decider.cache.keeps_fenced)
-        self._decision_changes = DecisionChanges()
-        self._next_change: float | None = None  # when the published decision changes by itself
 
     def apply_round(self, round_: ObservationRound) -> Decision:
         self.rounds += 1
@@ -120,23 +110,11 @@ class ObservationLoop:
         self.metrics.record_round(round_, evaluation, len(self.decider.active_brokers), len(self.decider.fenced_brokers))
         for change in self._cluster_changes.after_round(round_, self.decider.evicted, self.decider.cache.brokers()):
             log.log(change.level, change.message, extra=dict(change.fields))
-        decision = self.publish()
+        decision = self.publisher.publish()
         if self.history is not None:
             self.history.submit(round_, decision)
         self.save_state()
         return decision
-
-    def take_node_report(self, report: NodeReport, shared: bool = False) -> None:
-        """A node's report of its own volumes: recorded, published at once when it changes what
-        shims act on, and saved with the state within a second. One another replica took
-        (``shared``) is not handed on again."""
-        if not shared and self.node_report_taken is not None:
-            self.node_report_taken(report)
-        before = _what_shims_act_on(self.decider.metadata.at(report.received_at))
-        after = self.decider.record_node_report(report)
-        if _what_shims_act_on(after) != before:
-            self.publish()
-        self.save_state_soon()
 
     def save_state(self) -> None:
         """Hand the saved state a snapshot of the decider as it is now."""
@@ -160,24 +138,7 @@ class ObservationLoop:
     def applied_factor(self, round_: ObservationRound) -> AppliedFactor:
         """What the shims applied while ``round_`` was observed: the factor in force as it began
         where they enforce it, 1 where they do not (shadow mode, brokers outside the canary list)."""
-        return AppliedFactor.under(self.decider.reading(round_.started_at).factor, self.enforcement())
-
-    def decision(self, now: float) -> Decision:
-        """The decider's decision at ``now``, with the enforcement in force."""
-        return dataclasses.replace(self.decider.decision(now), enforcement=self.enforcement())
-
-    def publish(self) -> Decision:
-        """Log what changed in the decision since it was last published, and publish."""
-        decision = self.decision(self.clock())
-        self._next_change = decision.reading.next_change_at
-        changes, fallback_took_over = self._decision_changes.after(decision)
-        if fallback_took_over:
-            self.metrics.fallback_applied.inc()
-        for change in changes:
-            log.log(change.level, change.message, extra=dict(change.fields))
-        for publication in self.publications:
-            publication.publish()
-        return decision
+        return self.enforcement.applied_factor(self.decider.reading(round_.started_at).factor)
 
     async def run(self) -> None:
         """Observe every interval until cancelled. Only runs with a source configured."""
@@ -223,11 +184,12 @@ class ObservationLoop:
         try:
             while True:
                 timeout = None
-                if self._next_change is not None:
-                    timeout = max(0.0, self._next_change - self.clock()) + 0.001
+                next_change = self.publisher.next_change
+                if next_change is not None:
+                    timeout = max(0.0, next_change - self.clock()) + 0.001
                 done, _ = await asyncio.wait({task}, timeout=timeout)
                 if done:
                     return task.result()
-                self.publish()
+                self.publisher.publish()
         finally:
             task.cancel()

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from app.decision.decider import ThrottleDecider
     from app.decision.snapshot import Restored
     from app.server.runtime.loop import ObservationLoop
+    from app.server.runtime.node_intake import NodeIntake
 
 log = logging.getLogger("app.state")
 
@@ -368,9 +369,10 @@ class Replica:
     while another replica decides, applies the node reports other replicas took, and takes over
     when elected."""
 
-    def __init__(self, shared: SharedState, loop: ObservationLoop, clock: Clock) -> None:
+    def __init__(self, shared: SharedState, loop: ObservationLoop, intake: NodeIntake, clock: Clock) -> None:
         self.shared = shared
         self.loop = loop
+        self.intake = intake
         self.clock = clock
         # The node reports read from the topic by node, with their offsets: re-applied over a
         # snapshot that had not taken them yet.
@@ -384,7 +386,7 @@ class Replica:
         shared.on_loaded = self.mirror_loaded
         self._loaded_mirrored = False
         loop.may_observe = lambda: shared.leading
-        loop.node_report_taken = shared.node_report_taken
+        intake.shared = shared.node_report_taken
         loop.saved_state = shared
 
     def adopt(self, prepared: tuple[ThrottleDecider, Restored], reports_through: int) -> None:
@@ -402,7 +404,7 @@ class Replica:
             held = book.latest(node_id)
             if held is None or held.received_at < report.received_at:
                 decider.record_node_report(report)
-        self.loop.publish()
+        self.loop.publisher.publish()
 
     def mirror_loaded(self) -> None:
         """Mirror the newest snapshot the topic held when this replica started, once: at
@@ -422,7 +424,7 @@ class Replica:
 
     def node_report(self, report: NodeReport, offset: int) -> None:
         self._read[report.node_id] = (offset, report)
-        self.loop.take_node_report(report, shared=True)
+        self.intake.take(report, shared=True)
 
     def leadership(self, leading: bool) -> None:
         if not leading:
@@ -433,6 +435,6 @@ class Replica:
             decider.resumed_from = self._mirrored_from
             decider.holder.resumed()
         self._mirrored_from = None
-        self.loop.publish()
+        self.loop.publisher.publish()
         self.loop.save_state()
         self.loop.observe_soon()

@@ -9,7 +9,7 @@ from app.server.edge.problems import ProblemError, errors_detail, field_error, p
 from app.server.api.routes.quotas import MUTATION_DEPENDENCIES, quota_service
 from app.server.api.routes.route_set import RouteSet
 from app.server.api.schemas.enforcement import EnforcementBody, EnforcementModel
-from app.server.api.state import ServiceState, service_state
+from app.server.api.state import service_state
 
 routes = RouteSet(tags=["enforcement"])
 # 400: a body that is not JSON Python can hold; 409: a canary broker the cluster view does not
@@ -21,12 +21,6 @@ def _current(request: Request) -> EnforcementModel:
     state = service_state(request)
     service = quota_service(request)
     return EnforcementModel.of(service.enforcement, service.enforcement_source, state.settings.initial_enforcement)
-
-
-def registered_brokers(state: ServiceState) -> set[int]:
-    """The brokers of the current cluster view: active, fenced, or with an observation kept."""
-    decider = state.decider
-    return set(decider.active_brokers) | set(decider.fenced_brokers) | decider.cache.brokers()
 
 
 @routes.get("/enforcement", response_model=EnforcementModel, summary="The enforcement in force and where it comes from", responses=problem_responses(503))
@@ -44,7 +38,7 @@ async def get_enforcement(request: Request) -> EnforcementModel:
 async def put_enforcement(request: Request, body: EnforcementBody) -> EnforcementModel:
     state = service_state(request)
     service = quota_service(request)
-    known = registered_brokers(state)
+    known = state.registered_brokers()
     unknown = sorted(set(body.canary_brokers) - known)
     if unknown:
         listed = ", ".join(map(str, sorted(known))) or "none yet"

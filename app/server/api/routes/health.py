@@ -24,6 +24,6 @@ async def healthz() -> Health:
     responses={503: {"model": Readiness, "description": "Not ready yet: no observation has succeeded"}},
 )
 async def readyz(request: Request) -> JSONResponse:
-    state = service_state(request)
-    readiness = Readiness(ready=state.ready, source=state.decider.reading(state.clock()).source, rounds=state.loop.rounds)
+    now = service_state(request).readiness()
+    readiness = Readiness(ready=now.ready, source=now.source, rounds=now.rounds)
     return JSONResponse(readiness.model_dump(mode="json"), status_code=200 if readiness.ready else 503)

@@ -11,7 +11,7 @@ from fastapi.security import HTTPBearer
 from app.server.edge.problems import ProblemError, problem_responses
 from app.server.edge.query import strict_query
 from app.server.runtime.node_admission import UNLISTED_NODES
-from app.server.runtime.report_rate import ReportRate
+from app.server.runtime.node_intake import TooSoon, UnknownNode
 from app.server.api.routes.route_set import RouteSet
 from app.server.api.schemas.nodes import NodeVolumesBody
 from app.server.api.state import service_state
@@ -38,18 +38,14 @@ async def put_node_volumes(
     body: NodeVolumesBody,
     node_id: Annotated[int, Path(ge=0, le=2**31 - 1, description="The node's node.id")],
 ) -> Response:
-    state = service_state(request)
-    now = state.clock()
-    if not state.node_admission.admits(node_id, state.decider, now, observing=state.settings.observation_enabled):
+    refusal = service_state(request).offer_node_report(node_id, lambda now: body.report(node_id, now))
+    if isinstance(refusal, UnknownNode):
         detail = (
             f"node {node_id} is not a broker the cluster has registered, and {UNLISTED_NODES} other nodes DescribeCluster "
             "does not list (controllers, nodes starting) report already; a broker's report is taken once a round lists it"
         )
         raise ProblemError(409, "Unknown node", detail)
-    rate: ReportRate = state.node_report_rate
-    retry_after = rate.retry_after(node_id, now)
-    if retry_after is not None:
+    if isinstance(refusal, TooSoon):
         detail = f"node {node_id} reported less than a second ago; one report per node per second is taken"
-        raise ProblemError(429, "Too many requests", detail, headers={"Retry-After": str(retry_after)})
-    state.loop.take_node_report(body.report(node_id, now))
+        raise ProblemError(429, "Too many requests", detail, headers={"Retry-After": str(refusal.retry_after)})
     return Response(status_code=204)

@@ -50,7 +50,7 @@ def quota_service(request: Request) -> QuotaService:
     table rather than take one without the overrides)."""
     service = service_state(request).quota_service()
     if not service.ready:
-        reason = getattr(service.store, "error", None)
+        reason = service.store.error
         raise ProblemError(
             503,
             "Quota table not loaded",

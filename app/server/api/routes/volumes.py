@@ -17,7 +17,8 @@ from app.server.api.conditional import accepts_gzip, matching_etag
 from app.server.edge.problems import ProblemError, problem_responses
 from app.server.api.routes.route_set import RouteSet
 from app.server.api.schemas.volumes import VolumesView, volumes_view
-from app.server.api.state import ServiceState, service_state
+from app.server.api.state import service_state, view_cache
+from app.server.runtime.service import Service
 from app.server.api.view_cache import Rendered, node_reports_change_at
 
 routes = RouteSet(tags=["volumes"])
@@ -28,10 +29,11 @@ def paced_responses() -> dict[int | str, dict]:
     return {429: {**problem_responses(429)[429], "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait"}}}}
 
 
-def _render(state: ServiceState, now: float) -> tuple[VolumesView, float | None]:
+def _render(state: Service, now: float) -> tuple[VolumesView, float | None]:
     """The view at ``now``, and when it changes by itself: a node's report expiring (a
     volume's observation expiring ends the decider's view step, which the cache follows)."""
-    return volumes_view(state.decider, now), node_reports_change_at(state.decider, now)
+    view = state.view()
+    return volumes_view(view, now), node_reports_change_at(view, now)
 
 
 @routes.hot_get(
@@ -43,7 +45,7 @@ def _render(state: ServiceState, now: float) -> tuple[VolumesView, float | None]
 async def volumes(request: Request) -> Response:
     state = service_state(request)
     await take_turn(request, state)
-    answer = state.views.volumes(state, lambda now: _render(state, now))
+    answer = view_cache(request).volumes(state, lambda now: _render(state, now))
     return rendered_response(request, answer, conditional=True)
 
 
@@ -58,7 +60,7 @@ def rendered_response(request: Request, answer: Rendered, conditional: bool) -> 
     return Response(answer.body, media_type="application/json", headers=headers)
 
 
-async def take_turn(request: Request, state: ServiceState) -> None:
+async def take_turn(request: Request, state: Service) -> None:
     """Wait for the client's turn at the large answers; ProblemError 429 when it is too far off.
     A request with the node or admin token is not paced."""
     credentials = bearer_credentials(request.scope["headers"])
@@ -67,7 +69,7 @@ async def take_turn(request: Request, state: ServiceState) -> None:
         if any(hmac.compare_digest(credentials, token) for token in tokens):
             return
     client = request.client.host if request.client else "-"
-    wait = state.views.pace.delay(client)
+    wait = view_cache(request).pace.delay(client)
     if wait is None:
         detail = f"{client} asks for the large answers (/volumes, /what-if) faster than they are given to one client; try again later"
         raise ProblemError(429, "Too many requests", detail, headers={"Retry-After": "1"})

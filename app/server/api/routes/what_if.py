@@ -20,7 +20,7 @@ from app.server.api.routes.volumes import paced_responses, rendered_response, ta
 from app.server.api.schemas.decision import decision_response
 from app.server.api.schemas.volumes import volumes_view
 from app.server.api.schemas.what_if import FIELD_SETTINGS, HORIZON_PATTERN, CandidateLimits, WhatIf, limit_values
-from app.server.api.state import service_state
+from app.server.api.state import service_state, view_cache
 from app.server.api.view_cache import earliest, node_reports_change_at
 from app.settings.durations import DURATION_HINT, format_duration, parse_duration
 from app.settings.limits import storage_policy
@@ -50,7 +50,7 @@ async def what_if(candidate: CandidateLimits, request: Request) -> Response:
         errors = [field_error(_BODY_FIELDS[p.key], "body", f"allowed: {p.allowed} (as the setting {p.key})") for p in exc.problems]
     horizon = None
     if candidate.horizon is not None:
-        horizon, problem = _horizon_seconds(candidate.horizon, state.settings, state.decider.horizon is not None)
+        horizon, problem = _horizon_seconds(candidate.horizon, state.settings, state.view().keeps_trends)
         if problem is not None:
             errors.append(field_error("horizon", "body", f"allowed: {problem} (as the setting {_HORIZON_SETTING})"))
     if errors:
@@ -59,13 +59,13 @@ async def what_if(candidate: CandidateLimits, request: Request) -> Response:
     policy = storage_policy(limits)
 
     def render(now: float) -> tuple[WhatIf, float | None]:
-        twin = state.decider.judged_by(policy, horizon)
+        twin = state.view().judged_by(policy, horizon)
         decision = twin.decision(now)
         answer = WhatIf(decision=decision_response(decision), volumes=volumes_view(twin, now))
-        return answer, earliest(decision.reading.next_change_at, node_reports_change_at(state.decider, now))
+        return answer, earliest(decision.reading.next_change_at, node_reports_change_at(state.view(), now))
 
     # Computed once per candidate and change of the view; a new candidate within a budget.
-    answer = state.views.what_if(state, candidate.model_dump_json(), render)
+    answer = view_cache(request).what_if(state, candidate.model_dump_json(), render)
     if isinstance(answer, int):
         detail = "new what-if candidates take more of the service's time than they may; try again, or repeat an earlier candidate"
         raise ProblemError(429, "Too many requests", detail, headers={"Retry-After": str(answer)})

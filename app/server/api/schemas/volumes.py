@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.decision.decider import ThrottleDecider
+from app.decision.view import DecisionView
 from app.decision.policy import VolumeStatus
 from app.server.api.schemas.decision import VolumeEntry, metadata_entry, volume_entry
 from app.timefmt import iso_instant
@@ -77,7 +77,7 @@ class VolumesView(BaseModel):
     )
 
 
-def volumes_view(decider: ThrottleDecider, now: float) -> VolumesView:
+def volumes_view(decider: DecisionView, now: float) -> VolumesView:
     entries = [
         CachedVolume(
             **volume_entry(volume.verdict, (volume.observation.broker_id,) if volume.broker_fenced else (), volume.time_to_full).model_dump(),
@@ -89,11 +89,11 @@ def volumes_view(decider: ThrottleDecider, now: float) -> VolumesView:
         )
         for volume in decider.volumes(now)
     ]
-    metadata = decider.metadata.at(now)
+    metadata = decider.metadata_at(now)
     active = set(decider.active_brokers)
     entries += [
         CachedVolume(
-            **metadata_entry(volume, decider.cache.fenced).model_dump(),
+            **metadata_entry(volume, decider.fenced_now).model_dump(),
             age_seconds=round(max(0.0, now - volume.verdict.volume.observed_at), 3),
             broker_active=volume.verdict.volume.broker_id in active,
             expires_at=iso_instant(volume.expires_at) or "",
