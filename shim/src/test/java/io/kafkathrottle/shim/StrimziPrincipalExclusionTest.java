@@ -11,7 +11,7 @@ import java.lang.reflect.Proxy;
 import java.net.InetAddress;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.security.cert.CertificateFactory;
+import java.security.KeyStore;
 import java.security.cert.X509Certificate;
 import java.time.Instant;
 import java.util.HashMap;
@@ -66,14 +66,13 @@ class StrimziPrincipalExclusionTest {
     private static X509Certificate certificate(Path dir, String subject) throws Exception {
         Path keytool = Path.of(System.getProperty("java.home"), "bin", "keytool");
         Path store = dir.resolve("strimzi.p12");
-        Path pem = dir.resolve("strimzi.pem");
         run(keytool.toString(), "-genkeypair", "-alias", "component", "-keyalg", "EC", "-dname", subject, "-validity", "2",
                 "-keystore", store.toString(), "-storetype", "PKCS12", "-storepass", "store-pass");
-        run(keytool.toString(), "-exportcert", "-rfc", "-alias", "component", "-keystore", store.toString(), "-storetype", "PKCS12",
-                "-storepass", "store-pass", "-file", pem.toString());
-        try (InputStream in = Files.newInputStream(pem)) {
-            return (X509Certificate) CertificateFactory.getInstance("X.509").generateCertificate(in);
+        KeyStore keyStore = KeyStore.getInstance("PKCS12");
+        try (InputStream in = Files.newInputStream(store)) {
+            keyStore.load(in, "store-pass".toCharArray());
         }
+        return (X509Certificate) keyStore.getCertificate("component");
     }
 
     private static void run(String... command) throws Exception {
@@ -117,6 +116,7 @@ class StrimziPrincipalExclusionTest {
         Map<String, Object> configs = new HashMap<>();
         configs.put(ShimConfig.URL, service.url());
         configs.put(ShimConfig.POLL_INTERVAL_MS, "100");
+        configs.put(ShimConfig.LONG_POLL_WAIT_MS, "2000");
         configs.put(ShimConfig.REQUEST_TIMEOUT_MS, "1000");
         configs.put(ShimConfig.FALLBACK_FACTOR, "1.0");
         callback.configure(configs);
