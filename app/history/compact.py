@@ -6,6 +6,8 @@ decision or the report reads of it changed (status, factor, kept, log dir error,
 slows it, its capacity, what it holds, a metadata volume's limits), every round while it is not
 ``ok``, and otherwise once its last row is ``keyframe_seconds`` old or its usable bytes moved by
 more than ``usable_share`` of its total since. A volume that leaves the view gets a gone row.
+A volume row leaves out its ``available_ratio`` (usable / total: the reader computes it) and
+every field that is null.
 The limits, enforcement and canary brokers are on the round row when they change (``shared``).
 
 ``Compactor`` decides (pure: no I/O, no clock; the writer thread owns one); ``expand`` is the
@@ -122,7 +124,7 @@ class Compactor:
             rate, seconds = _time_to_full(decision, volume)
             row = {
                 "time": time, ROW_KIND: VOLUME, "broker_id": volume.broker_id, "log_dir": volume.log_dir,
-                "total_bytes": volume.total_bytes, "usable_bytes": volume.usable_bytes, "available_ratio": volume.available_ratio,
+                "total_bytes": volume.total_bytes, "usable_bytes": volume.usable_bytes,
                 "log_dir_error": volume.error, "observed_at": observed_at, "observation_age_seconds": age, "kept": kept,
                 "volume_status": status, "volume_factor": factor, "fill_rate_bytes_per_second": rate,
                 "seconds_to_hard_limit": seconds, "volume_rule": volume_rule, "holds": DATA,
@@ -134,7 +136,7 @@ class Compactor:
             signature = tuple(full[name] for name in ("volume_status", "volume_factor", "total_bytes", *_LIMIT_FIELDS))
             if not self._due(key, signature, full["volume_status"], full["usable_bytes"], full["total_bytes"], at, keyframe_seconds, share):
                 continue
-            row = {"time": time, ROW_KIND: VOLUME, **{name: full[name] for name in VOLUME_ROW_FIELDS[1:] + _LIMIT_FIELDS}}
+            row = {"time": time, ROW_KIND: VOLUME, **{name: full[name] for name in VOLUME_ROW_FIELDS[1:] + _LIMIT_FIELDS if name != "available_ratio"}}
             rows.append({name: value for name, value in row.items() if value is not None})
         for key in [key for key in self._last if key not in seen]:
             del self._last[key]
@@ -153,6 +155,14 @@ class Compactor:
             self._last[key] = _Last(signature, usable, at)
             return True
         return False
+
+
+def available_ratio(usable: int | None, total: int | None) -> float | None:
+    """A volume row's ratio, which format 2 leaves out (half a compressed row's bytes): as the
+    service computes it (``VolumeObservation.available_ratio``)."""
+    if usable is None or total is None or usable < 0 or total < 0:
+        return None
+    return usable / total if total > 0 else 0.0
 
 
 def _epoch(text: str) -> float:
@@ -181,6 +191,8 @@ def expand(rows: Iterable[dict[str, Any]]) -> Iterator[HistoryRow]:
         for volume in carried.values():
             row = {**dict.fromkeys(FIELD_NAMES), **shared, **round_values}
             row.update({name: volume.get(name) for name in VOLUME_ROW_FIELDS})
+            if row["available_ratio"] is None:
+                row["available_ratio"] = available_ratio(volume.get("usable_bytes"), volume.get("total_bytes"))
             if "metadata" in (volume.get("holds") or ""):
                 row.update({name: volume.get(name) for name in _LIMIT_FIELDS})
             if volume["time"] != time:  # a round it stands for: its observation, aged by then

@@ -140,7 +140,7 @@ class HistoryFiles:
                     path.parent.rmdir()
 
 
-def compress(path: Path, level: int = 6) -> Path:
+def compress(path: Path, level: int = 9) -> Path:
     """``history-HH.jsonl`` -> ``history-HH.jsonl.gz``, crash-safe (the module's docstring);
     when the hour was compressed before (a round of an hour already closed came late), its
     lines are added as a second gzip member, which every gzip reader reads on."""

@@ -1,15 +1,26 @@
-"""Reading the history: declared schema, corrupt and truncated lines skipped and counted."""
+"""Reading the history: declared schema, corrupt and truncated lines skipped and counted.
+
+Files of either format, plain or gzip (``.jsonl.gz``, read as they are), in any mix. Format 2's
+rows (``app/history/compact.py``) are expanded here into the rows format 1 would have written
+for the same rounds, so everything after the reader sees one full row per volume per round:
+a volume row gives its volume's row for its own round and every later round of its hour until
+that volume's next row, its gone row or the next keyframe; a round row gives every such row its
+round's fields and the shared values in force (the latest round row of the hour giving them),
+and is itself a row without a volume when its view was empty. A skipped line counts once: the
+rounds a skipped volume row stood for get no row, nor does a skipped round (its volume rows
+written in it are skipped with its reason; the round row counts when no volume row of it is
+written)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from app.history.schema import PARTITION_PREFIX
+from app.history.schema import GONE, PARTITION_PREFIX, ROUND, ROUND_FIELDS, ROW_KIND, SHARED_FIELDS, VOLUME, VOLUME_ROW_FIELDS
 from spark.reading.cache import CHUNK, LINES, Derive, history_files, read_cached
 from spark.reading.schema import (
     HISTORY_SCHEMA,
@@ -22,6 +33,7 @@ from spark.reading.schema import (
     OUT_OF_RANGE,
     READ_SCHEMA,
     REPORT_SCHEMA,
+    ROW_KINDS,
     TIMESTAMP_FIELDS,
     UNPARSED_LINE,
     UNREADABLE,
@@ -62,18 +74,135 @@ class LineCounts:
 def _json(spark: SparkSession, files: list[str]) -> DataFrame:
     """The JSON lines of ``files``, as READ_SCHEMA, with the FILE_PATH each came from.
 
-    PERMISSIVE: a line that does not convert whole (not JSON, a number or boolean field of
-    another type) keeps its text in UNPARSED_LINE; the checks then skip it as UNREADABLE.
-    Non-numeric numbers (NaN, "Infinity") are refused as JSON does. The text of a skipped
-    line goes no further than ``checked_lines``."""
-    raw = (
-        spark.read.schema(READ_SCHEMA)
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", UNPARSED_LINE)
-        .option("allowNonNumericNumbers", "false")
-        .json(files)
+    Each line is read as text, then converted: a line that is not one JSON object (an array
+    holding a row included, which Spark's JSON file reader would read as that row) or does not
+    convert whole (a number or boolean field of another type) keeps its text in UNPARSED_LINE;
+    the checks then skip it as UNREADABLE. Non-numeric numbers (NaN, "Infinity") are refused as
+    JSON does. Blank lines are not lines. The text of a skipped line goes no further than
+    ``checked_lines``."""
+    text = spark.read.text(files).select("value", F.col("_metadata.file_path").alias(_FILE_PATH))
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": UNPARSED_LINE, "allowNonNumericNumbers": "false"}
+    parsed = text.filter(~F.col("value").rlike(r"^[ \t]*$")).select(F.from_json("value", READ_SCHEMA, options).alias("line"), _FILE_PATH)
+    return parsed.select("line.*", _FILE_PATH)
+
+
+_CARRIED, _ROUND_ONLY = "carried__", "round_only__"
+_BUCKET, _AT, _INDEX, _SEGMENT, _SEGMENT_END, _SHARED = "bucket__", "at__", "index__", "segment__", "segment_end__", "shared__"
+
+
+def parse_lines(spark: SparkSession, files: list[str]) -> DataFrame:
+    """``checked_lines`` of ``files`` (with FILE_PATH), format 2's rows expanded (the module's
+    docstring)."""
+    return expanded_lines(_json(spark, files))
+
+
+def expanded_lines(raw: DataFrame) -> DataFrame:
+    """``checked_lines`` of ``raw`` (READ_SCHEMA and FILE_PATH), format 2's rows expanded."""
+    kind = F.col(ROW_KIND)
+    compact = kind.isNotNull() & kind.isin(*ROW_KINDS) & F.col(UNPARSED_LINE).isNull()
+    plain = raw.filter(~compact | compact.isNull())
+    lines = raw.filter(compact).withColumns(
+        {
+            # a file's hour: the unit a format 2 volume row stands in (each begins with a keyframe)
+            _BUCKET: F.concat_ws("|", F.coalesce(F.col(_FILE_PATH), F.lit("")), F.substring(F.col("time"), 1, 13)),
+            _AT: F.col("time").try_cast("timestamp"),
+        }
     )
-    return raw.withColumn(_FILE_PATH, F.col("_metadata.file_path"))
+    by_time = Window.partitionBy(_BUCKET).orderBy(_AT).rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    shared = F.struct(*[F.col(name) for name in SHARED_FIELDS])
+    placed = lines.filter((kind == ROUND) & F.col(_AT).isNotNull()).withColumn(
+        _SHARED, F.last(F.when(F.col("shared"), shared), ignorenulls=True).over(by_time)
+    )
+    # The rounds volume rows stand in: those with a count of volumes (the others are skipped).
+    rounds = (
+        placed.filter(F.col("volumes") >= 0)
+        .withColumns(
+            {
+                _INDEX: F.row_number().over(Window.partitionBy(_BUCKET).orderBy(_AT)),
+                _SEGMENT: F.sum(F.when(F.col("keyframe"), 1).otherwise(0)).over(by_time),
+            }
+        )
+        .withColumn(_SEGMENT_END, F.max(_INDEX).over(Window.partitionBy(_BUCKET, _SEGMENT)))
+    )
+    round_side = rounds.select(
+        _BUCKET, _INDEX, _SEGMENT, _SEGMENT_END, _SHARED, *[F.col(n).alias(f"r__{n}") for n in ("time", _AT, *ROUND_FIELDS)]
+    )
+    volumes = lines.filter(kind.isin(VOLUME, GONE))
+    key = [F.col("broker_id"), F.try_variant_get(F.col("log_dir"), "$", "string"), F.col("holds")]
+    own = (
+        volumes.join(round_side, (volumes[_BUCKET] == round_side[_BUCKET]) & (volumes[_AT] == round_side[f"r__{_AT}"]), "left")
+        .drop(round_side[_BUCKET])
+        .withColumn("next__", F.lead(_INDEX).over(Window.partitionBy(_BUCKET, *key).orderBy(_AT)))
+        .filter(kind == VOLUME)
+    )
+
+    def full_row(time: Column, age: Column, carried: bool) -> list[Column]:
+        """A volume row with its round's fields: READ_SCHEMA's columns."""
+        metadata = F.coalesce(F.col("holds").contains("metadata"), F.lit(False))
+        columns = {"time": time, "observation_age_seconds": age, _CARRIED: F.lit(carried), _ROUND_ONLY: F.lit(False), _FILE_PATH: F.col(_FILE_PATH)}
+        columns |= {name: F.lit(None).cast(_RAW_TYPES[name]) for name in ("volumes", "shared", "keyframe", UNPARSED_LINE)}
+        columns[ROW_KIND] = F.lit(VOLUME)
+        columns |= {name: F.col(f"r__{name}") for name in ROUND_FIELDS}
+        columns |= {name: F.col(f"{_SHARED}.{name}") for name in SHARED_FIELDS}
+        columns |= {name: F.when(metadata, F.col(name)).otherwise(F.col(f"{_SHARED}.{name}")) for name in ("limit_kind", "hard_limit", "soft_limit")}
+        columns |= {name: F.col(name) for name in VOLUME_ROW_FIELDS if name not in columns}
+        usable, total = F.col("usable_bytes"), F.col("total_bytes")
+        # left out of format 2's volume rows: usable / total, as the service computes it
+        ratio = F.when((usable >= 0) & (total >= 0), F.when(total > 0, usable.cast("double") / total.cast("double")).otherwise(F.lit(0.0)))
+        columns["available_ratio"] = F.coalesce(F.col("available_ratio"), ratio)
+        return [columns[name].alias(name) for name in _OUTPUT_COLUMNS]
+
+    own_rows = own.select(*full_row(F.col("time"), F.col("observation_age_seconds"), False))
+    stands_until = F.least(F.coalesce(F.col("next__") - 1, F.col(_SEGMENT_END)), F.col(_SEGMENT_END))
+    spans = own.filter(F.col(_INDEX).isNotNull() & (stands_until > F.col(_INDEX))).select(
+        *[F.col(name) for name in VOLUME_ROW_FIELDS if name != "time"],
+        "limit_kind",
+        "hard_limit",
+        "soft_limit",
+        _FILE_PATH,
+        _BUCKET,
+        F.explode(F.sequence(F.col(_INDEX) + 1, stands_until)).alias(_INDEX),
+    )
+    carried = spans.join(round_side.drop(_SEGMENT, _SEGMENT_END), [_BUCKET, _INDEX])
+    observed = F.col("observed_at").try_cast("timestamp")
+    aged = F.round(F.greatest(F.lit(0.0), (F.unix_micros(F.col(f"r__{_AT}")) - F.unix_micros(observed)) / F.lit(1_000_000.0)), 3)
+    carried_rows = carried.select(*full_row(F.col("r__time"), F.coalesce(aged, F.col("observation_age_seconds")), True))
+
+    round_rows = placed.select(
+        *[
+            (
+                F.col(name)
+                if name in (*ROUND_FIELDS, "time", UNPARSED_LINE, ROW_KIND, "volumes", "shared", "keyframe", _FILE_PATH)
+                else F.col(f"{_SHARED}.{name}")
+                if name in SHARED_FIELDS
+                else F.lit(None).cast(_RAW_TYPES[name])
+            ).alias(name)
+            for name in _OUTPUT_COLUMNS
+            if name not in (_CARRIED, _ROUND_ONLY)
+        ],
+        F.lit(False).alias(_CARRIED),
+        F.coalesce(F.col("volumes") != 0, F.lit(False)).alias(_ROUND_ONLY),
+    )
+    # A round row whose time does not read: checked as it is (it is skipped).
+    unplaced = lines.filter((kind == ROUND) & F.col(_AT).isNull()).select(
+        *[F.col(name) for name in _OUTPUT_COLUMNS if name not in (_CARRIED, _ROUND_ONLY)], F.lit(False).alias(_CARRIED), F.lit(False).alias(_ROUND_ONLY)
+    )
+    everything = (
+        plain.withColumns({_CARRIED: F.lit(False), _ROUND_ONLY: F.lit(False)})
+        .select(*_OUTPUT_COLUMNS)
+        .unionByName(own_rows)
+        .unionByName(carried_rows)
+        .unionByName(round_rows)
+        .unionByName(unplaced)
+    )
+    checked = checked_lines(everything, keep=(_FILE_PATH, _CARRIED, _ROUND_ONLY))
+    reason = F.col(SKIP_REASON)
+    counted = ~((F.col(_CARRIED) & reason.isNotNull()) | (F.col(_ROUND_ONLY) & reason.isNull()))
+    return checked.filter(counted).drop(_CARRIED, _ROUND_ONLY)
+
+
+_RAW_TYPES = {f.name: f.dataType for f in READ_SCHEMA.fields}
+_OUTPUT_COLUMNS = (*READ_SCHEMA.fieldNames(), _FILE_PATH, _CARRIED, _ROUND_ONLY)
 
 
 def read_history(
@@ -102,7 +231,7 @@ def read_history(
     files = history_files(spark, path, since, until)
     whole = since is None and until is None
     schema = T.StructType([*LINES_SCHEMA.fields, T.StructField(CHUNK, T.StringType())])
-    parse = lambda paths: checked_lines(_json(spark, paths), keep=(_FILE_PATH,))  # noqa: E731
+    parse = lambda paths: parse_lines(spark, paths)  # noqa: E731
     cached = read_cached(spark, files, cache or parsed, parse, derive, schema, prune=whole)
     derived = {name: table for name, table in cached.tables.items() if name != LINES}
     lines = cached.tables[LINES]
@@ -166,8 +295,17 @@ def skip_reason(raw: DataFrame) -> Column:
     timestamp field's check reads its cast from ``raw`` where ``raw`` has it (``checked_lines``)."""
     casts = {name: F.col(_typed_column(name)) for name in TIMESTAMP_FIELDS if _typed_column(name) in raw.columns}
     broker, log_dir = (F.col(name).isNotNull() & (~F.is_variant_null(F.col(name)) if free_text(name) else F.lit(True)) for name in VOLUME_FIELDS)
+    compact = []
+    if ROW_KIND in raw.columns:  # format 2's own fields
+        kind, count = F.col(ROW_KIND), F.col("volumes")
+        compact = [
+            F.when(kind.isNotNull() & ~kind.isin(*ROW_KINDS), F.lit(f"{ROW_KIND}: {NOT_ALLOWED}")),
+            F.when((kind == ROUND) & count.isNull(), F.lit(f"volumes: {MISSING}")),
+            F.when(count < 0, F.lit(f"volumes: {OUT_OF_RANGE}")),
+        ]
     return F.coalesce(
         F.when(F.col(UNPARSED_LINE).isNotNull(), F.lit(UNREADABLE)),
+        *compact,
         *[_problem(name, casts.get(name)) for name in HISTORY_SCHEMA.fieldNames() if name in raw.columns],
         F.when(broker != log_dir, F.lit(VOLUME_INCOMPLETE)),
     )

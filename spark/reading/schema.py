@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pyspark.sql import types as T
 
 from app.decision.policy import FACTOR_RULES
-from app.history.schema import HISTORY_FIELDS
+from app.history.schema import COMPACT_FIELDS, GONE, HISTORY_FIELDS, ROUND, VOLUME
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,8 @@ RULES: dict[str, Rule] = {
     "volume_rule": Rule(allowed=FACTOR_RULES),
     "rule": Rule(allowed=FACTOR_RULES),
     "holds": Rule(allowed=("data", "metadata", "data,metadata")),
+    # app.observation.model.KeptReason's values (a test holds them equal)
+    "kept": Rule(allowed=("fenced", "missing", "unregistered", "last-valid")),
     "mutation_factor": Rule(minimum=0, maximum=1),
 }
 # A volume is named by both; a row of a round that observed no volume has neither.
@@ -89,11 +91,17 @@ def free_text(name: str) -> bool:
     return KINDS[name] == "string" and not rule(name).allowed
 
 
+# Format 2's own fields (app/history/compact.py): what kind of row a line is, and a round row's
+# count of volumes and its marks. Checked in ``history.skip_reason``, used to expand the rows.
+ROW_KINDS = (ROUND, VOLUME, GONE)
+COMPACT_SCHEMA = T.StructType([T.StructField(f.name, _SPARK_TYPES[f.kind], nullable=True) for f in COMPACT_FIELDS])
+
 # Where the JSON reader puts a line it could not convert whole: one that does not parse, or
 # whose numbers and booleans do not fit the declared types ("broker_id":"x").
 UNPARSED_LINE = "unparsed_line"
 # What the JSON reader asks for: timestamps as text (checked against INSTANT_PATTERN, then
-# cast), free texts as variants (their JSON type checked), the rest as declared.
+# cast), free texts as variants (their JSON type checked), the rest as declared; then format 2's
+# own fields.
 READ_SCHEMA = T.StructType(
     [
         *[
@@ -104,7 +112,28 @@ READ_SCHEMA = T.StructType(
             )
             for f in HISTORY_SCHEMA.fields
         ],
+        *COMPACT_SCHEMA.fields,
         T.StructField(UNPARSED_LINE, T.StringType(), nullable=True),
     ]
 )
 TIMESTAMP_FIELDS = tuple(f.name for f in HISTORY_SCHEMA.fields if isinstance(f.dataType, T.TimestampType))
+
+
+def skip_reasons() -> tuple[str, ...]:
+    """Every reason the reader can give for skipping a line (docs/history-and-report.md lists
+    each; a test holds the list and this equal)."""
+    reasons = [UNREADABLE]
+    for f in HISTORY_FIELDS:
+        rule_ = rule(f.name)
+        if rule_.required:
+            reasons.append(f"{f.name}: {MISSING}")
+        if f.kind == "timestamp":
+            reasons.append(f"{f.name}: {NOT_INSTANT}")
+        elif free_text(f.name):
+            reasons.append(f"{f.name}: {NOT_TEXT}")
+        if rule_.allowed:
+            reasons.append(f"{f.name}: {NOT_ALLOWED}")
+        if f.kind == "double" or rule_.minimum is not None or rule_.maximum is not None:
+            reasons.append(f"{f.name}: {OUT_OF_RANGE}")
+    reasons += [f"row: {NOT_ALLOWED}", f"volumes: {MISSING}", f"volumes: {OUT_OF_RANGE}", VOLUME_INCOMPLETE]
+    return tuple(reasons)

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from app.history.schema import FIELD_NAMES, HISTORY_FIELDS
 from spark.reading.history import SKIP_REASON, read_history, skipped_by_reason
-from spark.reading.schema import INSTANT_PATTERN, RULES, UNUSED_FIELDS, Rule
+from spark.reading.schema import INSTANT_PATTERN, RULES, UNUSED_FIELDS, Rule, skip_reasons
 
 from .synthetic import at, no_volume_row, volume_row
 
@@ -231,3 +231,48 @@ def history_lines(draw) -> str:
 @given(text=history_lines())
 def test_random_and_mutated_lines_are_read_as_the_reference_reads_them(spark, tmp_path, text):
     assert_same_as_the_reference(spark, tmp_path, text)
+
+
+def test_a_row_inside_a_json_array_and_a_kept_reason_the_service_never_writes_are_skipped(spark, tmp_path):
+    # A line holding a valid row in an array is not a JSON object: unreadable, not that row
+    # (which, being a PAUSE, made a fake round and episodes).
+    paused = {**GOOD[0], "state": "PAUSE", "volume_status": "breaching", "usable_bytes": 1}
+    text = "".join(
+        line + "\n"
+        for line in (
+            json.dumps([paused]),
+            json.dumps([paused, paused]),
+            json.dumps({**GOOD[0], "kept": "evicted"}),
+            json.dumps({**GOOD[0], "kept": "fenced"}),
+        )
+    )
+    kept, skipped = assert_same_as_the_reference(spark, tmp_path, text)
+    assert skipped == Counter({"unreadable": 2, "kept: not allowed": 1}) and len(kept) == 1
+
+
+def test_format_2_lines_of_an_unknown_kind_or_count_are_skipped_and_a_bad_volume_row_counts_once(spark, tmp_path):
+    round_row = {"time": "2026-06-01T10:00:00.000Z", "row": "round", "volumes": 1, "state": "OPEN", "source": "observed",
+                 "check_interval_seconds": 60.0, "keyframe": True, "shared": True, "limit_kind": "min-available-bytes", "hard_limit": 1.0}  # fmt: skip
+    volume = {"time": "2026-06-01T10:00:00.000Z", "row": "volume", "broker_id": 1, "log_dir": "/a", "total_bytes": 100, "usable_bytes": 50, "holds": "data"}
+    later = [{**round_row, "time": f"2026-06-01T10:0{i}:00.000Z", "keyframe": None, "shared": None} for i in (1, 2)]
+    lines = [
+        round_row,
+        {**volume, "volume_status": "full"},  # skipped once, not for every round it stands for
+        {**volume, "broker_id": 2, "log_dir": "/b", "volume_status": "ok"},
+        *later,
+        {**later[0], "row": "snapshot"},
+        {**later[0], "volumes": None},
+        {**later[0], "volumes": -1},
+    ]
+    _, skipped = spark_read(spark, tmp_path, "".join(json.dumps(line) + "\n" for line in lines))
+    assert skipped == Counter({"volume_status: not allowed": 1, "row: not allowed": 1, "volumes: missing": 1, "volumes: out of range": 1})
+    history = tmp_path / "history"
+    rows = read_history(spark, str(history), str(tmp_path / "parsed2")).rows
+    assert sorted((r["broker_id"], r["time"].minute, r["available_ratio"]) for r in rows.collect()) == [(2, 0, 0.5), (2, 1, 0.5), (2, 2, 0.5)]
+
+
+def test_every_skip_reason_the_reader_can_give_is_in_the_documented_list():
+    docs = (Path(__file__).parents[2] / "docs" / "history-and-report.md").read_text()
+    listed = docs[docs.index("A line is **skipped whole**") : docs.index("The first failing field")]
+    listed = " ".join(listed.split())  # a reason may wrap across lines
+    assert [reason for reason in skip_reasons() if f"`{reason}`" not in listed] == []
