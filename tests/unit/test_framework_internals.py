@@ -56,7 +56,6 @@ UVICORN_PROTOCOL_METHODS = {
     "connection_made": "(self, transport)",
     "connection_lost": "(self, exc)",
     "data_received": "(self, data)",
-    "send_400_response": "(self, msg)",
     "on_message_begin": "(self)",
     "on_headers_complete": "(self)",
     "on_message_complete": "(self)",
@@ -72,7 +71,6 @@ UVICORN_CYCLE_ATTRIBUTES = ("response_started",)
 # verified, so that a change to them is looked at (the edge's versions must keep doing it).
 UVICORN_REPLACED_SOURCES = {
     "data_received": "02c2572f1df55907",
-    "send_400_response": "0b0d3ace8d263788",
 }
 
 

@@ -207,7 +207,7 @@ def test_the_uvicorn_internals_the_edge_protocol_relies_on_are_where_it_expects_
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
     for method in ("connection_made", "connection_lost", "data_received", "on_message_begin", "on_headers_complete",
-                   "on_message_complete", "on_response_complete", "send_400_response", "_unset_keepalive_if_required"):
+                   "on_message_complete", "on_response_complete", "_unset_keepalive_if_required"):
         assert callable(getattr(HttpToolsProtocol, method, None)), method
     protocol_source = inspect.getsource(HttpToolsProtocol)
     # A request's end reaches the subclass's on_response_complete (it frees the connection's reservation).

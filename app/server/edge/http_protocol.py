@@ -367,9 +367,6 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
     def _client_host(self) -> str:
         return self.client[0] if self.client else "-"
 
-    def send_400_response(self, msg: str) -> None:
-        self._refuse(self.refusal or Refusal(400, "malformed", "not a valid HTTP/1.1 request"))
-
     # Parsing: the head's size, its framing, an ignored upgrade
     def _feed(self, data: bytes) -> None:
         started_in_head = self.in_head
