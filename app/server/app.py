@@ -15,8 +15,8 @@ from prometheus_client import CollectorRegistry
 from app.clock import Clock, system_clock
 from app.decision.decider import ThrottleDecider
 from app.decision.snapshot import SnapshotError
-from app.history.files import HistoryFiles, Retention
 from app.history.compact import Compaction
+from app.history.files import HistoryFiles, Retention
 from app.history.kafka_topic import HistoryTopic
 from app.history.writer import HistoryCounters, HistoryWriter
 from app.kafka.admin_config import to_kafka_python, to_librdkafka
@@ -25,28 +25,37 @@ from app.quotas.kafka_store import KafkaQuotaStore
 from app.quotas.service import QuotaService
 from app.quotas.storage import QuotaStorage
 from app.quotas.store import QuotaStore, store_file
-from app.server.edge.admission import AdminToken, BodyLimit, HeadAsGet
 from app.server.api.audit import AuditLog
-from app.server.runtime.loop import ObservationLoop
-from app.server.edge.methods import MethodGate
 from app.server.api.http_metrics import instrument_http
-from app.server.runtime.metrics import ServiceMetrics
-from app.server.edge.problems import UnexpectedErrors, install_problem_handlers
-from app.server.runtime.publishing import Publication, Rendering
-from app.server.runtime.saved_state import SavedState, StateFile
-from app.server.runtime.shared_state import Replica, SharedState, state_topic_name
-from app.timefmt import iso_instant
-from app.server.api.routes import enforcement, health, metrics, nodes, quotas, throttle, volumes, what_if
-from app.server.api.schemas.decision import ThrottleDecision, decision_etag_basis, decision_response
+from app.server.api.routes import (
+    enforcement,
+    health,
+    metrics,
+    nodes,
+    quotas,
+    throttle,
+    volumes,
+    what_if,
+)
 from app.server.api.schemas.bounds import bound_by_settings
+from app.server.api.schemas.decision import ThrottleDecision, decision_etag_basis, decision_response
 from app.server.api.schemas.quotas import QuotaTableModel, QuotaTableRenderer
 from app.server.api.view_cache import ViewCache
+from app.server.edge.admission import AdminToken, BodyLimit, HeadAsGet
+from app.server.edge.methods import MethodGate
+from app.server.edge.problems import UnexpectedErrors, install_problem_handlers
 from app.server.runtime.enforcement import EnforcementInForce
+from app.server.runtime.loop import ObservationLoop
+from app.server.runtime.metrics import ServiceMetrics
 from app.server.runtime.node_intake import NodeIntake
 from app.server.runtime.publisher import Publisher
+from app.server.runtime.publishing import Publication, Rendering
+from app.server.runtime.saved_state import SavedState, StateFile
 from app.server.runtime.service import Service
+from app.server.runtime.shared_state import Replica, SharedState, state_topic_name
 from app.settings import Settings
 from app.settings.limits import metadata_policy, storage_policy
+from app.timefmt import iso_instant
 
 API_VERSION = "0.1.0"
 

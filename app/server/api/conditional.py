@@ -10,10 +10,10 @@ from typing import Any
 
 from fastapi import Request, Response
 
+from app.clock import Clock
 from app.server.edge.problems import ProblemError
 from app.server.edge.query import query_values
-from app.clock import Clock
-from app.server.runtime.publishing import GZIP_MIN_BYTES, Published, Publication
+from app.server.runtime.publishing import GZIP_MIN_BYTES, Publication, Published
 from app.timefmt import iso_instant
 
 MAX_WAIT_SECONDS = 300.0

@@ -148,8 +148,8 @@ def main(argv: list[str] | None = None) -> None:
     _check_quota_store(settings, args.accept_empty_store)
 
     from app.server.app import create_app
-    from app.server.runtime.garbage_collector import tune_garbage_collector
     from app.server.edge.http_server import serve
+    from app.server.runtime.garbage_collector import tune_garbage_collector
 
     app = create_app(settings)
     tune_garbage_collector()

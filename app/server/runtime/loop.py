@@ -27,8 +27,8 @@ from app.history.writer import HistoryWriter
 from app.observation.changes import ClusterChanges
 from app.observation.model import ObservationRound
 from app.observation.source import VolumeSource
-from app.server.runtime.metrics import ServiceMetrics
 from app.server.runtime.enforcement import EnforcementInForce
+from app.server.runtime.metrics import ServiceMetrics
 from app.server.runtime.publisher import Publisher
 from app.server.runtime.saved_state import REPORT_SAVE_DELAY_SECONDS, SavedState
 

@@ -14,10 +14,10 @@ import asyncio
 import concurrent.futures
 import os
 import subprocess
-from typing import TypeVar
 from collections.abc import Callable, Iterable, Iterator
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import TypeVar
 
 from prometheus_client import (
     GC_COLLECTOR,
@@ -39,7 +39,6 @@ from app.decision.policy import FACTOR_RULES, Evaluation, LimitKind, State, Volu
 from app.observation.model import ObservationRound, VolumeObservation
 from app.quotas.service import QuotaService
 from app.server.runtime.saved_state import SavedState
-
 
 
 def _package_version() -> str:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from fastapi import Request
 
 from app.decision.enforcement import Enforcement
-from app.server.edge.problems import ProblemError, errors_detail, field_error, problem_responses
 from app.server.api.routes.quotas import MUTATION_DEPENDENCIES, quota_service
 from app.server.api.routes.route_set import RouteSet
 from app.server.api.schemas.enforcement import EnforcementBody, EnforcementModel
 from app.server.api.state import service_state
+from app.server.edge.problems import ProblemError, errors_detail, field_error, problem_responses
 
 routes = RouteSet(tags=["enforcement"])
 # 400: a body that is not JSON Python can hold; 409: a canary broker the cluster view does not

@@ -8,13 +8,13 @@ from typing import Annotated
 from fastapi import Depends, Path, Request, Response
 from fastapi.security import HTTPBearer
 
+from app.server.api.routes.route_set import RouteSet
+from app.server.api.schemas.nodes import NodeVolumesBody
+from app.server.api.state import service_state
 from app.server.edge.problems import ProblemError, problem_responses
 from app.server.edge.query import strict_query
 from app.server.runtime.node_admission import UNLISTED_NODES
 from app.server.runtime.node_intake import TooSoon, UnknownNode
-from app.server.api.routes.route_set import RouteSet
-from app.server.api.schemas.nodes import NodeVolumesBody
-from app.server.api.state import service_state
 
 routes = RouteSet(tags=["nodes"])
 # Declares the node token in the OpenAPI document; app.server.edge.admission checks it before the body is read.

@@ -8,28 +8,34 @@ from typing import Annotated
 from fastapi import Depends, Path, Request, Response
 from fastapi.security import HTTPBearer
 
-from app.server.api.conditional import WAIT_PARAMETER, conditional_get, conditional_responses
-from app.server.api.routes.route_set import RouteSet
-from app.server.edge.problems import InvalidRequest, ProblemError, field_error, problem_responses
-from app.server.edge.query import query_values, strict_query
-from app.quotas.change_rules import DEFAULT_NAME, floor_problems, group_name_problem, name_problem, user_name_problem
+from app.quotas.change_rules import (
+    DEFAULT_NAME,
+    floor_problems,
+    group_name_problem,
+    name_problem,
+    user_name_problem,
+)
 from app.quotas.model import QuotaEntity, QuotaGroup, QuotaType, QuotaValues
 from app.quotas.service import MembershipConflict, QuotaService, TableFull
-from app.settings.model import property_name
-from app.server.api.state import service_state
+from app.server.api.conditional import WAIT_PARAMETER, conditional_get, conditional_responses
+from app.server.api.routes.route_set import RouteSet
 from app.server.api.schemas.quotas import (
     NAME_RULES,
+    TABLE_ETAG_FIELDS,
     EntityModel,
     GroupBody,
     GroupModel,
     OverrideModel,
     QuotaLimitsBody,
-    TABLE_ETAG_FIELDS,
     QuotaTableModel,
     ResolutionModel,
     entity_name,
     name_schema,
 )
+from app.server.api.state import service_state
+from app.server.edge.problems import InvalidRequest, ProblemError, field_error, problem_responses
+from app.server.edge.query import query_values, strict_query
+from app.settings.model import property_name
 
 routes = RouteSet(tags=["quotas"])
 bearer = HTTPBearer(auto_error=False, description="The token of throttle.service.admin.token")

@@ -6,9 +6,9 @@ from fastapi import Request, Response
 
 from app.server.api.conditional import WAIT_PARAMETER, conditional_get, conditional_responses
 from app.server.api.routes.route_set import RouteSet
+from app.server.api.schemas.decision import DECISION_ETAG_FIELDS, ThrottleDecision
 from app.server.api.state import service_state
 from app.server.edge.problems import problem_responses
-from app.server.api.schemas.decision import DECISION_ETAG_FIELDS, ThrottleDecision
 
 routes = RouteSet(tags=["throttle"])
 

@@ -12,14 +12,14 @@ import hmac
 
 from fastapi import Request, Response
 
-from app.server.edge.admission import bearer_credentials
 from app.server.api.conditional import accepts_gzip, matching_etag
-from app.server.edge.problems import ProblemError, problem_responses
 from app.server.api.routes.route_set import RouteSet
 from app.server.api.schemas.volumes import VolumesView, volumes_view
 from app.server.api.state import service_state, view_cache
-from app.server.runtime.service import Service
 from app.server.api.view_cache import Rendered, node_reports_change_at
+from app.server.edge.admission import bearer_credentials
+from app.server.edge.problems import ProblemError, problem_responses
+from app.server.runtime.service import Service
 
 routes = RouteSet(tags=["volumes"])
 

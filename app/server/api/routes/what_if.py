@@ -14,14 +14,20 @@ from datetime import timedelta
 from fastapi import Request, Response
 
 from app.decision.horizon import HORIZON_CHECK_INTERVALS, MIN_HORIZON_SECONDS
-from app.server.edge.problems import InvalidRequest, ProblemError, field_error, problem_responses
 from app.server.api.routes.route_set import RouteSet
 from app.server.api.routes.volumes import paced_responses, rendered_response, take_turn
 from app.server.api.schemas.decision import decision_response
 from app.server.api.schemas.volumes import volumes_view
-from app.server.api.schemas.what_if import FIELD_SETTINGS, HORIZON_PATTERN, CandidateLimits, WhatIf, limit_values
+from app.server.api.schemas.what_if import (
+    FIELD_SETTINGS,
+    HORIZON_PATTERN,
+    CandidateLimits,
+    WhatIf,
+    limit_values,
+)
 from app.server.api.state import service_state, view_cache
 from app.server.api.view_cache import earliest, node_reports_change_at
+from app.server.edge.problems import InvalidRequest, ProblemError, field_error, problem_responses
 from app.settings.durations import DURATION_HINT, format_duration, parse_duration
 from app.settings.limits import storage_policy
 from app.settings.loading import ConfigurationError, check_limits

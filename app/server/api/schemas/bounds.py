@@ -14,7 +14,6 @@ from app.quotas.change_rules import FLOOR_SETTINGS
 from app.settings import Settings
 from app.settings.model import property_name
 
-
 # No integer of the API is larger: byte counts are a Java long's, as Kafka and FileStore give them.
 LONG_MAX = 2**63 - 1
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")

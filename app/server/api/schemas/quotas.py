@@ -10,12 +10,21 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from app.quotas.change_rules import DEFAULT_NAME, NAME_MAX_BYTES, member_name_problem, name_pattern
-from app.quotas.model import DEFAULT, PRECEDENCE, EntityName, QuotaValues, QuotaEntity, QuotaGroup, QuotaTable, QuotaType
-from app.quotas.resolution import Resolution
 from app.decision.enforcement import ENFORCE_EVERYWHERE, Enforcement
 from app.decision.factor import FactorReading, FactorSource
 from app.decision.policy import State
+from app.quotas.change_rules import DEFAULT_NAME, NAME_MAX_BYTES, member_name_problem, name_pattern
+from app.quotas.model import (
+    DEFAULT,
+    PRECEDENCE,
+    EntityName,
+    QuotaEntity,
+    QuotaGroup,
+    QuotaTable,
+    QuotaType,
+    QuotaValues,
+)
+from app.quotas.resolution import Resolution
 from app.settings.model import QUOTA_MAX
 from app.timefmt import iso_instant
 

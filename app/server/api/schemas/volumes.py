@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.decision.view import DecisionView
 from app.decision.policy import VolumeStatus
+from app.decision.view import DecisionView
 from app.server.api.schemas.decision import VolumeEntry, metadata_entry, volume_entry
 from app.timefmt import iso_instant
 
