@@ -123,9 +123,10 @@ def smoke(request: pytest.FixtureRequest, shim_jar: Path) -> Iterator[Smoke]:
     probe = None
     started = time.monotonic()
     try:
+        # The probe's JVM compiles and starts while the cluster does (its ports are known already).
+        probe = MutationProbe(cluster.bootstrap_servers)
         cluster.start()
         print(f"\nKafka {version}: cluster up in {time.monotonic() - started:.1f} s")
-        probe = MutationProbe(cluster.bootstrap_servers)
         yield Smoke(version, cluster, stand_in, probe)
     finally:
         if probe is not None:
