@@ -143,6 +143,14 @@ class Compactor:
             rows.append({"time": time, ROW_KIND: GONE, "broker_id": key[0], "log_dir": key[1], "holds": key[2]})
         return rows
 
+    def forget(self, row: HistoryRow) -> None:
+        """A row of the last round was not written: its volume is due again next round. A round
+        row not written makes the next round a keyframe."""
+        if row.get(ROW_KIND) == ROUND:
+            self.reset()
+        else:
+            self._last.pop((row.get("broker_id"), row.get("log_dir"), row.get("holds")), None)
+
     def _due(self, key: VolumeKey, signature: tuple, status: str, usable: int, total: int, at: float, keyframe_seconds: float, share: float) -> bool:
         last = self._last.get(key)
         if (

@@ -120,7 +120,10 @@ class HistoryWriter:
         assert self._compactor is not None
         try:
             rows = self._compactor.rows(item.round_, item.decision, self._interval)
-            lines = "".join(ROW_ENCODER.encode(row) + "\n" for row in rows).encode()
+            try:
+                lines = "".join(ROW_ENCODER.encode(row) + "\n" for row in rows).encode()
+            except Exception:
+                rows, lines = self._encodable_compact(rows)
         except Exception:
             self._compactor.reset()
             count = _rows_in(item)
@@ -135,6 +138,21 @@ class HistoryWriter:
             except Exception:
                 log.exception("history topic failed on a round: its %d rows are not published", len(rows))
                 self._counters.topic_errors(len(rows))
+
+    def _encodable_compact(self, rows: list) -> tuple[list, bytes]:
+        """The round's rows one by one: a volume row that cannot be encoded is dropped and
+        counted, and its volume is due again next round (nothing stands for it meanwhile)."""
+        assert self._compactor is not None
+        kept, lines = [], []
+        for row in rows:
+            try:
+                lines.append(ROW_ENCODER.encode(row) + "\n")
+                kept.append(row)
+            except Exception as exc:
+                log.error("history row dropped: it cannot be encoded (%s: %s)", type(exc).__name__, exc)
+                self._counters.dropped("write_error", 1)
+                self._compactor.forget(row)
+        return kept, "".join(lines).encode()
 
     def _append(self, lines: bytes, count: int, at: float) -> bool:
         try:

@@ -125,3 +125,24 @@ def test_a_crash_after_the_plain_file_went_puts_the_staged_copy_in_place(tmp_pat
 
 def test_kept_accepts_exactly_the_reasons_the_service_writes():
     assert set(RULES["kept"].allowed) == {reason.value for reason in KeptReason}
+
+
+def test_a_row_that_cannot_be_encoded_is_dropped_alone_and_its_volume_written_when_it_can_be(tmp_path):
+    from app.history.writer import HistoryCounters, HistoryWriter
+    from app.observation.model import ObservationRound, VolumeObservation
+    from tests.unit.test_history import decided
+
+    dropped = []
+    counters = HistoryCounters(lambda n: None, lambda reason, n: dropped.append((reason, n)), lambda n: None)
+    files = HistoryFiles(tmp_path, Retention(3650, 1 << 40), wall_clock=lambda: START.timestamp())
+    writer = HistoryWriter(files, CHECK_INTERVAL, counters, compaction=Compaction())
+    writer.start()
+    at = START.timestamp()
+    for i, log_dir in enumerate([b"/c", "/c"]):  # not text (cannot be encoded), then text again
+        t = at + 60 * i
+        round_ = ObservationRound(t - 1, t, (1, 3), (VolumeObservation(1, "/a", TOTAL, TOTAL // 2, t), VolumeObservation(3, log_dir, TOTAL, TOTAL // 2, t)))  # type: ignore[arg-type]
+        writer.submit(round_, decided(round_))
+    writer.close()
+    rows = [json.loads(line) for line in next(tmp_path.rglob("history-*.jsonl")).read_text().splitlines()]
+    assert dropped == [("write_error", 1)]
+    assert [(r["row"], r.get("broker_id")) for r in rows] == [("round", None), ("volume", 1), ("round", None), ("volume", 3)]
