@@ -5,10 +5,11 @@
 # tools for `docker compose run --rm demo`; the default (last) stage is the service alone.
 FROM python:3.11-slim-bookworm AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY app ./app
 COPY spark ./spark
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+# The versions CI ran (constraints.txt), not whatever is newest on the day the image is built.
+RUN pip wheel --no-cache-dir --wheel-dir /wheels -c constraints.txt .
 
 FROM python:3.11-slim-bookworm AS service
 # The commit the image is built from, for kafka_throttle_build_info{revision}:
@@ -36,7 +37,8 @@ ENTRYPOINT ["throttle-service"]
 FROM service AS demo
 USER root
 COPY devtools /src/devtools
-RUN pip install --no-cache-dir /src/devtools && rm -rf /src
+COPY constraints.txt /src/constraints.txt
+RUN pip install --no-cache-dir -c /src/constraints.txt /src/devtools && rm -rf /src
 USER throttle:throttle
 ENTRYPOINT ["throttle-demo"]
 

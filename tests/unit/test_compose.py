@@ -296,7 +296,8 @@ def test_service_image_is_slim_non_root_and_health_checked():
 
 
 def test_the_files_the_image_copies_make_a_complete_service_package(tmp_path):
-    """The service image's wheel is built from pyproject.toml, README.md, app/ and spark/ only (see
+    """The service image's wheel is built from pyproject.toml, README.md, app/ and spark/ only, at the
+    versions of constraints.txt (see
     .dockerignore): that must build a wheel with the service, its console scripts (throttle-report
     among them, which without PySpark says how to add it) and no test or development code."""
     source = tmp_path / "src"
@@ -320,7 +321,9 @@ def test_the_files_the_image_copies_make_a_complete_service_package(tmp_path):
         assert module.replace(".", "/") + ".py" in names, (module, scripts)
     assert "throttle-report = spark.entry_point:main" in scripts
     ignored = (ROOT / ".dockerignore").read_text().split()
-    assert "*" in ignored and {"!pyproject.toml", "!README.md", "!app/", "!spark/"} <= set(ignored)
+    assert "*" in ignored and {"!pyproject.toml", "!README.md", "!constraints.txt", "!app/", "!spark/"} <= set(ignored)
+    # Every package at the version CI ran.
+    assert re.search(r"^RUN pip wheel .*-c constraints\.txt", dockerfile_stages()["build"], re.M)
 
 
 def test_the_demo_image_adds_the_development_tools_to_the_service_image():
