@@ -187,12 +187,13 @@ def create_app(
     loop = ObservationLoop(decider, service_metrics, clock, publisher, enforcing, source, settings.storage_check_interval.total_seconds())
     intake = NodeIntake(decider, loop, publisher, observing=settings.observation_enabled)
     service_metrics.bind_decision(lambda: publisher.decision(clock()))
-    service_metrics.bind_volumes(lambda: decider.cache.volumes())  # the cache a mirrored snapshot put in place
+    # Late-bound: a mirrored snapshot puts another cache in place, and replicas replace may_observe.
+    service_metrics.bind_volumes(lambda: decider.cache.volumes())  # noqa: PLW0108
     decisions: Publication[ThrottleDecision] = Publication(lambda now: _decision_body(publisher, now), clock)
     publisher.add(decisions)
     state = Service(settings, clock, decider, loop, publisher, intake, decisions, registry)
     service_metrics.bind_quotas(lambda: state.quotas)
-    service_metrics.bind_saved_state(lambda: loop.saved_state, lambda: loop.may_observe())
+    service_metrics.bind_saved_state(lambda: loop.saved_state, lambda: loop.may_observe())  # noqa: PLW0108
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

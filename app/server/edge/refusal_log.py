@@ -65,7 +65,9 @@ class RefusalLog:
             return
         if left_out:
             extra = {**(extra or {}), "left_out": left_out}
-            logger.log(level, message + " (%d more like it from this client left out since the previous line)", *args, left_out, extra=extra)
+            # Two templates joined, not a formatted message: the arguments are still formatted lazily.
+            template = message + " (%d more like it from this client left out since the previous line)"
+            logger.log(level, template, *args, left_out, extra=extra)
         else:
             logger.log(level, message, *args, extra=extra)
 

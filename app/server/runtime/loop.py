@@ -69,7 +69,7 @@ class _SourceThread:
             self.busy = True
             try:
                 future.set_result(call())
-            except BaseException as exc:  # handed to the awaiting side
+            except BaseException as exc:  # noqa: BLE001 - every outcome is handed to the awaiting side, which raises it
                 future.set_exception(exc)
             finally:
                 self.busy = False

@@ -72,7 +72,7 @@ def _revision() -> str:
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "--short=12", "HEAD"],
-            cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=5,
+            cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=5, check=False,
         )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -174,7 +174,7 @@ class ServiceMetrics:
             if result.set_running_or_notify_cancel():
                 try:
                     result.set_result(read())
-                except BaseException as exc:  # handed to the scrape
+                except BaseException as exc:  # noqa: BLE001 - handed to the scrape's thread, which raises it
                     result.set_exception(exc)
 
         event_loop.call_soon_threadsafe(run)

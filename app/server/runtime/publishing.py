@@ -106,7 +106,9 @@ class Publication(Generic[Model]):
             return self.publish()
         return published
 
-    async def wait_for_change(self, etag: str | None, timeout: float) -> Published[Model]:
+    # The timeout is the long-poll's wait, after which the current representation is the answer;
+    # asyncio.timeout would raise instead, and the renewal deadlines below are computed from it.
+    async def wait_for_change(self, etag: str | None, timeout: float) -> Published[Model]:  # noqa: ASYNC109
         """Return as soon as the representation differs from ``etag``, or after ``timeout``,
         or, when the client's copy is about to lapse, as soon as a later validity is published.
 

@@ -90,7 +90,9 @@ class _LatestOnly:
                 if self.last_error is not None:
                     log.info("decider state saved again")
                 self.last_error = None
-            except Exception as exc:  # a full or read-only disk: the next snapshot tries again
+            # e.g. a full or read-only disk: the next snapshot tries again; blind, because an
+            # exception leaving this thread would end it and every later save with it.
+            except Exception as exc:  # noqa: BLE001
                 self.failures += 1
                 if self.last_error is None:
                     log.warning("cannot save the decider state: %s: %s", type(exc).__name__, exc)

@@ -175,7 +175,10 @@ class SharedState:
         except BufferError as exc:  # the topic is not taking writes; the next snapshot tries again
             self.failures += 1
             self.error = f"{type(exc).__name__}: {exc}"
-        except Exception as exc:  # e.g. a record larger than the producer takes
+        # e.g. a record larger than the producer takes (KafkaException) or a closed producer
+        # (RuntimeError); blind, because a state topic that cannot be written must not fail the
+        # observation round that saves to it.
+        except Exception as exc:  # noqa: BLE001
             self.failures += 1
             self.error = f"{type(exc).__name__}: {exc}"
             log.warning("cannot write to the state topic %r: %s", self.topic, self.error)
@@ -224,7 +227,8 @@ class SharedState:
                 if message is None:
                     continue
                 if message.error():
-                    if message.error().code() == KafkaError._PARTITION_EOF:
+                    # confluent-kafka's public name for librdkafka's internal end-of-partition code
+                    if message.error().code() == KafkaError._PARTITION_EOF:  # noqa: SLF001
                         self._mark_loaded()
                     else:
                         self.error = message.error().str()
@@ -233,7 +237,9 @@ class SharedState:
                 self._read(message.offset(), message.key() or b"", message.value(), dict(message.headers() or []))
                 if not self._loaded.is_set() and end_at_start is not None and next_offset >= end_at_start:
                     self._mark_loaded()
-            except Exception as exc:  # unreachable or not authorised: keep what was read, try again
+            # Unreachable or not authorised: keep what was read, try again. Blind, because an
+            # exception leaving this thread would stop following the topic for good.
+            except Exception as exc:  # noqa: BLE001
                 self.error = f"{type(exc).__name__}: {exc}"
                 if consumer is not None:
                     consumer.close()
@@ -318,7 +324,9 @@ class SharedState:
                 assigned = consumer.assignment()
                 if assigned:
                     consumer.pause(assigned)  # the follower reads the topic; this member only holds its place
-            except Exception as exc:
+            # Blind, because an exception leaving this thread would end this replica's candidacy
+            # for good; whatever it is, the replica stops deciding and joins again.
+            except Exception as exc:  # noqa: BLE001
                 self.error = f"{type(exc).__name__}: {exc}"
                 self._set_leading(False)
                 if consumer is not None:

@@ -301,7 +301,10 @@ def _table_fields(table: QuotaTable) -> dict[str, Any]:
     overrides = sorted(table.overrides.items(), key=lambda item: (PRECEDENCE.index(item[0].level), repr(item[0])))
     return {
         "defaults": QuotaLimits.of(table.defaults),
-        "overrides": [OverrideModel(entity=EntityModel.of(e), level=e.level.value, limits=QuotaLimits.of(l)) for e, l in overrides],
+        "overrides": [
+            OverrideModel(entity=EntityModel.of(entity), level=entity.level.value, limits=QuotaLimits.of(limits))
+            for entity, limits in overrides
+        ],
         "groups": [GroupModel.of(table.groups[name]) for name in sorted(table.groups)],
         "excluded_principals": [f"User:{name}" for name in sorted(table.excluded_principals)],
         "precedence": PRECEDENCE_NAMES,

@@ -20,7 +20,8 @@ def _json_number(value: Any) -> Any:
     """A JSON number, integral for bytes (5 and 5.0 alike, as JSON Schema reads them), never a
     boolean or a numeric string."""
     if isinstance(value, bool | str):
-        raise ValueError("a JSON number")
+        # pydantic reports a ValueError as a 422 field error; a TypeError would escape it as a 500
+        raise ValueError("a JSON number")  # noqa: TRY004
     return value
 
 
