@@ -25,12 +25,15 @@ from spark.page.html_report import render_page
 from spark.reading.cache import check_folders, lock, make_folder
 from spark.reading.frames import kept, release
 from spark.reading.history import epoch_seconds, line_counts, read_history
+from spark.reading.topic import TopicInput, copy_topic
 from spark.report import PAGE_ROWS, Report
 
 TABLES = ("episodes", "time_in_states", "brokers", "forecast")
 # Scratch folder in the output: the history parsed once, as Parquet; deleted at the end.
 # (Not "_..." : Spark treats a folder named so as hidden and warns that it ignored it.)
 PARSED = "tmp-parsed-history"
+# Scratch folder in the output: the records of a --input topic as history lines; deleted at the end.
+TOPIC_COPY = "tmp-topic-history"
 
 
 class EmptyHistory(Exception):
@@ -40,7 +43,7 @@ class EmptyHistory(Exception):
 Progress = Callable[[str], None]
 
 
-def _rows_of(table: DataFrame, limit: int | None) -> list[dict]:
+def _rows_of(table: DataFrame, limit: int | None = None) -> list[dict]:
     """The first rows (all of them without a limit), times as UTC text (collected timestamps
     would take the driver's zone)."""
     shown = [
@@ -51,12 +54,22 @@ def _rows_of(table: DataFrame, limit: int | None) -> list[dict]:
     return [row.asDict() for row in (selected if limit is None else selected.limit(limit)).collect()]
 
 
-def _page_rows(name: str, table: DataFrame) -> list[dict]:
-    """What the page shows of a table: the first PAGE_ROWS rows; of the episodes, every
-    ongoing one first (what is still wrong is never left out), then the first ended ones."""
+def _page_rows(name: str, rows: list[dict]) -> list[dict]:
+    """What the page shows of a table (all its ``rows``, in order): the first PAGE_ROWS rows of
+    what it shows (``page_view``); of the episodes, every ongoing one first (what is still wrong
+    is never left out), then the first ended ones."""
+    shown = page_view(name, rows)
     if name != "episodes":
-        return _rows_of(table, PAGE_ROWS)
-    return _rows_of(table.filter(F.col("ongoing")), None) + _rows_of(table.filter(~F.col("ongoing")), PAGE_ROWS)
+        return shown[:PAGE_ROWS]
+    return [row for row in shown if row["ongoing"]] + [row for row in shown if not row["ongoing"]][:PAGE_ROWS]
+
+
+def _episode_counts(episodes: list[dict]) -> dict[str, int]:
+    return {
+        "hard": sum(1 for e in episodes if e["limit"] == "hard"),
+        "soft": sum(1 for e in episodes if e["limit"] == "soft"),
+        "ongoing": sum(1 for e in episodes if e["ongoing"]),
+    }
 
 
 def _reasons(counts: dict[str, int]) -> str:
@@ -71,9 +84,12 @@ def _history_end(volumes: DataFrame, last_round: float) -> HistoryEnd:
 
 def _check_every_limit_is_explained(report: Report, round_rows: DataFrame, progress: Progress) -> None:
     """Count and print the rounds in THROTTLE or PAUSE that no open episode explains."""
-    unexplained = unexplained_rounds(round_rows).orderBy("time")
-    report.unexplained_rounds = unexplained.count()
-    report.unexplained_examples = _rows_of(unexplained, 10)
+    # One pass: the count and the first ten (none in a history the service writes).
+    shown = F.struct(F.unix_micros("time").alias("t"), F.date_format("time", "yyyy-MM-dd HH:mm:ss'Z'").alias("time"), "state", "source")
+    examples = F.slice(F.array_sort(F.collect_list(shown)), 1, 10)
+    found = unexplained_rounds(round_rows).agg(F.count(F.lit(1)).alias("count"), examples.alias("examples")).first()
+    report.unexplained_rounds = found["count"]
+    report.unexplained_examples = [{key: example[key] for key in ("time", "state", "source")} for example in found["examples"]]
     progress(f"rounds in THROTTLE or PAUSE that no open episode explains: {report.unexplained_rounds:,}")
     for example in report.unexplained_examples:
         progress(f"  unexplained: {example['time']} {example['state']} ({example['source']})")
@@ -99,7 +115,7 @@ def _with_metadata_episodes(
 
 def run_report(
     spark: SparkSession,
-    input_path: str,
+    input_path: str | TopicInput,
     output_path: str,
     since: datetime | None = None,
     until: datetime | None = None,
@@ -109,8 +125,9 @@ def run_report(
     limit_sets: Sequence[LimitSet] = (),
     cache: str | None = None,
 ) -> Report:
-    """The report of the history at ``input_path``, written to ``output_path``. With ``cache``
-    (a folder), each day of the history is parsed once and kept there (``reading.cache``)."""
+    """The report of the history at ``input_path`` (a folder or file, or a topic), written to
+    ``output_path``. With ``cache`` (a folder), each day of the history is parsed once and kept
+    there (``reading.cache``); a topic's records are copied into the output and read from there."""
     started = time.perf_counter()
     step_started = started
 
@@ -122,8 +139,11 @@ def run_report(
         step_started = now
         progress(f"{message} ({report.seconds[step]:.1f} s)")
 
+    topic = input_path if isinstance(input_path, TopicInput) else None
+    input_path = topic.url if topic is not None else input_path
     progress(f"reading {input_path}")
-    check_folders(spark, input_path, output_path, cache)
+    if topic is None:
+        check_folders(spark, input_path, output_path, cache)
     for folder, what in ((output_path, "the output"), (cache, "the cache")):
         if folder is not None:
             make_folder(spark, folder, what)
@@ -135,7 +155,11 @@ def run_report(
 
     unlock = lock(spark, cache, "the cache") if cache is not None else lock(spark, output.path(PARSED), "the output's scratch folder")
     try:
-        history = read_history(spark, input_path, output.path(PARSED), since, until, cache, partials.derive)
+        history_path = input_path
+        if topic is not None:
+            history_path = output.path(TOPIC_COPY)
+            copy_topic(spark, topic, history_path, since, until)
+        history = read_history(spark, history_path, output.path(PARSED), since, until, cache, partials.derive)
         if cache is not None:
             progress(
                 f"cache {cache}: parsed {len(history.parsed_days)} days, reused {len(history.reused_days)} "
@@ -186,20 +210,20 @@ def run_report(
             tried = backtest(rows, volumes, end, live, list(limit_sets), max_gap_seconds, data_steps(rows), cached)
             tables.update({name: keep(table) for name, table in tried.items()})
             names += tried
+        # Each table is small (episodes, days, brokers, volumes): collected once, which computes
+        # it into its persisted copy; its size, the page's rows and the figures come from the
+        # rows collected, and both files are written from the persisted copy.
+        collected: dict[str, list[dict]] = {}
         for name in names:
+            collected[name] = _rows_of(tables[name])
             output.write_table(name, tables[name])
-            report.table_sizes[name] = tables[name].count()
-            report.tables[name] = _page_rows(name, page_view(name, tables[name]))
+            report.table_sizes[name] = len(collected[name])
+            report.tables[name] = _page_rows(name, collected[name])
             done(name, f"wrote {name}: {report.table_sizes[name]:,} rows")
 
-        counts = episodes.agg(
-            F.count(F.when(F.col("limit") == "hard", 1)).alias("hard"),
-            F.count(F.when(F.col("limit") == "soft", 1)).alias("soft"),
-            F.count(F.when(F.col("ongoing"), 1)).alias("ongoing"),
-        ).first()
-        report.episode_counts = counts.asDict()
+        report.episode_counts = _episode_counts(collected["episodes"])
         _check_every_limit_is_explained(report, round_rows, progress)
-        report.volumes = tables["brokers"].agg(F.sum("log_dirs")).first()[0] or 0
+        report.volumes = sum(broker["log_dirs"] for broker in collected["brokers"])
         report.series = closest_volume_series(rows, volumes, forecast, read.first_time, read.last_time)
         report.timeline = state_timeline(round_rows, read.first_time, read.last_time, max_gap_seconds)
         done("charts", "reduced the chart series")
@@ -212,4 +236,6 @@ def run_report(
         release(cached)
         unlock()
         output.delete(PARSED)  # the parsed copy of the history
+        if topic is not None:
+            output.delete(TOPIC_COPY)
     return report

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
 
+import pyspark
 from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
@@ -52,10 +57,121 @@ def launched_by_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def report_session(master: str | None, extra: dict[str, str] | None = None) -> SparkSession:
-    """``master`` None: the one spark-submit chose, else local[*]."""
+# Spark's Kafka source (--input kafka://...), resolved by Spark from Maven Central when the
+# session starts (spark.jars.packages) into KAFKA_IVY (the first run downloads about 6 MB).
+MAVEN_CENTRAL = "https://repo1.maven.org/maven2"
+_KAFKA_ARTIFACT = "spark-sql-kafka-0-10_{scala}"
+# What the Kafka source depends on that PySpark ships already: not downloaded a second time.
+_SHIPPED = (
+    "org.apache.hadoop:hadoop-client-runtime", "org.apache.hadoop:hadoop-client-api", "org.slf4j:slf4j-api", "org.xerial.snappy:snappy-java",
+    "at.yawk.lz4:lz4-java", "org.lz4:lz4-java", "com.github.luben:zstd-jni", "com.google.code.findbugs:jsr305",
+    "org.scala-lang.modules:scala-parallel-collections_{scala}",
+)  # fmt: skip
+# Ivy's own settings would look in ~/.m2 first, where a pom without its jar (left by Maven)
+# stops the resolution: Maven Central only.
+_IVY_SETTINGS = """<ivysettings>
+  <settings defaultResolver="central"/>
+  <caches defaultCacheDir="{cache}"/>
+  <resolvers><ibiblio name="central" m2compatible="true" root="{root}/"/></resolvers>
+</ivysettings>
+"""
+
+
+def kafka_ivy_home() -> Path:
+    """Where the Kafka source's jars are kept between runs ($XDG_CACHE_HOME, else ~/.cache)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "throttle-report" / "ivy"
+
+
+def scala_version() -> str:
+    """The Scala version PySpark's jars are built for (2.13 for Spark 4)."""
+    jars = Path(pyspark.__file__).parent / "jars"
+    for jar in sorted(jars.glob("spark-core_*.jar")):
+        found = re.match(r"spark-core_(\d+\.\d+)-", jar.name)
+        if found:
+            return found[1]
+    return "2.13"
+
+
+def _release(version: str) -> tuple[int, ...] | None:
+    return tuple(int(part) for part in version.split(".")) if re.fullmatch(r"\d+(\.\d+)*", version) else None
+
+
+def _published(artifact: str, version: str) -> bool | None:
+    """Whether Maven Central has the artifact at that version; None when it cannot be asked."""
+    url = f"{MAVEN_CENTRAL}/org/apache/spark/{artifact}/{version}/{artifact}-{version}.pom"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=15):
+            return True
+    except urllib.error.HTTPError as exc:
+        return False if exc.code == 404 else None
+    except OSError:
+        return None
+
+
+def _newest_published(artifact: str, ceiling: str) -> str | None:
+    """The newest release on Maven Central of the same major version, not newer than ``ceiling``."""
+    try:
+        with urllib.request.urlopen(f"{MAVEN_CENTRAL}/org/apache/spark/{artifact}/maven-metadata.xml", timeout=15) as answer:
+            listed = re.findall(r"<version>([^<]+)</version>", answer.read().decode())
+    except OSError:
+        return None
+    return newest_release(listed, ceiling)
+
+
+def newest_release(versions: list[str], ceiling: str) -> str | None:
+    """The newest of ``versions`` of the same major version as ``ceiling`` and not newer than
+    it; previews and release candidates are not releases."""
+    top = _release(ceiling)
+    releases = [r for r in map(_release, versions) if r is not None and top is not None and r[0] == top[0] and r <= top]
+    return ".".join(map(str, max(releases))) if releases else None
+
+
+def kafka_package(say=print) -> str:
+    """The Kafka source for this PySpark: its own version, else (not on Maven Central yet) the
+    newest release of the same major version before it, said in one line. The choice is kept
+    beside the jars, so later runs ask nothing."""
+    artifact = _KAFKA_ARTIFACT.format(scala=scala_version())
+    version = pyspark.__version__
+    chosen = kafka_ivy_home() / f"{artifact}-for-{version}"
+    if chosen.exists():
+        return chosen.read_text().strip()
+    use = version
+    if _published(artifact, version) is False:
+        use = _newest_published(artifact, version) or version
+        if use != version:
+            say(f"Spark's Kafka source {version} is not on Maven Central; using {use}, the newest release before it")
+    package = f"org.apache.spark:{artifact}:{use}"
+    if _published(artifact, use):
+        chosen.parent.mkdir(parents=True, exist_ok=True)
+        chosen.write_text(package + "\n")
+    return package
+
+
+def kafka_settings(package: str) -> dict[str, str]:
+    """Settings that make Spark fetch ``package`` (group:artifact:version) from Maven Central as
+    it starts, into kafka_ivy_home()."""
+    home = kafka_ivy_home()
+    home.mkdir(parents=True, exist_ok=True)
+    settings_file = home / "ivysettings.xml"
+    text = _IVY_SETTINGS.format(cache=home / "cache", root=MAVEN_CENTRAL)
+    if not settings_file.exists() or settings_file.read_text() != text:
+        settings_file.write_text(text)
+    return {
+        "spark.jars.packages": package,
+        "spark.jars.ivy": str(home),
+        "spark.jars.ivySettings": str(settings_file),
+        "spark.jars.excludes": ",".join(shipped.format(scala=scala_version()) for shipped in _SHIPPED),
+    }
+
+
+def report_session(master: str | None, extra: dict[str, str] | None = None, kafka_source: str | None = None) -> SparkSession:
+    """``master`` None: the one spark-submit chose, else local[*]. ``kafka_source``: Spark's
+    Kafka source to fetch as the JVM starts (spark-submit's JVM runs already: give it ``--packages``)."""
     builder = SparkSession.builder.appName("throttle-report")
     settings = dict(_ALWAYS)
+    if kafka_source is not None and not launched_by_spark_submit():
+        settings.update(kafka_settings(kafka_source))
     if master is not None or not launched_by_spark_submit():
         master = master or DEFAULT_MASTER
         builder = builder.master(master)

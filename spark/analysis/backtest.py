@@ -66,13 +66,30 @@ def read_limit_set(path: Path) -> LimitSet:
     return LimitSet(path.stem, storage_policy(settings))
 
 
+def name_problems(names: list[str]) -> list[str]:
+    """What is wrong with the sets' names (each set is named after its file), one line each."""
+    problems = [f"--limits {LIVE}: the name {LIVE!r} is the recorded limits' column; rename the file"] if LIVE in names else []
+    return problems + [f"--limits: two files named {name!r}; each set is named after its file" for name in sorted({n for n in names if names.count(n) > 1})]
+
+
 def check_names(sets: list[LimitSet]) -> None:
-    names = [s.name for s in sets]
-    for name in names:
-        if name == LIVE:
-            raise LimitSetError(f"--limits {name}: the name {LIVE!r} is the recorded limits' column; rename the file")
-        if names.count(name) > 1:
-            raise LimitSetError(f"--limits: two files named {name!r}; each set is named after its file")
+    problems = name_problems([s.name for s in sets])
+    if problems:
+        raise LimitSetError("\n".join(problems))
+
+
+def read_limit_sets(paths: list[Path]) -> list[LimitSet]:
+    """The sets of every file, or LimitSetError with every problem of every file and of their
+    names, one line each (a file's problems do not hide the next file's)."""
+    sets, problems = [], name_problems([path.stem for path in paths])
+    for path in paths:
+        try:
+            sets.append(read_limit_set(path))
+        except LimitSetError as exc:
+            problems += str(exc).splitlines()
+    if problems:
+        raise LimitSetError("\n".join(problems))
+    return sets
 
 
 # --- the policy, in Spark's functions ---
@@ -288,6 +305,6 @@ def backtest(
     }
 
 
-def page_view(name: str, table: DataFrame) -> DataFrame:
-    """What the page shows of a table: the worst volumes of each set, every row of the others."""
-    return table.filter(F.col("rank") <= WORST_VOLUMES) if name == "backtest_volumes" else table
+def page_view(name: str, rows: list[dict]) -> list[dict]:
+    """What the page shows of a table's rows: the worst volumes of each set, every row of the others."""
+    return [row for row in rows if row["rank"] <= WORST_VOLUMES] if name == "backtest_volumes" else rows

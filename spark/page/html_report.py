@@ -113,8 +113,9 @@ def render_page(report: Report) -> str:
         "it counts as a hard breach, and its episodes show the log dir error instead of the lowest available bytes.</p></details>",
         "<h2>Fill rate and time to the hard limit</h2>",
         (
-            f'<p class="note">Least squares over each volume\'s observations since it last gained space (a delete, a retention run) '
-            f"within its last {window}; volumes no longer present have none.</p>"
+            f'<p class="note">The service\'s own estimator: the median of the slopes across half of each volume\'s trend, '
+            f"its observations since it last gained space (a delete, a retention run) within its last {window}; "
+            "volumes no longer present have none.</p>"
         ),
         table("forecast"),
         "<h2>Brokers</h2>",

@@ -301,6 +301,53 @@ def empty(spark: SparkSession, schema: T.StructType) -> DataFrame:
     return spark.createDataFrame([], schema)
 
 
+def _clear_staging(fs: _FileSystem, cache: str) -> None:
+    """Remove the staging folders a run that was stopped left in the cache."""
+    for leftover in fs.list(cache):
+        if leftover.getPath().getName().startswith(_STAGING):
+            fs.delete(leftover.getPath().toString())
+
+
+def _table_schemas(spark: SparkSession, derive: Derive, lines_schema: T.StructType) -> dict[str, T.StructType]:
+    """Every table with the schema it is written with: read back without Spark reading the
+    files' footers to find it (a job per table)."""
+    return {LINES: lines_schema, **{name: table.schema for name, table in derive(empty(spark, lines_schema), None).items()}}
+
+
+def _cache_stale(
+    spark: SparkSession, fs: _FileSystem, cache: str, stale: list[HistoryFile], parse: Parse, derive: Derive, lines_schema: T.StructType, tables: list[str]
+) -> None:
+    """Parse the ``stale`` files and move each of their ``tables`` into the cache (a table a
+    file has no row of leaves the cache), then mark each file done."""
+    staging = f"{cache}/{_STAGING}{uuid.uuid4().hex}"
+    _parse_into(spark, staging, stale, parse, derive, lines_schema)
+    for name in tables:
+        for f in stale:
+            written = _chunk_dir(staging, name, f.key)
+            if fs.exists(written):
+                fs.move(written, _chunk_dir(cache, name, f.key))
+            else:
+                fs.delete(_chunk_dir(cache, name, f.key))
+    for f in stale:
+        fs.touch(f"{cache}/{_DONE}/{f.key}")
+    fs.delete(staging)
+
+
+def _cached_tables(spark: SparkSession, fs: _FileSystem, cache: str, files: list[HistoryFile], schemas: dict[str, T.StructType], prune: bool) -> dict[str, DataFrame]:
+    """The tables of ``files`` in the cache (with ``prune``, the chunks of other files leave it)."""
+    current = {f"{CHUNK}={f.key}" for f in files}
+    tables = {}
+    for table in (status.getPath().getName() for status in fs.list(cache) if status.isDirectory() and status.getPath().getName() != _DONE):
+        chunks = {status.getPath().getName() for status in fs.list(f"{cache}/{table}")}
+        if prune:
+            for gone in chunks - current:
+                fs.delete(f"{cache}/{table}/{gone}")
+        present = [_chunk_dir(cache, table, f.key) for f in files if f"{CHUNK}={f.key}" in chunks]
+        if table in schemas and present:  # not the tables a run of another version left
+            tables[table] = spark.read.option("basePath", f"{cache}/{table}").schema(schemas[table]).parquet(*present)
+    return tables
+
+
 def read_cached(
     spark: SparkSession, files: list[HistoryFile], cache: str, parse: Parse, derive: Derive, lines_schema: T.StructType, prune: bool = True
 ) -> Cached:
@@ -314,38 +361,15 @@ def read_cached(
     fs.mkdirs(f"{cache}/{_DONE}")
     done = {status.getPath().getName() for status in fs.list(f"{cache}/{_DONE}")}
     stale = [f for f in files if f.key not in done]
-    for leftover in fs.list(cache):  # from a run that was stopped
-        if leftover.getPath().getName().startswith(_STAGING):
-            fs.delete(leftover.getPath().toString())
-    # Every table with the schema it is written with: read back without Spark reading the files'
-    # footers to find it (a job per table). A table no file has a row of is empty.
-    schemas = {LINES: lines_schema, **{name: table.schema for name, table in derive(empty(spark, lines_schema), None).items()}}
+    _clear_staging(fs, cache)
+    schemas = _table_schemas(spark, derive, lines_schema)
     if stale:
-        staging = f"{cache}/{_STAGING}{uuid.uuid4().hex}"
-        _parse_into(spark, staging, stale, parse, derive, lines_schema)
-        for name in schemas:
-            for f in stale:
-                written = _chunk_dir(staging, name, f.key)
-                if fs.exists(written):
-                    fs.move(written, _chunk_dir(cache, name, f.key))
-                else:
-                    fs.delete(_chunk_dir(cache, name, f.key))
-        for f in stale:
-            fs.touch(f"{cache}/{_DONE}/{f.key}")
-        fs.delete(staging)
-    current = {f"{CHUNK}={f.key}" for f in files}
+        _cache_stale(spark, fs, cache, stale, parse, derive, lines_schema, list(schemas))
     spark.sparkContext.setJobDescription("read the cached history")
-    tables = {}
-    for table in (status.getPath().getName() for status in fs.list(cache) if status.isDirectory() and status.getPath().getName() != _DONE):
-        chunks = {status.getPath().getName() for status in fs.list(f"{cache}/{table}")}
-        if prune:
-            for gone in chunks - current:
-                fs.delete(f"{cache}/{table}/{gone}")
-        present = [_chunk_dir(cache, table, f.key) for f in files if f"{CHUNK}={f.key}" in chunks]
-        if table in schemas and present:  # not the tables a run of another version left
-            tables[table] = spark.read.option("basePath", f"{cache}/{table}").schema(schemas[table]).parquet(*present)
+    tables = _cached_tables(spark, fs, cache, files, schemas, prune)
     if prune:
         for key in done - {f.key for f in files}:
             fs.delete(f"{cache}/{_DONE}/{key}")
+    # A table no file has a row of is empty.
     tables = {name: tables.get(name, empty(spark, schema)) for name, schema in schemas.items()}
     return Cached(tables, tuple(files), tuple(stale))

@@ -314,6 +314,24 @@ def test_limit_files_are_checked_by_the_services_rules_and_named_after_the_file(
     assert f"did you mean {PREFIX}limit.min.available.ratio?" in capsys.readouterr().err
 
 
+def test_every_problem_of_the_limit_files_is_reported_one_line_each(tmp_path, capsys):
+    """A file with a misspelt key and a soft limit below its hard one, a second file with a
+    value that is not a number, and a set named live: each problem is a line of its own."""
+    two = write_limits(tmp_path, "two", {"limit.min.availabel.ratio": "0.1", "limit.min.available.ratio": "0.4", "soft.limit.min.available.ratio": "0.2"})
+    other = write_limits(tmp_path, "other", {"limit.min.available.ratio": "abc"})
+    live = write_limits(tmp_path, "live", {"limit.min.available.ratio": "0.2"})
+    with pytest.raises(SystemExit) as stopped:
+        _limit_sets([two, other, live])
+    assert stopped.value.code == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 4, lines
+    assert all(line.startswith("throttle-report: ") for line in lines)
+    assert any(f"{PREFIX}limit.min.availabel.ratio='0.1' (from {two})" in line and "did you mean" in line for line in lines)
+    assert any(f"{PREFIX}soft.limit.min.available.ratio='0.2' (from {two}): allowed: a value strictly greater than the hard limit" in line for line in lines)
+    assert any(f"{PREFIX}limit.min.available.ratio='abc' (from {other})" in line for line in lines)
+    assert any("the recorded limits' column" in line for line in lines)
+
+
 def test_a_limit_set_named_live_or_two_of_one_name_are_refused(tmp_path, capsys):
     live = write_limits(tmp_path, "live", {"limit.min.available.ratio": "0.2"})
     with pytest.raises(SystemExit):

@@ -255,3 +255,10 @@ def test_end_reasons_and_an_offline_log_dir_are_explained_in_words():
         assert f"<dt>{reason}</dt><dd>" in page
     assert "log dir error: KAFKA_STORAGE_ERROR" in page
     assert 'title="the volume was never observed again while other volumes were (its broker or log dir left)">volume-gone</td>' in page
+
+
+def test_the_forecast_note_names_the_estimator_the_forecast_uses():
+    """The fill rate is the median of half-trend slopes (spark.analysis.forecast), not a least-squares fit."""
+    page = render_page(month_report())
+    assert "the median of the slopes across half of each volume's trend" in page.replace("&#x27;", "'").replace("&#39;", "'")
+    assert "least squares" not in page.lower()
