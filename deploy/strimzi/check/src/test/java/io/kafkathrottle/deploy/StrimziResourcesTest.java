@@ -299,6 +299,10 @@ class StrimziResourcesTest {
         }
         KafkaTopic compacted = read("kafka-topic.yaml", KafkaTopic.class).get(0);
         assertEquals("compact", compacted.getSpec().getConfig().get("cleanup.policy"));
+        // The same topic kept by time, as the report reads it: one or the other is applied.
+        KafkaTopic retained = read("kafka-topic-history.yaml", KafkaTopic.class).get(0);
+        assertEquals(compacted.getMetadata().getName(), retained.getMetadata().getName());
+        assertEquals("delete", retained.getSpec().getConfig().get("cleanup.policy"));
     }
 
     @Test
