@@ -1,0 +1,152 @@
+"""What a run of ``throttle-report`` costs against what Spark itself costs, on local[2], each
+measured in the same run:
+
+- ``floor``: Spark started and stopped with one trivial job, in a fresh Python and JVM (no
+  report can cost less);
+- ``warm``: the report of an unchanged history from a full ``--cache``, in a fresh Python and
+  JVM, start included: the run a schedule makes when little has changed (target: at most 2x
+  the floor);
+- ``cold``: the report of the same history with an empty cache (every file parsed), start
+  included;
+- ``duckdb``: DuckDB's ``read_json`` of the same files with the fields' declared types, written
+  to Parquet on 2 threads (the parse alone, without the checks and the analysis);
+
+and the Spark jobs each report ran (``SparkContext.statusTracker``, the jobs of the run's job
+group), with the jobs of each step of the report. The history is generated once (``--history``
+keeps it): ``--brokers`` x ``--log-dirs`` volumes, a round every ``--interval`` seconds, for
+``--days``; ``--compact`` writes it in the history's compact format (rows only on change or at the
+keyframe), as the service writes it, when the writer has that format. DuckDB comes with the
+bench extra: ``.venv/bin/pip install -e '.[bench]'``.
+
+    .venv/bin/python bench/bench_report_cost.py                              # 100 x 4, 2 days at PT1M
+    .venv/bin/python bench/bench_report_cost.py --brokers 1000 --log-dirs 12 --days 1 --history /var/tmp/h1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from devtools.commands import run_command  # noqa: E402
+
+# Run in a Python (and so a JVM) of its own: the start of Spark is part of what is measured.
+_FLOOR = """
+import json, sys, time
+started = time.perf_counter()
+from spark.session import report_session
+spark = report_session(sys.argv[1])
+spark.range(1).count()
+spark.stop()
+print(json.dumps({"seconds": time.perf_counter() - started}))
+"""
+_REPORT = """
+import json, sys, time
+started = time.perf_counter()
+from spark.job import run_report
+from spark.session import report_session
+history, output, cache, master = sys.argv[1:5]
+spark = report_session(master)
+sc = spark.sparkContext
+sc.setJobGroup("report", "the report")
+steps = []
+
+def progress(message):
+    steps.append((message.split(" (")[0][:60], len(sc.statusTracker().getJobIdsForGroup("report"))))
+
+report = run_report(spark, history, output, cache=cache or None, progress=progress)
+jobs = len(sc.statusTracker().getJobIdsForGroup("report"))
+spark.stop()
+per_step, before = [], 0
+for message, count in steps:
+    per_step.append([message, count - before])
+    before = count
+print(json.dumps({"seconds": time.perf_counter() - started, "job_seconds": report.seconds["total"], "jobs": jobs,
+                  "rows": report.rows, "skipped": report.skipped_lines, "steps": per_step}))
+"""
+
+
+def _python(code: str, *arguments: object) -> dict:
+    finished = run_command([sys.executable, "-c", textwrap.dedent(code), *map(str, arguments)], 7200, check=True, cwd=Path(__file__).resolve().parents[1])
+    return json.loads(finished.stdout.strip().splitlines()[-1])
+
+
+def generate(history: Path, brokers: int, log_dirs: int, interval: float, days: float, compact: bool) -> None:
+    """The bench_report generator's rounds (every field the writer declares, available bytes
+    swinging through the limits), in hourly files."""
+    from bench_report import Shape, generate as full
+
+    shape = Shape(brokers, log_dirs, interval)
+    rows = int(days * 86400 / interval) * brokers * log_dirs
+    if compact:
+        raise SystemExit("--compact: the history writer here has no compact format to write with")
+    full(history, rows, shape)
+
+
+def duckdb_parse(history: Path, target: Path, threads: int = 2) -> float:
+    """bench_report's DuckDB parse of the same files (declared types, to Parquet): its seconds."""
+    from bench_report import duckdb_parse as parse
+
+    started = time.perf_counter()
+    parse(history, target, threads)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--brokers", type=int, default=100)
+    parser.add_argument("--log-dirs", type=int, default=4)
+    parser.add_argument("--interval", type=float, default=60.0)
+    parser.add_argument("--days", type=float, default=2.0)
+    parser.add_argument("--compact", action="store_true")
+    parser.add_argument("--history", help="keep (and reuse) the generated history here")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--warm-runs", type=int, default=2)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-report-cost-"))
+    history = Path(args.history) if args.history else work / "history"
+    marker = history / f".generated-{args.brokers}x{args.log_dirs}-{args.interval}-{args.days}-{'compact' if args.compact else 'full'}"
+    try:
+        if not marker.exists():
+            shutil.rmtree(history, ignore_errors=True)
+            history.mkdir(parents=True)
+            generate(history, args.brokers, args.log_dirs, args.interval, args.days, args.compact)
+            marker.touch()
+        size = sum(f.stat().st_size for f in history.rglob("*.jsonl*"))
+        print(f"history {history}: {args.brokers} x {args.log_dirs} volumes, a round every {args.interval:g} s, {args.days:g} days, {size / 1024**2:,.1f} MiB", flush=True)
+        print(f"load average {os.getloadavg()[0]:.1f}", flush=True)
+        floor = _python(_FLOOR, args.master)["seconds"]
+        print(f"floor (Spark started, one job, stopped): {floor:.1f} s", flush=True)
+        cache = work / "cache"
+        cold = _python(_REPORT, history, work / "report-cold", cache, args.master)
+        print(f"cold (empty cache): {cold['seconds']:.1f} s ({cold['seconds'] / floor:.2f}x the floor), {cold['jobs']} Spark jobs, {cold['rows']:,} rows, {cold['skipped']} skipped", flush=True)
+        for step, jobs in cold["steps"]:
+            print(f"    {jobs:4d} jobs  {step}")
+        for run in range(args.warm_runs):
+            warm = _python(_REPORT, history, work / "report-warm", cache, args.master)
+            print(f"warm {run + 1} (full cache): {warm['seconds']:.1f} s ({warm['seconds'] / floor:.2f}x the floor), {warm['jobs']} Spark jobs", flush=True)
+        for step, jobs in warm["steps"]:
+            print(f"    {jobs:4d} jobs  {step}")
+        floor_after = _python(_FLOOR, args.master)["seconds"]
+        print(f"floor again: {floor_after:.1f} s; warm against the mean floor {warm['seconds'] / ((floor + floor_after) / 2):.2f}x", flush=True)
+        try:
+            duck = duckdb_parse(history, work / "duckdb.parquet")
+        except ImportError:
+            print("duckdb: not installed (.venv/bin/pip install -e '.[bench]')")
+        else:
+            print(f"duckdb read_json to Parquet, 2 threads: {duck:.1f} s; cold report {cold['seconds'] / duck:.2f}x DuckDB's parse", flush=True)
+        print(f"load average {os.getloadavg()[0]:.1f}", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
