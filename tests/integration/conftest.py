@@ -27,21 +27,40 @@ ROOT = Path(__file__).resolve().parents[2]
 SASL_USERS = {"throttle": "throttle-secret", "producer": "producer-secret"}
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # pytest-xdist registers it too; here so the marks below pass --strict-markers without it
-    config.addinivalue_line("markers", "xdist_group(name): tests that run in one process, in order")
+# Modules whose tests run in one process per parameter, each parameter's on clusters of its own
+# (one Kafka version each); every other module runs all its tests in one process.
+GROUP_PER_PARAMETER = {"tests/integration/test_kafka_versions.py"}
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def test_group(nodeid: str) -> str:
+    """The group a test runs in, by its id: its module, or for GROUP_PER_PARAMETER its module
+    and parameter."""
+    module, _, rest = nodeid.partition("::")
+    if module in GROUP_PER_PARAMETER and rest.endswith("]") and "[" in rest:
+        return f"{module}[{rest.rsplit('[', 1)[1]}"
+    return module
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN201 (xdist's types)
     """With several test processes (``pytest -n N --dist loadgroup``, as ``make test`` runs
-    them), the tests of one module run in one process, in order, on the clusters their module
-    fixtures start once: a test without an ``xdist_group`` mark is in its module's group. A
-    module may split itself by marking its tests with groups of their own (e.g. one per Kafka
-    version). Each test's process is recorded in the JUnit XML report (property ``worker``)."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-        item.user_properties.append(("worker", os.environ.get("PYTEST_XDIST_WORKER", "main")))
+    them), the tests of a group (``test_group``) run in one process, in order, on the clusters
+    their module fixtures start once; groups go to whichever process is free. (pytest-xdist's
+    own loadgroup reads ``xdist_group`` marks into the test ids, which pytest 9 no longer lets
+    it change, so every test became a group of its own.)"""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return test_group(nodeid)
+
+    return GroupScheduling(config, log)
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    # each test's process in the JUnit XML report (property "worker")
+    item.user_properties.append(("worker", os.environ.get("PYTEST_XDIST_WORKER", "main")))
 
 
 @pytest.fixture(scope="session")
