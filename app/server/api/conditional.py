@@ -26,7 +26,7 @@ _WAIT = re.compile(WAIT_PATTERN)
 
 # Declared for the OpenAPI document; handlers read it from the query string themselves so
 # the hot endpoints skip FastAPI's parameter machinery.
-WAIT_PARAMETER = {
+WAIT_PARAMETER: dict[str, Any] = {  # an OpenAPI parameter object
     "name": "wait",
     "in": "query",
     "required": False,
@@ -43,7 +43,7 @@ WAIT_PARAMETER = {
 def parse_wait(text: str | None) -> float:
     if text is None:
         return 0.0
-    if len(text) > WAIT_PARAMETER["schema"]["maxLength"] or not _WAIT.match(text):  # type: ignore[index]
+    if len(text) > WAIT_PARAMETER["schema"]["maxLength"] or not _WAIT.match(text):
         raise ProblemError(422, "Invalid request", f"wait: expected seconds between 0 and {MAX_WAIT_SECONDS:g}, got {text[:32]!r}")
     return float(text.removesuffix("s"))
 

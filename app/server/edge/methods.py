@@ -69,6 +69,7 @@ class MethodGate:
             self.allowed = AllowedMethods(scope["app"].routes)
         method, path = scope["method"], scope["path"]
         allowed = self.allowed.of(path)
+        answer: Response
         if allowed is None:
             if method in SERVED_METHODS and method != "OPTIONS":
                 return await self.app(scope, receive, send)  # answered 404 (or 401 for a write)

@@ -53,15 +53,15 @@ class Problem(BaseModel):
         }
     )
 
-    type: str = Field("about:blank", description="A URI reference identifying the problem type")
+    type: str = Field(default="about:blank", description="A URI reference identifying the problem type")
     title: str
     status: int
     detail: str | None = None
     instance: str | None = None
     errors: list[dict[str, Any]] | None = Field(
-        None, description=f"Per-field validation errors, naming each field: the first {MAX_ERRORS}", max_length=MAX_ERRORS
+        default=None, description=f"Per-field validation errors, naming each field: the first {MAX_ERRORS}", max_length=MAX_ERRORS
     )
-    more_errors: int | None = Field(None, ge=1, description=f"How many errors there were beyond the {MAX_ERRORS} listed in errors")
+    more_errors: int | None = Field(default=None, ge=1, description=f"How many errors there were beyond the {MAX_ERRORS} listed in errors")
 
 
 class ProblemError(Exception):

@@ -6,6 +6,7 @@ name would be stored other than sent; the API answers both with 422 instead."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote_plus
 
@@ -16,7 +17,7 @@ from app.server.edge.problems import InvalidRequest, field_error
 SHOWN_NAME_CHARACTERS = 64  # of a parameter's name in an error
 
 
-def query_values(scope: dict[str, Any]) -> dict[str, str]:
+def query_values(scope: Mapping[str, Any]) -> dict[str, str]:
     """The query's parameters by name; InvalidRequest naming each one given twice or not UTF-8."""
     raw: bytes = scope["query_string"]
     values: dict[str, str] = {}
