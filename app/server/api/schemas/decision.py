@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection
-from typing import Literal
+from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -15,6 +15,9 @@ from app.decision.metadata import MetadataStep, MetadataVerdict
 from app.decision.policy import LimitKind, State, StoragePolicy, VolumeStatus, VolumeVerdict
 from app.observation.model import ObservationRound, VolumeObservation
 from app.timefmt import iso_instant
+
+# What a volume holds, as the API names it.
+Holding = Literal["data", "metadata"]
 
 
 class VolumeEntry(BaseModel):
@@ -37,7 +40,7 @@ class VolumeEntry(BaseModel):
     broker_fenced: bool = Field(
         False, description="The broker is registered but fenced (stopped or halted): this is its last observation, kept"
     )
-    holds: list[Literal["data", "metadata"]] = Field(
+    holds: list[Holding] = Field(
         ["data"],
         description="What the volume holds: data (a log dir DescribeLogDirs reports, judged by the storage limits) or the "
         "metadata log (as the node's shim reports it, judged by the metadata limits; broker_id is then the node.id, a "
@@ -182,7 +185,8 @@ def volume_entry(
         fill_rate_bytes_per_second=estimate.fill_rate if estimate else None,
         seconds_to_hard_limit=estimate.seconds_to_hard_limit if estimate else None,
         broker_fenced=volume.broker_id in fenced,
-        holds=sorted(holds),
+        # Names as the node reports give them (str); VolumeEntry's validation holds them to Holding.
+        holds=cast("list[Holding]", sorted(holds)),
     )
 
 

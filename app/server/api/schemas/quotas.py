@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic.json_schema import JsonDict
 from pydantic_core import PydanticCustomError
 
 from app.decision.enforcement import ENFORCE_EVERYWHERE, Enforcement
@@ -33,7 +34,7 @@ PRECEDENCE_NAMES = [level.value for level in PRECEDENCE]
 # A quota: a double (format double, so that generated clients read it as one: without it
 # openapi-generator's Go client takes float32 and reads 123456789 as 123456792), finite,
 # positive and at most QUOTA_MAX. A quota to set is also at or above the floor of its type.
-DOUBLE = {"format": "double"}
+DOUBLE: JsonDict = {"format": "double"}
 Quota = Annotated[float, Field(gt=0, le=QUOTA_MAX, allow_inf_nan=False, json_schema_extra=DOUBLE)]
 Limit = Annotated[Quota | None, Field()]
 
@@ -75,10 +76,13 @@ class QuotaLimitsBody(QuotaLimits):
 
     model_config = ConfigDict(extra="forbid", json_schema_extra=_limits_body_schema)
 
-    produce: StrictQuota = Field(None, description="bytes/s per broker")
-    fetch: StrictQuota = Field(None, description="bytes/s per broker")
-    request: StrictQuota = Field(None, description="percent of one request handler / network thread")
-    controller_mutation: StrictQuota = Field(None, description="partition mutations/s (KIP-599)")
+    # Absent is None, but a null given is refused: the type leaves None out so that pydantic
+    # refuses it, and the default (never validated) puts it back. Pydantic's Field is typed to
+    # return its default's type, so the type checker cannot be told; hence the ignores.
+    produce: StrictQuota = Field(None, description="bytes/s per broker")  # type: ignore[assignment]
+    fetch: StrictQuota = Field(None, description="bytes/s per broker")  # type: ignore[assignment]
+    request: StrictQuota = Field(None, description="percent of one request handler / network thread")  # type: ignore[assignment]
+    controller_mutation: StrictQuota = Field(None, description="partition mutations/s (KIP-599)")  # type: ignore[assignment]
 
 
 def entity_name(text: str | None) -> EntityName:
@@ -136,7 +140,7 @@ def _member(users: bool) -> Any:
 
 # "At least one user or client id": when users is absent or empty, client_ids is not. As if/then,
 # not a top-level anyOf, which openapi-generator's Java generators turn into a wrapper type.
-_SOME_MEMBER = {
+_SOME_MEMBER: JsonDict = {
     "if": {"properties": {"users": {"maxItems": 0}}},
     "then": {"required": ["client_ids"], "properties": {"client_ids": {"minItems": 1}}},
 }
@@ -201,7 +205,7 @@ class QuotaTableModel(BaseModel):
                     "overrides": [{"entity": {"user": "alice", "client_id": None}, "level": "user", "limits": {"produce": 2097152}}],
                     "groups": [{"name": "analytics", "users": ["bob"], "client_ids": ["etl"], "limits": {"produce": 5242880}}],
                     "excluded_principals": ["User:CN=operator,O=example"],
-                    "precedence": PRECEDENCE_NAMES,
+                    "precedence": [*PRECEDENCE_NAMES],
                     "factor": 0.5,
                     "mutation_factor": 1.0,
                     "factor_types": ["produce"],

@@ -53,8 +53,8 @@ class LimitLevel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", json_schema_extra=_one_kind)
 
-    min_available_bytes: Bytes = Field(None, description="Breached at or below this many usable bytes")  # type: ignore[assignment]
-    min_available_ratio: Ratio = Field(None, description="Breached at or below this usable/total ratio, in [0, 1]")  # type: ignore[assignment]
+    min_available_bytes: Bytes = Field(default=None, description="Breached at or below this many usable bytes")  # type: ignore[assignment]
+    min_available_ratio: Ratio = Field(default=None, description="Breached at or below this usable/total ratio, in [0, 1]")  # type: ignore[assignment]
 
 
 class HardLimit(LimitLevel):
@@ -66,8 +66,8 @@ class HardLimit(LimitLevel):
 class HysteresisLevel(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra=_one_kind)
 
-    bytes: Bytes = Field(None, description="With a bytes hard limit: a breaching volume stays so until above limit + this")  # type: ignore[assignment]
-    ratio: Ratio = Field(None, description="With a ratio hard limit: a breaching volume stays so until above limit + this")  # type: ignore[assignment]
+    bytes: Bytes = Field(default=None, description="With a bytes hard limit: a breaching volume stays so until above limit + this")  # type: ignore[assignment]
+    ratio: Ratio = Field(default=None, description="With a ratio hard limit: a breaching volume stays so until above limit + this")  # type: ignore[assignment]
 
 
 class CandidateLimits(BaseModel):
@@ -129,7 +129,9 @@ def limit_values(body: CandidateLimits) -> dict[str, Any]:
 def _example(model: type[BaseModel]) -> dict[str, Any]:
     extra = model.model_config.get("json_schema_extra")
     assert isinstance(extra, dict)
-    return extra["examples"][0]
+    examples = extra["examples"]
+    assert isinstance(examples, list) and isinstance(examples[0], dict)
+    return examples[0]
 
 
 class WhatIf(BaseModel):
