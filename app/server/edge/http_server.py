@@ -15,6 +15,7 @@ from collections.abc import Callable
 import uvicorn
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
+from uvicorn.config import LOGGING_CONFIG
 
 from app.server.edge.http_protocol import ConnectionGuard, EdgeHttpToolsProtocol, connection_cap
 from app.settings import Settings
@@ -61,7 +62,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 # What a stop waits for requests in progress once the held long-polls are answered: a stop
 # must end well within a supervisor's grace period (10 s; Kubernetes' default is 30 s).
-STOP_GRACE_SECONDS = 1.0
+STOP_GRACE_SECONDS = 1  # whole seconds, as uvicorn takes them
 
 
 class _Server(uvicorn.Server):
@@ -101,8 +102,9 @@ def serve(app: FastAPI, settings: Settings, listener: socket.socket, on_stop: Ca
         log_level=settings.log_level.lower(),
         access_log=False,
         timeout_graceful_shutdown=STOP_GRACE_SECONDS,
-        # JSON lines: uvicorn's records go to the service's handler instead of its own text one.
-        **({"log_config": None} if settings.log_format == "json" else {}),
+        # JSON lines: uvicorn's records go to the service's handler instead of its own text one
+        # (LOGGING_CONFIG is what uvicorn uses when none is given).
+        log_config=None if settings.log_format == "json" else LOGGING_CONFIG,
     )
     scheme = "https" if settings.http_ssl_certfile else "http"
     logging.getLogger("app.server").info("serving on %s://%s", scheme, listen_address(settings.http_host, settings.http_port))
