@@ -74,8 +74,8 @@ class QuotaService:
         self._reading = reading
         self.table = table_from_settings(settings, store.load_overrides(), store.load_groups())
         self._writes = asyncio.Lock()
-        self._listeners: list[Callable[[], None]] = []
-        self._enforcement_listeners: list[Callable[[], None]] = []
+        self._listeners: list[Callable[[], object]] = []
+        self._enforcement_listeners: list[Callable[[], object]] = []
         self.stored_enforcement: Enforcement | None = store.load_enforcement()
         self.write_failures = 0  # writes the store did not take (unreachable, refused, timed out)
         loop = asyncio.get_running_loop()
@@ -101,10 +101,10 @@ class QuotaService:
             self.write_failures += 1
             raise
 
-    def on_change(self, listener: Callable[[], None]) -> None:
+    def on_change(self, listener: Callable[[], object]) -> None:
         self._listeners.append(listener)
 
-    def on_enforcement_change(self, listener: Callable[[], None]) -> None:
+    def on_enforcement_change(self, listener: Callable[[], object]) -> None:
         self._enforcement_listeners.append(listener)
 
     @property

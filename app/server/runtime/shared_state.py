@@ -226,15 +226,22 @@ class SharedState:
                 message = consumer.poll(POLL_SECONDS)
                 if message is None:
                     continue
-                if message.error():
+                error = message.error()
+                if error is not None:
                     # confluent-kafka's public name for librdkafka's internal end-of-partition code
-                    if message.error().code() == KafkaError._PARTITION_EOF:  # noqa: SLF001
+                    if error.code() == KafkaError._PARTITION_EOF:  # noqa: SLF001
                         self._mark_loaded()
                     else:
-                        self.error = message.error().str()
+                        self.error = error.str()
                     continue
-                next_offset = message.offset() + 1
-                self._read(message.offset(), message.key() or b"", message.value(), dict(message.headers() or []))
+                offset = message.offset()
+                if offset is None:  # only an error carries none; answered as any failure below
+                    raise RuntimeError("a state topic record without an offset")
+                next_offset = offset + 1
+                # The stub gives a consumed record's headers the type of the ones a producer takes
+                # (str values too, or a dict); librdkafka hands (str, bytes) pairs.
+                headers = dict(message.headers() or [])
+                self._read(offset, message.key() or b"", message.value(), headers)  # type: ignore[arg-type]
                 if not self._loaded.is_set() and end_at_start is not None and next_offset >= end_at_start:
                     self._mark_loaded()
             # Unreachable or not authorised: keep what was read, try again. Blind, because an
