@@ -32,7 +32,7 @@ SASL_USERS = {"throttle": "throttle-secret", "producer": "producer-secret"}
 GROUP_PER_PARAMETER = {"tests/integration/test_kafka_versions.py"}
 
 
-def test_group(nodeid: str) -> str:
+def group_of(nodeid: str) -> str:
     """The group a test runs in, by its id: its module, or for GROUP_PER_PARAMETER its module
     and parameter."""
     module, _, rest = nodeid.partition("::")
@@ -43,7 +43,7 @@ def test_group(nodeid: str) -> str:
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN201 (xdist's types)
     """With several test processes (``pytest -n N --dist loadgroup``, as ``make test`` runs
-    them), the tests of a group (``test_group``) run in one process, in order, on the clusters
+    them), the tests of a group (``group_of``) run in one process, in order, on the clusters
     their module fixtures start once; groups go to whichever process is free. (pytest-xdist's
     own loadgroup reads ``xdist_group`` marks into the test ids, which pytest 9 no longer lets
     it change, so every test became a group of its own.)"""
@@ -53,7 +53,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN201 (xd
 
     class GroupScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return test_group(nodeid)
+            return group_of(nodeid)
 
     return GroupScheduling(config, log)
 
