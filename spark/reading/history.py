@@ -125,13 +125,18 @@ def expanded_lines(raw: DataFrame) -> DataFrame:
         .withColumn(_SEGMENT_END, F.max(_INDEX).over(Window.partitionBy(_BUCKET, _SEGMENT)))
     )
     round_side = rounds.select(
-        _BUCKET, _INDEX, _SEGMENT, _SEGMENT_END, _SHARED, *[F.col(n).alias(f"r__{n}") for n in ("time", _AT, *ROUND_FIELDS)]
+        F.col(_BUCKET).alias(f"r__{_BUCKET}"),
+        _INDEX,
+        _SEGMENT,
+        _SEGMENT_END,
+        _SHARED,
+        *[F.col(n).alias(f"r__{n}") for n in ("time", _AT, *ROUND_FIELDS)],
     )
     volumes = lines.filter(kind.isin(VOLUME, GONE))
     key = [F.col("broker_id"), F.try_variant_get(F.col("log_dir"), "$", "string"), F.col("holds")]
     own = (
-        volumes.join(round_side, (volumes[_BUCKET] == round_side[_BUCKET]) & (volumes[_AT] == round_side[f"r__{_AT}"]), "left")
-        .drop(round_side[_BUCKET])
+        volumes.join(round_side, (F.col(_BUCKET) == F.col(f"r__{_BUCKET}")) & (F.col(_AT) == F.col(f"r__{_AT}")), "left")
+        .drop(f"r__{_BUCKET}")
         .withColumn("next__", F.lead(_INDEX).over(Window.partitionBy(_BUCKET, *key).orderBy(_AT)))
         .filter(kind == VOLUME)
     )
@@ -163,7 +168,7 @@ def expanded_lines(raw: DataFrame) -> DataFrame:
         _BUCKET,
         F.explode(F.sequence(F.col(_INDEX) + 1, stands_until)).alias(_INDEX),
     )
-    carried = spans.join(round_side.drop(_SEGMENT, _SEGMENT_END), [_BUCKET, _INDEX])
+    carried = spans.join(round_side.drop(_SEGMENT, _SEGMENT_END).withColumnRenamed(f"r__{_BUCKET}", _BUCKET), [_BUCKET, _INDEX])
     observed = F.col("observed_at").try_cast("timestamp")
     aged = F.round(F.greatest(F.lit(0.0), (F.unix_micros(F.col(f"r__{_AT}")) - F.unix_micros(observed)) / F.lit(1_000_000.0)), 3)
     carried_rows = carried.select(*full_row(F.col("r__time"), F.coalesce(aged, F.col("observation_age_seconds")), True))
