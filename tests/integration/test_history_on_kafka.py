@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import sys
 import time
@@ -10,8 +11,9 @@ import uuid
 from pathlib import Path
 
 from confluent_kafka import Consumer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource
 
+from app.history.compact import expand
 from devtools.commands import run_command
 
 from .conftest import ROOT, MiB, create_topic_on, delete_topic, fill
@@ -19,7 +21,10 @@ from .test_service_on_kafka import FAST
 
 
 def history_lines(directory: Path) -> list[dict]:
-    return [json.loads(line) for path in sorted(directory.glob("date=*/history-*.jsonl")) for line in path.read_text().splitlines()]
+    """The history's rows as format 1 has them (format 2 expanded; closed hours gzipped)."""
+    paths = sorted(directory.glob("date=*/history-*.jsonl*"))
+    texts = [gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text() for path in paths]
+    return list(expand(json.loads(line) for text in texts for line in text.splitlines()))
 
 
 def test_a_violation_on_the_real_cluster_is_an_episode_of_that_broker_and_log_dir_in_the_report(kafka_cluster, start_service, tmp_path):
@@ -62,7 +67,6 @@ def test_a_violation_on_the_real_cluster_is_an_episode_of_that_broker_and_log_di
 def test_history_rows_also_go_to_a_kafka_topic_keyed_by_broker_and_log_dir(kafka_cluster, start_service):
     topic = f"throttle-history-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": kafka_cluster.bootstrap_servers})
-    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1, config={"cleanup.policy": "compact"})])[topic].result(30)
     service = start_service(
         **FAST,
         history_kafka_enabled="true",
@@ -78,12 +82,20 @@ def test_history_rows_also_go_to_a_kafka_topic_keyed_by_broker_and_log_dir(kafka
     records = []
     deadline = time.monotonic() + 30
     try:
-        while time.monotonic() < deadline and len({r.key() for r in records}) < 3:
+        while time.monotonic() < deadline and len({r.key() for r in records if r.key() is not None}) < 3:
             message = consumer.poll(1.0)
             if message is not None and message.error() is None:
                 records.append(message)
     finally:
         consumer.close()
+    # the service created the topic time-retained: a compacted one would keep no history
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    config = admin.describe_configs([resource])[resource].result(30)
+    assert (config["cleanup.policy"].value, config["retention.ms"].value) == ("delete", str(30 * 86_400_000))
+    # the same lines as the files: round rows (no key) and volume rows, one JSON object a record
+    rounds = [json.loads(r.value()) for r in records if r.key() is None]
+    assert rounds and all(row["row"] == "round" and row["state"] for row in rounds)
+    records = [record for record in records if record.key() is not None]
     keys = {record.key().decode() for record in records}
     assert keys == {f"{b}:{kafka_cluster.log_dir(b)}" for b in (1, 2, 3)}
     value = json.loads(records[0].value())
@@ -91,4 +103,4 @@ def test_history_rows_also_go_to_a_kafka_topic_keyed_by_broker_and_log_dir(kafka
     assert (value["broker_id"], value["log_dir"], value["brokerId"]) == (int(broker_id), log_dir, broker_id)
     assert value["hardLimit"] == {"type": "MinFreeBytes", "level": 8 * MiB}
     assert value["volumes"][0]["volumeName"] == log_dir and value["volumes"][0]["capacity"] == 64 * MiB
-    assert value["snapshotAt"] == value["time"] and value["source"] == "observed"
+    assert value["row"] == "volume" and value["snapshotAt"] == value["observed_at"]
