@@ -33,9 +33,9 @@ from kafka import KafkaAdminClient
 from kafka.net.compat import KafkaNetClient
 from kafka.net.inet import KafkaNetSocket
 
-from app.redaction import shown_value
 from app.kafka.network_selector import ScalingNetworkSelector
 from app.kafka.tls import TlsFiles
+from app.redaction import shown_value
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def _close_on_failed_connect(connect: Callable[..., Any]) -> Callable[..., Any]:
             opened.append(make_socket(*args))
             return opened[-1]
 
-        self.socket = socket_kept  # type: ignore[method-assign]
+        self.socket = socket_kept
         try:
             return await connect(self, net, addrinfo, socket_options, timeout_at)
         except BaseException:
@@ -61,12 +61,13 @@ def _close_on_failed_connect(connect: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             del self.socket
 
+    # a mark on the function, so that a second import does not wrap it twice
     connect_or_close.closes_failed_sockets = True  # type: ignore[attr-defined]
     return connect_or_close
 
 
 if not getattr(KafkaNetSocket.connect, "closes_failed_sockets", False):
-    KafkaNetSocket.connect = _close_on_failed_connect(KafkaNetSocket.connect)  # type: ignore[method-assign]
+    KafkaNetSocket.connect = _close_on_failed_connect(KafkaNetSocket.connect)
 
 
 class AdminConnection:
@@ -108,7 +109,8 @@ class AdminConnection:
         log.debug("building the admin connection with %s", shown)
         client = KafkaNetClient(net=ScalingNetworkSelector(**config), metrics=None, **config)
         try:
-            client._net.start()
+            # kafka-python 3.0 starts its IO thread only through the client's private network
+            client._net.start()  # noqa: SLF001
         except BaseException:
             client.close()
             raise
@@ -117,9 +119,10 @@ class AdminConnection:
         return client
 
     def _broken(self, client: KafkaNetClient) -> bool:
-        net = client._net
-        thread = net._io_thread
-        return client._manager.closed or net._exception is not None or thread is None or not thread.is_alive()
+        # kafka-python 3.0 tells of a dead IO thread or a closed manager only through private members
+        net, manager = client._net, client._manager  # noqa: SLF001
+        thread, failure = net._io_thread, net._exception  # noqa: SLF001
+        return manager.closed or failure is not None or thread is None or not thread.is_alive()
 
     def close(self) -> None:
         with self._lock:
@@ -162,7 +165,7 @@ class AdminConnection:
                 self._close_locked()
             if self._client is None:
                 self._client = self._build()
-            manager = self._client._manager
+            manager = self._client._manager  # noqa: SLF001 - kafka-python 3.0 runs requests only through it
             manager.run(self._fresh_round, manager)
             if self._needs_bootstrap or not manager.bootstrapped:
                 manager.bootstrap(self._timeout_ms)  # raises KafkaTimeoutError when unreachable
@@ -172,4 +175,4 @@ class AdminConnection:
     @staticmethod
     async def _fresh_round(manager: Any) -> None:
         # A login refused in an earlier round is tried again: credentials or ACLs may have been fixed.
-        manager._auth_failures.clear()
+        manager._auth_failures.clear()  # noqa: SLF001 - kafka-python 3.0 keeps refused logins there

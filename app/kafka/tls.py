@@ -80,7 +80,12 @@ class TlsFiles:
     def pem_material(self) -> tuple[str | None, str | None, str | None]:
         """(trusted CAs, certificate chain, unencrypted private key) as PEM text, for clients
         that take TLS material in memory (librdkafka's ssl.*.pem)."""
-        from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, load_pem_private_key
+        from cryptography.hazmat.primitives.serialization import (
+            Encoding,
+            NoEncryption,
+            PrivateFormat,
+            load_pem_private_key,
+        )
 
         ca = None
         if self.truststore:

@@ -26,8 +26,8 @@ from kafka.protocol.admin import DescribeClusterRequest, DescribeLogDirsRequest
 
 from app.clock import Clock, system_clock
 from app.kafka.admin_connection import AdminConnection
-from app.observation.model import ObservationRound, VolumeObservation
 from app.kafka.tls import TlsFiles, TlsMaterialError
+from app.observation.model import ObservationRound, VolumeObservation
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class KafkaVolumeSource:
             registered = self._connection.run(self._describe_cluster)
         except TlsMaterialError as exc:
             return ObservationRound(started, self._clock(), error=f"admin client TLS material unusable: {exc}")
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure is a failed round, reported as such
             self._connection.rebootstrap()  # ask the bootstrap servers afresh next round
             error = f"DescribeCluster failed: {_describe(exc)}"
             cause = CLIENT_ERRORS.since(wall_started)
@@ -139,7 +139,7 @@ class KafkaVolumeSource:
             return ObservationRound(started, self._clock(), fenced_brokers=fenced, error="DescribeCluster listed no active broker")
         try:
             answers = self._connection.run(self._describe_log_dirs, active)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure is a failed round, reported as such
             self._connection.rebootstrap()
             return ObservationRound(started, self._clock(), active, fenced_brokers=fenced, error=f"DescribeLogDirs failed: {_describe(exc)}")
         finished = self._clock()
@@ -201,7 +201,7 @@ class KafkaVolumeSource:
             request = DescribeClusterRequest(include_cluster_authorized_operations=False, include_fenced_brokers=True)
             try:
                 future = manager.send(request, node_id=node_id, request_timeout_ms=self._timeout_ms)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a node not asked is one more failure; others may answer
                 future = Future().failure(exc)
             future.add_callback(on_success)
             future.add_errback(on_failure)
@@ -237,7 +237,7 @@ class KafkaVolumeSource:
             request = DescribeLogDirsRequest(topics=[])  # empty list: log dirs only, no partitions
             try:
                 future = manager.send(request, node_id=broker_id, request_timeout_ms=self._timeout_ms)
-            except Exception as exc:  # e.g. a broker the client's metadata does not know yet
+            except Exception as exc:  # noqa: BLE001 - e.g. a broker the client's metadata does not know yet
                 settle(broker_id, exc)
                 continue
             future.add_callback(lambda response, b=broker_id, r=request: settle(b, (response, r.API_VERSION)))
