@@ -24,12 +24,28 @@ from datetime import datetime
 from typing import Any
 
 from app.decision.decision import Decision
-from app.decision.policy import VolumeStatus
-from app.history.rows import HistoryRow, _enforcement_fields, _metadata_rows, _Provenance, _time_to_full, _view, _volume_rule
-from app.history.schema import FIELD_NAMES, GONE, ROUND, ROUND_FIELDS, ROW_KIND, SHARED_FIELDS, VOLUME, VOLUME_ROW_FIELDS
+from app.decision.policy import VolumeStatus, rule_of
+from app.history.rows import (
+    HistoryRow,
+    _enforcement_fields,
+    _metadata_rows,
+    _Provenance,
+    _time_to_full,
+    _view,
+    _volume_rule,
+)
+from app.history.schema import (
+    FIELD_NAMES,
+    GONE,
+    ROUND,
+    ROUND_FIELDS,
+    ROW_KIND,
+    SHARED_FIELDS,
+    VOLUME,
+    VOLUME_ROW_FIELDS,
+)
 from app.observation.model import ObservationRound
 from app.observation.node_reports import DATA
-from app.decision.policy import rule_of
 from app.timefmt import iso_instant
 
 DEFAULT_KEYFRAME_SECONDS = 300.0
@@ -149,7 +165,8 @@ class Compactor:
         if row.get(ROW_KIND) == ROUND:
             self.reset()
         else:
-            self._last.pop((row.get("broker_id"), row.get("log_dir"), row.get("holds")), None)
+            key: tuple[Any, Any, Any] = (row.get("broker_id"), row.get("log_dir"), row.get("holds"))
+            self._last.pop(key, None)
 
     def _due(self, key: VolumeKey, signature: tuple, status: str, usable: int, total: int, at: float, keyframe_seconds: float, share: float) -> bool:
         last = self._last.get(key)
@@ -226,7 +243,7 @@ def expand(rows: Iterable[dict[str, Any]]) -> Iterator[HistoryRow]:
                 shared = {name: row.get(name) for name in SHARED_FIELDS}
             pending = row
         elif pending is not None and row_hour == hour:
-            key = (row.get("broker_id"), row.get("log_dir"), row.get("holds"))
+            key: tuple[Any, Any, Any] = (row.get("broker_id"), row.get("log_dir"), row.get("holds"))
             carried.pop(key, None)  # a volume written again moves to the end: the order rows are written in
             if kind == VOLUME:
                 carried[key] = row

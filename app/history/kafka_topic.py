@@ -56,7 +56,8 @@ def record_value(row: HistoryRow, shared: dict[str, Any] | None = None) -> dict[
     kind = limits.get("limit_kind")
     if kind is None:
         return row
-    soft = limits.get("soft_limit") if limits.get("soft_limit") is not None else limits["hard_limit"]
+    soft_limit = limits.get("soft_limit")
+    soft = soft_limit if soft_limit is not None else limits["hard_limit"]
     total, usable = row["total_bytes"], row["usable_bytes"]
     return {
         **row,
@@ -101,7 +102,7 @@ class HistoryTopic:
         try:
             ensure_history_topic(self._config, self.topic, self._retention_ms or 0)
             self._ensured_at = float("inf")
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever failed, the check is tried again in a minute
             log.warning("history topic %r not checked or created (%s); tried again in a minute", self.topic, exc)
 
     def publish(self, rows: Iterable[HistoryRow]) -> None:

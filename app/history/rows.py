@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import enum
 import json
 from collections.abc import Sequence
 from typing import Any
 
-from app.history.schema import FIELD_NAMES
 from app.decision.decision import Decision
 from app.decision.fill_rate import seconds_to_limit
 from app.decision.metadata import MetadataVerdict
-from app.observation.node_reports import DATA
 from app.decision.policy import LimitKind, VolumeStatus, VolumeVerdict, rule_of
-from app.timefmt import iso_instant
+from app.history.schema import FIELD_NAMES
 from app.observation.model import ObservationRound, VolumeObservation
+from app.observation.node_reports import DATA
+from app.timefmt import iso_instant
 
 HistoryRow = dict[str, Any]
 
@@ -24,7 +25,16 @@ _VOLUME_FIELDS = (
     "observed_at", "observation_age_seconds", "kept", "volume_status", "volume_factor",
 )  # fmt: skip
 _OWN_FIELDS = 9  # the volume's own fields come before the limits, its verdict after them
-_UNRATED = object()  # a volume the horizon rule has no rate for (or no horizon)
+
+
+class _Unrated(enum.Enum):
+    """A volume the horizon rule has no rate for (or no horizon): a marker apart from None,
+    which is a rate the rule could not measure."""
+
+    UNRATED = enum.auto()
+
+
+_UNRATED = _Unrated.UNRATED
 # A volume's time to full (with a horizon) and the rule that slows it: after the round's fields.
 _TIME_FIELDS = ("fill_rate_bytes_per_second", "seconds_to_hard_limit", "volume_rule")
 

@@ -21,13 +21,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from app.decision.decision import Decision
 from app.history.compact import Compaction, Compactor
 from app.history.files import HistoryFiles
 from app.history.kafka_topic import HistoryTopic
 from app.history.rows import ROW_ENCODER, round_lines, round_rows, row_count
-from app.decision.decision import Decision
 from app.observation.model import ObservationRound
-
 
 log = logging.getLogger("app.history")
 
@@ -122,7 +121,7 @@ class HistoryWriter:
             rows = self._compactor.rows(item.round_, item.decision, self._interval)
             try:
                 lines = "".join(ROW_ENCODER.encode(row) + "\n" for row in rows).encode()
-            except Exception:
+            except Exception:  # noqa: BLE001 - a row that cannot be encoded: each is tried alone
                 rows, lines = self._encodable_compact(rows)
         except Exception:
             self._compactor.reset()
@@ -148,7 +147,7 @@ class HistoryWriter:
             try:
                 lines.append(ROW_ENCODER.encode(row) + "\n")
                 kept.append(row)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - whatever the reason, the row is dropped and said so
                 log.error("history row dropped: it cannot be encoded (%s: %s)", type(exc).__name__, exc)
                 self._counters.dropped("write_error", 1)
                 self._compactor.forget(row)
@@ -173,7 +172,7 @@ class HistoryWriter:
     def _write(self, item: _RoundResult, rows: int) -> None:
         try:
             lines, count = round_lines(item.round_, item.decision, self._interval).encode(), rows
-        except Exception:
+        except Exception:  # noqa: BLE001 - a row that cannot be built or encoded: each is tried alone
             lines, count = self._encodable_lines(item, rows)
         if not count:
             return
@@ -186,7 +185,7 @@ class HistoryWriter:
         for row in round_rows(item.round_, item.decision, self._interval):
             try:
                 lines.append(ROW_ENCODER.encode(row) + "\n")
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - whatever the reason, the row is dropped and said so
                 log.error("history row dropped: it cannot be encoded (%s: %s)", type(exc).__name__, exc)
         if len(lines) < rows:
             self._counters.dropped("write_error", rows - len(lines))
