@@ -12,16 +12,18 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic.json_schema import JsonDict
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from app.decision.enforcement import Enforcement, parse_broker_ids
-from app.redaction import HIDDEN, is_secret_key, quoted, secret_values_of
 from app.decision.horizon import HORIZON_CHECK_INTERVALS, MIN_HORIZON_SECONDS
+from app.redaction import HIDDEN, is_secret_key, quoted, secret_values_of
 from app.settings.durations import DURATION_HINT, format_duration, parse_duration
 
 STATIC_PREFIX = "client.quota.callback.static."
@@ -35,7 +37,7 @@ HISTORY_DIR_NAME = "history"
 
 def setting(default: Any, prop: str, allowed: str, description: str, shown_default: str | None = None) -> Any:
     """A settings field that knows its property name and what values it allows."""
-    extra = {"property": prop, "allowed": allowed}
+    extra: JsonDict = {"property": prop, "allowed": allowed}
     if shown_default is not None:
         extra["shown_default"] = shown_default  # for defaults that depend on the machine
     return Field(default, description=description, json_schema_extra=extra)
@@ -631,6 +633,7 @@ class Settings(BaseSettings):
     @field_validator(*_INT_RANGES)
     @classmethod
     def _in_range(cls, value: int, info: ValidationInfo) -> int:
+        assert info.field_name is not None  # a field validator is always given its field's name
         low, high = _INT_RANGES[info.field_name]
         if not low <= value <= high:
             raise ValueError("out of range")
@@ -656,12 +659,13 @@ class Settings(BaseSettings):
                 found |= secret_values_of(key, value)
         return frozenset(found)
 
-    def __repr_args__(self):  # type: ignore[no-untyped-def]
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         # Client properties are plain strings: hide the secret ones as SecretStr hides the token.
         for name, value in super().__repr_args__():
             if isinstance(value, dict):
-                value = {k: HIDDEN if is_secret_key(k) else v for k, v in value.items()}
-            yield name, value
+                yield name, {k: HIDDEN if is_secret_key(k) else v for k, v in value.items()}
+            else:
+                yield name, value
 
     @property
     def observation_enabled(self) -> bool:
