@@ -133,7 +133,7 @@ def ensure_history_topic(client_config: dict[str, str], topic: str, retention_ms
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
-    from app.quotas.kafka_store import topic_settings
+    from app.kafka.topics import topic_settings
 
     admin = AdminClient({**client_config})
     metadata = admin.list_topics(timeout=timeout)

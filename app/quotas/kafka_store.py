@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.decision.enforcement import Enforcement
+from app.kafka.topics import ensure_compacted_topic
 from app.quotas.changelog import (
     Applied,
     QuotaLog,
@@ -45,14 +46,6 @@ class StoreUnavailable(RuntimeError):
 
 class ChangeRefused(ValueError):
     """The change reached the topic but was not applied (e.g. a member claimed by another group)."""
-
-
-def topic_settings(brokers: int) -> tuple[int, int]:
-    """Replication factor and min.insync.replicas for a new topic: 3 and 2 where the cluster
-    allows; on smaller clusters every broker holds a replica and one may be down."""
-    replicas = max(1, min(3, brokers))
-    min_insync = 2 if replicas >= 3 else max(1, replicas - 1)
-    return replicas, min_insync
 
 
 class KafkaQuotaStore:
@@ -280,22 +273,3 @@ class KafkaQuotaStore:
         ensure_compacted_topic(self._client_config, self.topic, TOPIC_CONFIG, self._write_timeout, "quota topic")
 
 
-def ensure_compacted_topic(client_config: dict[str, Any], topic: str, config: dict[str, str], timeout: float, what: str) -> None:
-    """Create the one-partition compacted ``topic`` unless it exists (the quota topic, the
-    state topic): replicated as ``topic_settings`` says, with ``config`` besides."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({**client_config})
-    metadata = admin.list_topics(timeout=timeout)
-    if topic in metadata.topics and not metadata.topics[topic].error:
-        return
-    replicas, min_insync = topic_settings(len(metadata.brokers))
-    settings = {**config, "cleanup.policy": "compact", "min.insync.replicas": str(min_insync)}
-    future = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=replicas, config=settings)])[topic]
-    try:
-        future.result(timeout=timeout)
-        log.info("created the %s %r (replication factor %d, min.insync.replicas %d, compacted)", what, topic, replicas, min_insync)
-    except KafkaException as exc:
-        if exc.args[0].code() != 36:  # TOPIC_ALREADY_EXISTS: another replica was first
-            raise

@@ -6,7 +6,7 @@ import pytest
 
 from app.kafka.admin_config import to_librdkafka
 from app.quotas.changelog import QuotaLog, group_key, group_value, override_key, override_value
-from app.quotas.kafka_store import topic_settings
+from app.kafka.topics import topic_settings
 from app.quotas.model import DEFAULT, QuotaEntity, QuotaGroup, QuotaType
 
 

@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 from app.clock import Clock
 from app.decision.snapshot import SnapshotError, decode_node_report, encode_node_report
+from app.kafka.topics import ensure_compacted_topic
 from app.observation.node_reports import NodeReport
-from app.quotas.kafka_store import ensure_compacted_topic
 
 if TYPE_CHECKING:
     from app.decision.decider import ThrottleDecider
