@@ -10,9 +10,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from spark.analysis import partials
 from spark.analysis.backtest import TABLES as BACKTEST_TABLES
 from spark.analysis.backtest import LimitSet, Outcome, backtest, page_view
-from spark.analysis import partials
 from spark.analysis.brokers import broker_summary, fenced_time
 from spark.analysis.chart_data import closest_volume_series, state_timeline
 from spark.analysis.enforcement import with_enforcement
@@ -78,7 +78,7 @@ def _reasons(counts: dict[str, int]) -> str:
 
 def _history_end(volumes: DataFrame, last_round: float) -> HistoryEnd:
     """The last round, and the last one that observed volumes (from the per-volume summary)."""
-    last_seen = volumes.agg(F.max(epoch_seconds("last_seen"))).first()[0]
+    last_seen = volumes.agg(F.max(epoch_seconds("last_seen"))).collect()[0][0]  # one row: a global aggregate
     return HistoryEnd(last_round, last_seen if last_seen is not None else last_round)
 
 
@@ -87,7 +87,7 @@ def _check_every_limit_is_explained(report: Report, round_rows: DataFrame, progr
     # One pass: the count and the first ten (none in a history the service writes).
     shown = F.struct(F.unix_micros("time").alias("t"), F.date_format("time", "yyyy-MM-dd HH:mm:ss'Z'").alias("time"), "state", "source")
     examples = F.slice(F.array_sort(F.collect_list(shown)), 1, 10)
-    found = unexplained_rounds(round_rows).agg(F.count(F.lit(1)).alias("count"), examples.alias("examples")).first()
+    found = unexplained_rounds(round_rows).agg(F.count(F.lit(1)).alias("count"), examples.alias("examples")).collect()[0]
     report.unexplained_rounds = found["count"]
     report.unexplained_examples = [{key: example[key] for key in ("time", "state", "source")} for example in found["examples"]]
     progress(f"rounds in THROTTLE or PAUSE that no open episode explains: {report.unexplained_rounds:,}")
@@ -140,10 +140,10 @@ def run_report(
         progress(f"{message} ({report.seconds[step]:.1f} s)")
 
     topic = input_path if isinstance(input_path, TopicInput) else None
-    input_path = topic.url if topic is not None else input_path
-    progress(f"reading {input_path}")
+    location = input_path.url if isinstance(input_path, TopicInput) else input_path
+    progress(f"reading {location}")
     if topic is None:
-        check_folders(spark, input_path, output_path, cache)
+        check_folders(spark, location, output_path, cache)
     for folder, what in ((output_path, "the output"), (cache, "the cache")):
         if folder is not None:
             make_folder(spark, folder, what)
@@ -155,7 +155,7 @@ def run_report(
 
     unlock = lock(spark, cache, "the cache") if cache is not None else lock(spark, output.path(PARSED), "the output's scratch folder")
     try:
-        history_path = input_path
+        history_path = location
         if topic is not None:
             history_path = output.path(TOPIC_COPY)
             copy_topic(spark, topic, history_path, since, until)
@@ -171,9 +171,9 @@ def run_report(
         round_decisions = keep(partials.round_decisions(derived))
         read = line_counts(round_decisions)
         if read.rows == 0:
-            raise EmptyHistory(f"no history rows in {input_path} ({read.skipped_lines} lines skipped)")
+            raise EmptyHistory(f"no history rows in {location} ({read.skipped_lines} lines skipped)")
         assert read.first_time is not None and read.last_time is not None
-        report = Report(input_path, output.directory, read.rows, read.skipped_lines, read.first_time, read.last_time, max_gap_seconds, forecast_window_seconds)
+        report = Report(location, output.directory, read.rows, read.skipped_lines, read.first_time, read.last_time, max_gap_seconds, forecast_window_seconds)
         report.parsed_days, report.reused_days = history.parsed_days, history.reused_days
         if read.skipped_lines:
             report.skipped_by_reason = partials.skipped_by_reason(derived)

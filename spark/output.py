@@ -30,9 +30,13 @@ class ReportOutput:
     def __init__(self, spark: SparkSession, directory: str) -> None:
         self._spark = spark
         self.directory = directory.rstrip("/") or "/"
-        jvm = spark.sparkContext._jvm  # Hadoop's FileSystem: the one Spark itself writes with
+        # Hadoop's FileSystem: the one Spark itself writes with, reached through PySpark's JVM gateway
+        context = spark.sparkContext
+        jvm, jsc = context._jvm, context._jsc  # noqa: SLF001
+        if jvm is None or jsc is None:
+            raise RuntimeError("the Spark session has stopped")
         self._Path = jvm.org.apache.hadoop.fs.Path
-        self._fs = self._Path(self.directory).getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        self._fs = self._Path(self.directory).getFileSystem(jsc.hadoopConfiguration())
 
     def path(self, name: str) -> str:
         return f"{self.directory.rstrip('/')}/{name}"

@@ -182,7 +182,10 @@ def report_session(master: str | None, extra: dict[str, str] | None = None, kafk
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    log4j = spark.sparkContext._jvm.org.apache.logging.log4j
+    jvm = spark.sparkContext._jvm  # noqa: SLF001 - log4j's levels are set through PySpark's JVM gateway
+    if jvm is None:
+        raise RuntimeError("the Spark session has stopped")
+    log4j = jvm.org.apache.logging.log4j
     for logger in _QUIET_LOGGERS:
         log4j.core.config.Configurator.setLevel(logger, log4j.Level.ERROR)
     return spark

@@ -282,7 +282,7 @@ def backtest(
     to its episodes after ``violation_episodes`` (so every set's episodes have its columns);
     ``cached`` receives the frames persisted here, for the caller to unpersist."""
     cached = [] if cached is None else cached
-    outcomes = [(LIVE, None, live)]
+    outcomes: list[tuple[str, StoragePolicy | None, Outcome]] = [(LIVE, None, live)]
     for limit_set in limit_sets:
         judged = rows.transform(judged_rows(limit_set.policy, max_gap_seconds))
         # Each set's episodes and rounds feed three tables: computed once (they are small).

@@ -88,8 +88,8 @@ def _nearest_forecast(forecast: DataFrame) -> DataFrame:
 
 def broker_summary(volumes: DataFrame, episodes: DataFrame, forecast: DataFrame, end: HistoryEnd, fenced: DataFrame | None = None) -> DataFrame:
     """``volumes``: ``volume_summary(rows, max_gap_seconds)``; ``fenced``: ``fenced_time(...)``."""
-    zero_counts = {name: 0 for name in ("hard_episodes", "soft_episodes", "ongoing_episodes")}
-    zero_seconds = {name: 0.0 for name in ("hard_breach_seconds", "soft_breach_seconds", "fenced_seconds")}
+    zero_counts = dict.fromkeys(("hard_episodes", "soft_episodes", "ongoing_episodes"), 0)
+    zero_seconds = dict.fromkeys(("hard_breach_seconds", "soft_breach_seconds", "fenced_seconds"), 0.0)
     observed = _observed(volumes, end)
     if fenced is not None:
         observed = observed.join(fenced, "broker_id", "left")

@@ -32,7 +32,16 @@ from pyspark.sql import types as T
 
 from app.decision.fill_rate import GAIN_CONTEXT
 from spark.analysis.brokers import volume_aggregates
-from spark.analysis.episodes import DATA, SEGMENT_FIELDS, VOLUME, as_segments, data_rows, metadata_rows, segments, volume_rows
+from spark.analysis.episodes import (
+    DATA,
+    SEGMENT_FIELDS,
+    VOLUME,
+    as_segments,
+    data_rows,
+    metadata_rows,
+    segments,
+    volume_rows,
+)
 from spark.analysis.forecast import fitted_rows, observed_seconds
 from spark.analysis.gaps import HistoryEnd, gap_limit, still_present
 from spark.analysis.states import blames, decisions
@@ -206,7 +215,7 @@ def forecast_rows(derived: dict[str, DataFrame], rows: DataFrame, volumes: DataF
     present = still_present(epoch_seconds("last_seen"), end, F.col("gap_limit")) & F.col("last_fitted_t").isNotNull()
     cut = F.col("last_fitted_t") - F.lit(window_seconds)
     cuts = volumes.filter(present).select(*VOLUME, cut.alias("cut"))
-    bounds = volumes.agg(F.min(F.when(present, cut)).alias("cut"), F.max("gap_limit").alias("gap")).first()
+    bounds = volumes.agg(F.min(F.when(present, cut)).alias("cut"), F.max("gap_limit").alias("gap")).collect()[0]
     if bounds["cut"] is None:  # no volume to forecast
         return rows
     start = bounds["cut"] - max(_LEAD_SECONDS, _LEAD_GAPS * (bounds["gap"] or 0.0))

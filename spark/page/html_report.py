@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from html import escape
 
 from spark.page.backtest import backtest_sections
-from spark.page.tables import END_REASONS, table_html
 from spark.page.svg import VOLUME_CHART_WIDTH, day_bars_chart, state_timeline_chart, volume_chart
+from spark.page.tables import END_REASONS, table_html
 from spark.page.units import human_duration
 from spark.report import GAP_INTERVALS, Report
 
@@ -108,9 +108,11 @@ def render_page(report: Report) -> str:
         f'<details><summary>Ended: {ended_total:,} episodes{" (the first " + format(len(ended), ",") + " shown)" if ended_total > len(ended) else ""}</summary>',
         table_html("episodes", ended, ended_total, "ended episodes"),
         "</details>",
-        f'<details class="legend"><summary>What the end reasons mean</summary><dl>{reasons}</dl>'
-        '<p class="note">An offline log dir (the broker answers with an error such as KAFKA_STORAGE_ERROR) has no bytes: '
-        "it counts as a hard breach, and its episodes show the log dir error instead of the lowest available bytes.</p></details>",
+        (
+            f'<details class="legend"><summary>What the end reasons mean</summary><dl>{reasons}</dl>'
+            '<p class="note">An offline log dir (the broker answers with an error such as KAFKA_STORAGE_ERROR) has no bytes: '
+            "it counts as a hard breach, and its episodes show the log dir error instead of the lowest available bytes.</p></details>"
+        ),
         "<h2>Fill rate and time to the hard limit</h2>",
         (
             f'<p class="note">The service\'s own estimator: the median of the slopes across half of each volume\'s trend, '

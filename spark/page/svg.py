@@ -163,7 +163,8 @@ def _value_scale(series: VolumeSeries) -> float:
     capacity. (On a scale of the whole capacity, a 1 TiB volume near a 50 GiB limit would be a
     flat line at the bottom.)"""
     levels = [level for _, level in series.hard + series.soft if level is not None]
-    highest = max(max(v for _, v in series.points), *levels, 0.0)
+    peak = max(v for _, v in series.points)
+    highest = max(peak, *levels, 0.0)
     return min(highest * 1.15, float(series.total_bytes)) if series.total_bytes > 0 else highest * 1.15
 
 
@@ -172,7 +173,7 @@ def _value_scale(series: VolumeSeries) -> float:
 PROJECTION_REACH = 0.25
 
 
-def _step_lines(steps: Sequence[tuple[float, float | None]], end: float, frame: "_Frame") -> list[list[tuple[float, float]]]:
+def _step_lines(steps: Sequence[tuple[float, float | None]], end: float, frame: _Frame) -> list[list[tuple[float, float]]]:
     """A limit's levels in force over time as the corners of step lines (x, y), one line per
     stretch where the limit was set."""
     lines: list[list[tuple[float, float]]] = []
@@ -189,7 +190,7 @@ def _step_lines(steps: Sequence[tuple[float, float | None]], end: float, frame: 
     return lines
 
 
-def _projection(series: VolumeSeries, frame: "_Frame") -> str:
+def _projection(series: VolumeSeries, frame: _Frame) -> str:
     """The forecast's line from the last point to where it meets the hard limit, cut at the
     chart's edge."""
     if series.projected is None:

@@ -33,6 +33,7 @@ def time_ticks(first: float, last: float, most: int) -> list[TimeTick]:
     """Ticks on round UTC instants between ``first`` and ``last``, at most ``most`` of them."""
     step = next((s for s in _TIME_STEPS if len(_multiples(first, last, s)) <= max(most, 2)), _TIME_STEPS[-1])
     ticks, previous = [], None
+    period: object  # a day or, with steps of days, a year
     for t in _multiples(first, last, step):
         moment = datetime.fromtimestamp(t, tz=UTC)
         if step < MINUTE:

@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
@@ -94,9 +95,13 @@ class _FileSystem:
     be local folders or shared storage (hdfs://, s3a://, ...) alike."""
 
     def __init__(self, spark: SparkSession, path: str) -> None:
-        jvm = spark.sparkContext._jvm
+        # reached through PySpark's JVM gateway
+        context = spark.sparkContext
+        jvm, jsc = context._jvm, context._jsc  # noqa: SLF001
+        if jvm is None or jsc is None:
+            raise RuntimeError("the Spark session has stopped")
         self._Path = jvm.org.apache.hadoop.fs.Path
-        self._fs = self._Path(path).getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+        self._fs = self._Path(path).getFileSystem(jsc.hadoopConfiguration())
         self.local = self._fs.getUri().getScheme() == "file"
 
     def path(self, path: str):
@@ -184,7 +189,7 @@ def make_folder(spark: SparkSession, path: str, what: str) -> None:
 def _alive_here(owner: str) -> bool:
     """Whether the run named by a lock's ``owner`` ("<host> <pid> <since>") may still be
     running: on another machine it may; on this one, while its process is."""
-    host, pid, *_ = owner.split(" ") + ["", ""]
+    host, pid, *_ = [*owner.split(" "), "", ""]
     if host != socket.gethostname() or not pid.isdigit():
         return True
     if int(pid) == os.getpid():  # this process holds no lock yet: one left by an earlier life (a restarted container)
@@ -246,7 +251,7 @@ def history_files(spark: SparkSession, path: str, since: datetime | None = None,
     """The files of the history at ``path`` (one file, or a folder of files and of
     date=YYYY-MM-DD partitions), in order; only the partitions within [since, until] by day."""
     fs = _FileSystem(spark, path)
-    found: list[tuple[object, str, str | None]] = []
+    found: list[tuple[Any, str, str | None]] = []  # Hadoop's FileStatus, through the JVM gateway
     top = fs.status(path)
     if top is None:
         raise UnusablePath(f"the history {path} does not exist")

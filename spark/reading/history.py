@@ -20,7 +20,16 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from app.history.schema import GONE, PARTITION_PREFIX, ROUND, ROUND_FIELDS, ROW_KIND, SHARED_FIELDS, VOLUME, VOLUME_ROW_FIELDS
+from app.history.schema import (
+    GONE,
+    PARTITION_PREFIX,
+    ROUND,
+    ROUND_FIELDS,
+    ROW_KIND,
+    SHARED_FIELDS,
+    VOLUME,
+    VOLUME_ROW_FIELDS,
+)
 from spark.reading.cache import CHUNK, LINES, Derive, history_files, read_cached
 from spark.reading.schema import (
     HISTORY_SCHEMA,
@@ -362,7 +371,7 @@ def line_counts(decisions: DataFrame) -> LineCounts:
         F.sum(F.when(~ok, F.col("lines"))).alias("skipped"),
         F.min(F.when(ok, epoch_seconds("time"))).alias("first"),
         F.max(F.when(ok, epoch_seconds("time"))).alias("last"),
-    ).first()
+    ).collect()[0]  # one row: a global aggregate
     return LineCounts(counts["valid"] or 0, counts["skipped"] or 0, counts["first"], counts["last"])
 
 
