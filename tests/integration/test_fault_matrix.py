@@ -10,7 +10,6 @@ one, and Kafka halts a broker whose only log dir fails."""
 from __future__ import annotations
 
 import csv
-import json
 import os
 import re
 import signal
@@ -25,10 +24,10 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from devtools.devcluster import LocalKafkaCluster, ensure_kafka_jars
 from devtools.commands import run_command
+from devtools.devcluster import LocalKafkaCluster, ensure_kafka_jars
 
-from .conftest import MiB, VOLUME_MIB, create_topic_on, delete_topic, fill, free_port
+from .conftest import VOLUME_MIB, MiB, create_topic_on, delete_topic, fill, free_port
 from .shim_harness import (
     CHECK,
     LOAD_RATE,
@@ -43,6 +42,7 @@ from .shim_harness import (
     wait_for_shims,
     wait_until,
 )
+from .test_history_on_kafka import history_lines
 
 STORAGE_ERROR = "log dir error KAFKA_STORAGE_ERROR"
 # Both of the shim's fallback lines: "...; fallback factor F (STATE) applies until <url> answers" / "... until it answers".
@@ -422,8 +422,6 @@ def assert_the_report_explains_the_pause(history: Path, output: Path, broker_id:
     print(f"report: episode {episode['start']} - {episode['end']} ({episode['end_reason']}), OPEN again at {reopened}")
 
 
-def history_lines(directory: Path) -> list[dict]:
-    return [json.loads(line) for path in sorted(directory.glob("date=*/history-*.jsonl")) for line in path.read_text().splitlines()]
 
 
 def test_a_halted_broker_unregistered_with_the_admin_api_is_forgotten_after_the_validity(whole_cluster, observed_service, recorder):
