@@ -18,7 +18,7 @@ observation (usable bytes, when it was made), as the decision saw nothing worth 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -44,7 +44,7 @@ from app.history.schema import (
     VOLUME,
     VOLUME_ROW_FIELDS,
 )
-from app.observation.model import ObservationRound
+from app.observation.model import ObservationRound, VolumeObservation
 from app.observation.node_reports import DATA
 from app.timefmt import iso_instant
 
@@ -99,12 +99,25 @@ class Compactor:
             self._hour, self._last, self._shared = hour, {}, None
         time = iso_instant(at)
         view = _view(round_, decision)
+        rows = [self._round_row(time, len(view), round_, decision, check_interval_seconds, keyframe)]
+        seen: set[VolumeKey] = set()
+        rows += self._data_rows(time, at, view, round_, decision, seen)
+        rows += self._metadata_rows(time, at, round_, decision, seen)
+        for key in [key for key in self._last if key not in seen]:
+            del self._last[key]
+            rows.append({"time": time, ROW_KIND: GONE, "broker_id": key[0], "log_dir": key[1], "holds": key[2]})
+        return rows
+
+    def _round_row(
+        self, time: str | None, volumes: int, round_: ObservationRound, decision: Decision, check_interval_seconds: float, keyframe: bool
+    ) -> HistoryRow:
+        """The round's own row; the shared values on it when they changed (and in a keyframe)."""
         policy = decision.policy
         shared_values = (policy.kind.value, policy.hard_level, policy.soft_level, *_enforcement_fields(decision).values())
         round_row: HistoryRow = {
             "time": time,
             ROW_KIND: ROUND,
-            "volumes": len(view),
+            "volumes": volumes,
             "cluster_factor": decision.factor,
             "state": decision.state.value,
             "source": decision.source.value,
@@ -118,13 +131,18 @@ class Compactor:
             self._shared = shared_values
         if keyframe:
             round_row["keyframe"] = True
-        rows = [round_row]
+        return round_row
+
+    def _data_rows(
+        self, time: str | None, at: float, view: Sequence[VolumeObservation], round_: ObservationRound, decision: Decision, seen: set[VolumeKey]
+    ) -> list[HistoryRow]:
+        """The rows of the data volumes in the view that are due."""
         evaluation = decision.evaluation
         verdicts = (*evaluation.breaching, *evaluation.ramping, *evaluation.unjudged) if evaluation else ()
         listed = {v.volume.key: v for v in verdicts}
         provenance = _Provenance(round_)
         keyframe_seconds, share = self.compaction.keyframe_seconds, self.compaction.usable_share
-        seen: set[VolumeKey] = set()
+        rows = []
         for volume in view:
             key = (volume.broker_id, volume.log_dir, DATA)
             seen.add(key)
@@ -146,6 +164,12 @@ class Compactor:
                 "seconds_to_hard_limit": seconds, "volume_rule": volume_rule, "holds": DATA,
             }  # fmt: skip
             rows.append({name: value for name, value in row.items() if value is not None})
+        return rows
+
+    def _metadata_rows(self, time: str | None, at: float, round_: ObservationRound, decision: Decision, seen: set[VolumeKey]) -> list[HistoryRow]:
+        """The rows of the nodes' reported (metadata) volumes that are due."""
+        keyframe_seconds, share = self.compaction.keyframe_seconds, self.compaction.usable_share
+        rows = []
         for full in _metadata_rows(round_, decision, {}):
             key = (full["broker_id"], full["log_dir"], full["holds"])
             seen.add(key)
@@ -154,9 +178,6 @@ class Compactor:
                 continue
             row = {"time": time, ROW_KIND: VOLUME, **{name: full[name] for name in VOLUME_ROW_FIELDS[1:] + _LIMIT_FIELDS if name != "available_ratio"}}
             rows.append({name: value for name, value in row.items() if value is not None})
-        for key in [key for key in self._last if key not in seen]:
-            del self._last[key]
-            rows.append({"time": time, ROW_KIND: GONE, "broker_id": key[0], "log_dir": key[1], "holds": key[2]})
         return rows
 
     def forget(self, row: HistoryRow) -> None:
