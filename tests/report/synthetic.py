@@ -168,15 +168,17 @@ def service_rounds(start: datetime, rounds: int):
         yield round_, decider.decision(at_)
 
 
-def write_service_history(directory: Path, start: datetime, rounds: int, compaction=None) -> None:
+def write_service_history(directory: Path, start: datetime, rounds: int, compaction=None, only: range | None = None) -> None:
     """The rounds of ``service_rounds`` written by the service's history writer: format 1 without
-    ``compaction``, format 2 with it (closed hours compressed)."""
+    ``compaction``, format 2 with it (closed hours compressed); ``only``: the rounds this writer
+    writes (a service run: another run writes the others)."""
     from app.history.writer import HistoryCounters, HistoryWriter
 
     counters = HistoryCounters(lambda n: None, lambda reason, n: None, lambda n: None)
     files = HistoryFiles(directory, Retention(max_age_days=100000, max_total_bytes=1 << 50))
     writer = HistoryWriter(files, CHECK_INTERVAL, counters, queue_rounds=1 << 20, compaction=compaction)
     writer.start()
-    for round_, decision in service_rounds(start, rounds):
-        writer.submit(round_, decision)
+    for i, (round_, decision) in enumerate(service_rounds(start, rounds)):
+        if only is None or i in only:
+            writer.submit(round_, decision)
     writer.close(timeout_seconds=120)
