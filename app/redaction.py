@@ -69,7 +69,9 @@ def quoted(value: str) -> str:
             return whole
     end = width = 0
     for char in value[:SHOWN_VALUE_CHARS]:
-        width += len(repr(char)) - 2 + (char == "'")  # escaped when the value also holds a double quote
+        width += (
+            len(repr(char)) - 2 + (char == "'")
+        )  # escaped when the value also holds a double quote
         if width > SHOWN_VALUE_CHARS:
             break
         end += 1
@@ -91,7 +93,9 @@ def secret_values_of(key: str, value: str) -> set[str]:
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
-    for secret in sorted(secrets, key=len, reverse=True):  # longest first: a JAAS line before its password
+    for secret in sorted(
+        secrets, key=len, reverse=True
+    ):  # longest first: a JAAS line before its password
         if len(secret) >= MIN_REDACTED_LENGTH and secret in text:
             text = text.replace(secret, HIDDEN)
     return text
@@ -125,7 +129,9 @@ def install_log_redaction(secrets: Iterable[str]) -> None:
             if clean != message:
                 record.msg, record.args = clean, ()
         if record.exc_info and not record.exc_text:
-            record.exc_text = redact(exception_formatter.formatException(record.exc_info), _installed)
+            record.exc_text = redact(
+                exception_formatter.formatException(record.exc_info), _installed
+            )
         return record
 
     logging.setLogRecordFactory(scrubbed_record)

@@ -29,12 +29,16 @@ def _instant(text: str) -> datetime:
 
 
 # The masters Spark 4 accepts (SparkContext refuses any other, after starting its JVM).
-_MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|local-cluster\[\d+,\d+,\d+\]|spark://\S+|yarn|k8s://\S+")
+_MASTER = re.compile(
+    r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|local-cluster\[\d+,\d+,\d+\]|spark://\S+|yarn|k8s://\S+"
+)
 
 
 def _master(text: str) -> str:
     if not _MASTER.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"not a Spark master: {text!r} (local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL)")
+        raise argparse.ArgumentTypeError(
+            f"not a Spark master: {text!r} (local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL)"
+        )
     return text
 
 
@@ -61,18 +65,39 @@ def _parser() -> argparse.ArgumentParser:
         help="the history folder (date=YYYY-MM-DD/ partitions), or the history topic: kafka://HOST:PORT[,HOST:PORT...]/TOPIC "
         "(time-retained, not compacted; --since/--until pick its records by time)",
     )
-    parser.add_argument("--output", required=True, metavar="DIR", help="where the report goes (replaced)")
-    parser.add_argument("--since", type=_instant, metavar="T", help="first instant to include (ISO-8601; UTC unless a zone is given)")
+    parser.add_argument(
+        "--output", required=True, metavar="DIR", help="where the report goes (replaced)"
+    )
+    parser.add_argument(
+        "--since",
+        type=_instant,
+        metavar="T",
+        help="first instant to include (ISO-8601; UTC unless a zone is given)",
+    )
     parser.add_argument("--until", type=_instant, metavar="T", help="first instant to leave out")
-    parser.add_argument("--master", type=_master, metavar="URL", help="Spark master (default: spark-submit's, else local[*])")
     parser.add_argument(
-        "--cache", metavar="DIR", help="keep each file of the history parsed in DIR, with what the report derives from it, and parse a file again only when it changes (a local or HDFS path)"
+        "--master",
+        type=_master,
+        metavar="URL",
+        help="Spark master (default: spark-submit's, else local[*])",
     )
     parser.add_argument(
-        "--max-gap", type=_seconds, metavar="SECONDS", help="observations further apart than this split episodes (default: 3 x the recorded check interval)"
+        "--cache",
+        metavar="DIR",
+        help="keep each file of the history parsed in DIR, with what the report derives from it, and parse a file again only when it changes (a local or HDFS path)",
     )
     parser.add_argument(
-        "--forecast-window", type=_seconds, default=FORECAST_WINDOW_SECONDS, metavar="SECONDS", help="history each fill-rate fit uses (default: 3600)"
+        "--max-gap",
+        type=_seconds,
+        metavar="SECONDS",
+        help="observations further apart than this split episodes (default: 3 x the recorded check interval)",
+    )
+    parser.add_argument(
+        "--forecast-window",
+        type=_seconds,
+        default=FORECAST_WINDOW_SECONDS,
+        metavar="SECONDS",
+        help="history each fill-rate fit uses (default: 3600)",
     )
     parser.add_argument(
         "--limits",
@@ -101,12 +126,19 @@ def _topic(parser: argparse.ArgumentParser, args: argparse.Namespace) -> TopicIn
     """The --input topic with its client properties; None for a folder (exit 2 on a bad one)."""
     if not is_topic(args.input):
         if args.kafka_config is not None or args.kafka_package is not None:
-            parser.error("--kafka-config and --kafka-package go with --input kafka://HOST:PORT/TOPIC")
+            parser.error(
+                "--kafka-config and --kafka-package go with --input kafka://HOST:PORT/TOPIC"
+            )
         return None
     if args.cache is not None:
-        parser.error("--cache keeps a folder's files parsed; a topic is read again on every run: leave --cache out")
+        parser.error(
+            "--cache keeps a folder's files parsed; a topic is read again on every run: leave --cache out"
+        )
     try:
-        return parse_topic(args.input, read_client_config(args.kafka_config) if args.kafka_config is not None else None)
+        return parse_topic(
+            args.input,
+            read_client_config(args.kafka_config) if args.kafka_config is not None else None,
+        )
     except BadTopic as exc:
         parser.error(str(exc))
 
@@ -156,14 +188,19 @@ def _broker_line(broker: dict) -> tuple[str, ...]:
 def _aligned(lines: list[tuple[str, ...]]) -> list[str]:
     """The lines in columns, a rule under the first (the header)."""
     widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
-    rendered = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines]
+    rendered = [
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in lines
+    ]
     rendered.insert(1, "  ".join("-" * width for width in widths))
     return rendered
 
 
 def _totals_line(report: Report) -> str:
     days = report.tables["time_in_states"]
-    throttle, pause, fallback = (sum(d[name] for d in days) for name in ("throttle_seconds", "pause_seconds", "source_fallback_seconds"))
+    throttle, pause, fallback = (
+        sum(d[name] for d in days)
+        for name in ("throttle_seconds", "pause_seconds", "source_fallback_seconds")
+    )
     return (
         f"{report.rows:,} rows, {report.skipped_lines:,} lines skipped; time in THROTTLE {_duration(throttle)}, "
         f"PAUSE {_duration(pause)}, on the fallback {_duration(fallback)}"
@@ -180,9 +217,17 @@ def _backtest_line(tried: dict) -> str:
 
 def summary_table(report: Report) -> str:
     """The terminal's closing table: one line per broker, then the totals."""
-    rendered = _aligned([_BROKER_HEADER, *(_broker_line(broker) for broker in report.tables["brokers"])])
-    rendered += ["", _totals_line(report), *(_backtest_line(tried) for tried in report.tables.get("backtest", []))]
-    rendered.append(f"report: {report.output}/report.html  (tables: {report.output}/<name>.csv and {report.output}/parquet/)")
+    rendered = _aligned(
+        [_BROKER_HEADER, *(_broker_line(broker) for broker in report.tables["brokers"])]
+    )
+    rendered += [
+        "",
+        _totals_line(report),
+        *(_backtest_line(tried) for tried in report.tables.get("backtest", [])),
+    ]
+    rendered.append(
+        f"report: {report.output}/report.html  (tables: {report.output}/<name>.csv and {report.output}/parquet/)"
+    )
     return "\n".join(rendered)
 
 
@@ -190,7 +235,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.since is not None and args.until is not None and args.since >= args.until:
-        parser.error(f"--since {args.since.isoformat()} is not before --until {args.until.isoformat()}: no instant is in that range")
+        parser.error(
+            f"--since {args.since.isoformat()} is not before --until {args.until.isoformat()}: no instant is in that range"
+        )
     topic = _topic(parser, args)
     limit_sets = _limit_sets(args.limits)
     started = time.perf_counter()
@@ -201,12 +248,24 @@ def main(argv: list[str] | None = None) -> None:
         spark = report_session(args.master, kafka_source=package)
     except Exception as exc:  # noqa: BLE001 - Spark has printed its log; one line says what failed
         cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"throttle-report: Spark did not start on {args.master or 'its default master'}: {cause}", file=sys.stderr)
+        print(
+            f"throttle-report: Spark did not start on {args.master or 'its default master'}: {cause}",
+            file=sys.stderr,
+        )
         raise SystemExit(1) from None
     say(f"Spark {spark.version} on {spark.sparkContext.master}")
     try:
         report = run_report(
-            spark, topic or args.input, args.output, args.since, args.until, args.max_gap, args.forecast_window, progress=say, limit_sets=limit_sets, cache=args.cache
+            spark,
+            topic or args.input,
+            args.output,
+            args.since,
+            args.until,
+            args.max_gap,
+            args.forecast_window,
+            progress=say,
+            limit_sets=limit_sets,
+            cache=args.cache,
         )
     except (EmptyHistory, UnusablePath) as exc:
         print(f"throttle-report: {exc}", file=sys.stderr)

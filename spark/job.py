@@ -47,11 +47,15 @@ def _rows_of(table: DataFrame, limit: int | None = None) -> list[dict]:
     """The first rows (all of them without a limit), times as UTC text (collected timestamps
     would take the driver's zone)."""
     shown = [
-        F.date_format(f.name, "yyyy-MM-dd HH:mm:ss'Z'").alias(f.name) if isinstance(f.dataType, T.TimestampType) else F.col(f.name)
+        F.date_format(f.name, "yyyy-MM-dd HH:mm:ss'Z'").alias(f.name)
+        if isinstance(f.dataType, T.TimestampType)
+        else F.col(f.name)
         for f in table.schema.fields
     ]
     selected = table.select(*shown)
-    return [row.asDict() for row in (selected if limit is None else selected.limit(limit)).collect()]
+    return [
+        row.asDict() for row in (selected if limit is None else selected.limit(limit)).collect()
+    ]
 
 
 def _page_rows(name: str, rows: list[dict]) -> list[dict]:
@@ -61,7 +65,9 @@ def _page_rows(name: str, rows: list[dict]) -> list[dict]:
     shown = page_view(name, rows)
     if name != "episodes":
         return shown[:PAGE_ROWS]
-    return [row for row in shown if row["ongoing"]] + [row for row in shown if not row["ongoing"]][:PAGE_ROWS]
+    return [row for row in shown if row["ongoing"]] + [row for row in shown if not row["ongoing"]][
+        :PAGE_ROWS
+    ]
 
 
 def _episode_counts(episodes: list[dict]) -> dict[str, int]:
@@ -73,35 +79,63 @@ def _episode_counts(episodes: list[dict]) -> dict[str, int]:
 
 
 def _reasons(counts: dict[str, int]) -> str:
-    return " (" + "; ".join(f"{reason} {count:,}" for reason, count in counts.items()) + ")" if counts else ""
+    return (
+        " (" + "; ".join(f"{reason} {count:,}" for reason, count in counts.items()) + ")"
+        if counts
+        else ""
+    )
 
 
 def _history_end(volumes: DataFrame, last_round: float) -> HistoryEnd:
     """The last round, and the last one that observed volumes (from the per-volume summary)."""
-    last_seen = volumes.agg(F.max(epoch_seconds("last_seen"))).collect()[0][0]  # one row: a global aggregate
+    last_seen = volumes.agg(F.max(epoch_seconds("last_seen"))).collect()[0][
+        0
+    ]  # one row: a global aggregate
     return HistoryEnd(last_round, last_seen if last_seen is not None else last_round)
 
 
-def _check_every_limit_is_explained(report: Report, round_rows: DataFrame, progress: Progress) -> None:
+def _check_every_limit_is_explained(
+    report: Report, round_rows: DataFrame, progress: Progress
+) -> None:
     """Count and print the rounds in THROTTLE or PAUSE that no open episode explains."""
     # One pass: the count and the first ten (none in a history the service writes).
-    shown = F.struct(F.unix_micros("time").alias("t"), F.date_format("time", "yyyy-MM-dd HH:mm:ss'Z'").alias("time"), "state", "source")
+    shown = F.struct(
+        F.unix_micros("time").alias("t"),
+        F.date_format("time", "yyyy-MM-dd HH:mm:ss'Z'").alias("time"),
+        "state",
+        "source",
+    )
     examples = F.slice(F.array_sort(F.collect_list(shown)), 1, 10)
-    found = unexplained_rounds(round_rows).agg(F.count(F.lit(1)).alias("count"), examples.alias("examples")).collect()[0]
+    found = (
+        unexplained_rounds(round_rows)
+        .agg(F.count(F.lit(1)).alias("count"), examples.alias("examples"))
+        .collect()[0]
+    )
     report.unexplained_rounds = found["count"]
-    report.unexplained_examples = [{key: example[key] for key in ("time", "state", "source")} for example in found["examples"]]
-    progress(f"rounds in THROTTLE or PAUSE that no open episode explains: {report.unexplained_rounds:,}")
+    report.unexplained_examples = [
+        {key: example[key] for key in ("time", "state", "source")} for example in found["examples"]
+    ]
+    progress(
+        f"rounds in THROTTLE or PAUSE that no open episode explains: {report.unexplained_rounds:,}"
+    )
     for example in report.unexplained_examples:
         progress(f"  unexplained: {example['time']} {example['state']} ({example['source']})")
 
 
 def _with_metadata_episodes(
-    data_episodes: DataFrame, derived: dict[str, DataFrame], rows: DataFrame, last_round: float, max_gap_seconds: float | None, persisted: list[DataFrame]
+    data_episodes: DataFrame,
+    derived: dict[str, DataFrame],
+    rows: DataFrame,
+    last_round: float,
+    max_gap_seconds: float | None,
+    persisted: list[DataFrame],
 ) -> DataFrame:
     """The data volumes' episodes and the metadata log volumes' (judged by the metadata limits
     the service had), each named by what its volume holds, in the episodes' order."""
     episodes = data_episodes
-    if not partials.has_metadata(derived):  # a service without metadata limits: nothing more to compute
+    if not partials.has_metadata(
+        derived
+    ):  # a service without metadata limits: nothing more to compute
         return episodes
     volumes = partials.volume_summary(derived, partials.METADATA, max_gap_seconds)
     metadata = partials.episode_segments(derived, rows, partials.METADATA, max_gap_seconds)
@@ -110,7 +144,9 @@ def _with_metadata_episodes(
         .transform(with_enforcement(segment_starts(metadata), persisted))
         .join(F.broadcast(volumes.select(*VOLUME, "holds")), list(VOLUME))
     )
-    return episodes.unionByName(found).repartition(1).sortWithinPartitions(*VOLUME, "limit", "start")
+    return (
+        episodes.unionByName(found).repartition(1).sortWithinPartitions(*VOLUME, "limit", "start")
+    )
 
 
 def run_report(
@@ -133,7 +169,9 @@ def run_report(
 
     def done(step: str, message: str) -> None:
         nonlocal step_started
-        spark.sparkContext.setJobDescription(f"after {step}")  # Spark's UI and event log: which step a job is of
+        spark.sparkContext.setJobDescription(
+            f"after {step}"
+        )  # Spark's UI and event log: which step a job is of
         now = time.perf_counter()
         report.seconds[step] = now - step_started
         step_started = now
@@ -153,13 +191,19 @@ def run_report(
     def keep(frame: DataFrame) -> DataFrame:
         return kept(frame, cached)
 
-    unlock = lock(spark, cache, "the cache") if cache is not None else lock(spark, output.path(PARSED), "the output's scratch folder")
+    unlock = (
+        lock(spark, cache, "the cache")
+        if cache is not None
+        else lock(spark, output.path(PARSED), "the output's scratch folder")
+    )
     try:
         history_path = location
         if topic is not None:
             history_path = output.path(TOPIC_COPY)
             copy_topic(spark, topic, history_path, since, until)
-        history = read_history(spark, history_path, output.path(PARSED), since, until, cache, partials.derive)
+        history = read_history(
+            spark, history_path, output.path(PARSED), since, until, cache, partials.derive
+        )
         if cache is not None:
             progress(
                 f"cache {cache}: parsed {len(history.parsed_days)} days, reused {len(history.reused_days)} "
@@ -171,32 +215,68 @@ def run_report(
         round_decisions = keep(partials.round_decisions(derived))
         read = line_counts(round_decisions)
         if read.rows == 0:
-            raise EmptyHistory(f"no history rows in {location} ({read.skipped_lines} lines skipped)")
+            raise EmptyHistory(
+                f"no history rows in {location} ({read.skipped_lines} lines skipped)"
+            )
         assert read.first_time is not None and read.last_time is not None
-        report = Report(location, output.directory, read.rows, read.skipped_lines, read.first_time, read.last_time, max_gap_seconds, forecast_window_seconds)
+        report = Report(
+            location,
+            output.directory,
+            read.rows,
+            read.skipped_lines,
+            read.first_time,
+            read.last_time,
+            max_gap_seconds,
+            forecast_window_seconds,
+        )
         report.parsed_days, report.reused_days = history.parsed_days, history.reused_days
         if read.skipped_lines:
             report.skipped_by_reason = partials.skipped_by_reason(derived)
-        done("read", f"read {read.rows:,} rows, skipped {read.skipped_lines:,} lines{_reasons(report.skipped_by_reason)}")
+        done(
+            "read",
+            f"read {read.rows:,} rows, skipped {read.skipped_lines:,} lines{_reasons(report.skipped_by_reason)}",
+        )
         # The metadata log volumes' rows give episodes of their own; every other table is the
         # data volumes'. The episodes and the per-volume summary come from each file's share
         # (``partials``); the forecast, the charts and the backtest read the rows they need.
         rows = history.rows.transform(data_rows)
 
         round_rows = keep(rounds(round_decisions))  # one row per round
-        volumes = keep(partials.volume_summary(derived, partials.DATA, max_gap_seconds))  # one row per volume
+        volumes = keep(
+            partials.volume_summary(derived, partials.DATA, max_gap_seconds)
+        )  # one row per volume
         end = _history_end(volumes, read.last_time)
         segments = keep(partials.episode_segments(derived, history.rows, DATA, max_gap_seconds))
+
         # Small tables, each computed once: written twice and shown, and the broker summary
         # builds on the episodes and the forecast.
         # Every data episode's steps (whether enforced, from the rows they started in).
         def data_steps(of: DataFrame):
-            return lambda episodes: episodes.transform(with_enforcement(of, cached)).withColumn("holds", F.lit(DATA))
+            return lambda episodes: episodes.transform(with_enforcement(of, cached)).withColumn(
+                "holds", F.lit(DATA)
+            )
 
-        data_episodes = keep(segment_episodes(segments, volumes, end, max_gap_seconds).transform(data_steps(segment_starts(segments))))
-        episodes = keep(_with_metadata_episodes(data_episodes, derived, history.rows, read.last_time, max_gap_seconds, cached))
-        forecast = keep(fill_forecast(partials.forecast_rows(derived, rows, volumes, end, forecast_window_seconds), volumes, end, forecast_window_seconds))
-        fenced = fenced_time(partials.fenced_rounds(derived), held_rounds(round_rows, max_gap_seconds))
+        data_episodes = keep(
+            segment_episodes(segments, volumes, end, max_gap_seconds).transform(
+                data_steps(segment_starts(segments))
+            )
+        )
+        episodes = keep(
+            _with_metadata_episodes(
+                data_episodes, derived, history.rows, read.last_time, max_gap_seconds, cached
+            )
+        )
+        forecast = keep(
+            fill_forecast(
+                partials.forecast_rows(derived, rows, volumes, end, forecast_window_seconds),
+                volumes,
+                end,
+                forecast_window_seconds,
+            )
+        )
+        fenced = fenced_time(
+            partials.fenced_rounds(derived), held_rounds(round_rows, max_gap_seconds)
+        )
         tables = {
             "episodes": episodes,
             "time_in_states": keep(time_in_states(round_rows, max_gap_seconds)),
@@ -207,7 +287,16 @@ def run_report(
         if limit_sets:  # the history judged again under each candidate set, beside the live one
             live = Outcome(data_episodes, round_rows)
             # The candidate sets' episodes start in rows of their own: looked up among all rows.
-            tried = backtest(rows, volumes, end, live, list(limit_sets), max_gap_seconds, data_steps(rows), cached)
+            tried = backtest(
+                rows,
+                volumes,
+                end,
+                live,
+                list(limit_sets),
+                max_gap_seconds,
+                data_steps(rows),
+                cached,
+            )
             tables.update({name: keep(table) for name, table in tried.items()})
             names += tried
         # Each table is small (episodes, days, brokers, volumes): collected once, which computes
@@ -224,11 +313,17 @@ def run_report(
         report.episode_counts = _episode_counts(collected["episodes"])
         _check_every_limit_is_explained(report, round_rows, progress)
         report.volumes = sum(broker["log_dirs"] for broker in collected["brokers"])
-        report.series = closest_volume_series(rows, volumes, forecast, read.first_time, read.last_time)
-        report.timeline = state_timeline(round_rows, read.first_time, read.last_time, max_gap_seconds)
+        report.series = closest_volume_series(
+            rows, volumes, forecast, read.first_time, read.last_time
+        )
+        report.timeline = state_timeline(
+            round_rows, read.first_time, read.last_time, max_gap_seconds
+        )
         done("charts", "reduced the chart series")
 
-        output.remove_tables([name for name in (*TABLES, *BACKTEST_TABLES) if name not in names])  # an earlier run's, in the same output
+        output.remove_tables(
+            [name for name in (*TABLES, *BACKTEST_TABLES) if name not in names]
+        )  # an earlier run's, in the same output
         output.write_text("report.html", render_page(report))
         done("html", f"wrote {output.path('report.html')}")
         report.seconds["total"] = time.perf_counter() - started

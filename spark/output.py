@@ -23,7 +23,14 @@ def plain_decimal(column: str) -> Column:
 
 
 def for_csv(table: DataFrame) -> DataFrame:
-    return table.select(*[plain_decimal(f.name) if isinstance(f.dataType, (T.DoubleType, T.FloatType)) else F.col(f.name) for f in table.schema.fields])
+    return table.select(
+        *[
+            plain_decimal(f.name)
+            if isinstance(f.dataType, (T.DoubleType, T.FloatType))
+            else F.col(f.name)
+            for f in table.schema.fields
+        ]
+    )
 
 
 class ReportOutput:
@@ -46,7 +53,11 @@ class ReportOutput:
         table.write.mode("overwrite").parquet(self.path(f"parquet/{name}"))
         staging = self.path(f"_csv_{name}")
         for_csv(table).coalesce(1).write.mode("overwrite").option("header", True).csv(staging)
-        (part,) = [s.getPath() for s in self._fs.listStatus(self._Path(staging)) if s.getPath().getName().endswith(".csv")]
+        (part,) = [
+            s.getPath()
+            for s in self._fs.listStatus(self._Path(staging))
+            if s.getPath().getName().endswith(".csv")
+        ]
         target = self._Path(self.path(f"{name}.csv"))
         self._fs.delete(target, False)
         self._fs.rename(part, target)

@@ -75,6 +75,8 @@ class Report:
     # in a history the service writes), and the first few of them.
     unexplained_rounds: int = 0
     unexplained_examples: list[dict] = field(default_factory=list)
-    skipped_by_reason: dict[str, int] = field(default_factory=dict)  # "unreadable" or "<field>: <problem>", most first
+    skipped_by_reason: dict[str, int] = field(
+        default_factory=dict
+    )  # "unreadable" or "<field>: <problem>", most first
     parsed_days: tuple[str, ...] = ()  # with a cache: the days parsed in this run
     reused_days: tuple[str, ...] = ()  # and those read from the cache

@@ -94,7 +94,11 @@ def scala_version() -> str:
 
 
 def _release(version: str) -> tuple[int, ...] | None:
-    return tuple(int(part) for part in version.split(".")) if re.fullmatch(r"\d+(\.\d+)*", version) else None
+    return (
+        tuple(int(part) for part in version.split("."))
+        if re.fullmatch(r"\d+(\.\d+)*", version)
+        else None
+    )
 
 
 def _published(artifact: str, version: str) -> bool | None:
@@ -112,7 +116,9 @@ def _published(artifact: str, version: str) -> bool | None:
 def _newest_published(artifact: str, ceiling: str) -> str | None:
     """The newest release on Maven Central of the same major version, not newer than ``ceiling``."""
     try:
-        with urllib.request.urlopen(f"{MAVEN_CENTRAL}/org/apache/spark/{artifact}/maven-metadata.xml", timeout=15) as answer:
+        with urllib.request.urlopen(
+            f"{MAVEN_CENTRAL}/org/apache/spark/{artifact}/maven-metadata.xml", timeout=15
+        ) as answer:
             listed = re.findall(r"<version>([^<]+)</version>", answer.read().decode())
     except OSError:
         return None
@@ -123,7 +129,11 @@ def newest_release(versions: list[str], ceiling: str) -> str | None:
     """The newest of ``versions`` of the same major version as ``ceiling`` and not newer than
     it; previews and release candidates are not releases."""
     top = _release(ceiling)
-    releases = [r for r in map(_release, versions) if r is not None and top is not None and r[0] == top[0] and r <= top]
+    releases = [
+        r
+        for r in map(_release, versions)
+        if r is not None and top is not None and r[0] == top[0] and r <= top
+    ]
     return ".".join(map(str, max(releases))) if releases else None
 
 
@@ -140,7 +150,9 @@ def kafka_package(say=print) -> str:
     if _published(artifact, version) is False:
         use = _newest_published(artifact, version) or version
         if use != version:
-            say(f"Spark's Kafka source {version} is not on Maven Central; using {use}, the newest release before it")
+            say(
+                f"Spark's Kafka source {version} is not on Maven Central; using {use}, the newest release before it"
+            )
     package = f"org.apache.spark:{artifact}:{use}"
     if _published(artifact, use):
         chosen.parent.mkdir(parents=True, exist_ok=True)
@@ -161,11 +173,15 @@ def kafka_settings(package: str) -> dict[str, str]:
         "spark.jars.packages": package,
         "spark.jars.ivy": str(home),
         "spark.jars.ivySettings": str(settings_file),
-        "spark.jars.excludes": ",".join(shipped.format(scala=scala_version()) for shipped in _SHIPPED),
+        "spark.jars.excludes": ",".join(
+            shipped.format(scala=scala_version()) for shipped in _SHIPPED
+        ),
     }
 
 
-def report_session(master: str | None, extra: dict[str, str] | None = None, kafka_source: str | None = None) -> SparkSession:
+def report_session(
+    master: str | None, extra: dict[str, str] | None = None, kafka_source: str | None = None
+) -> SparkSession:
     """``master`` None: the one spark-submit chose, else local[*]. ``kafka_source``: Spark's
     Kafka source to fetch as the JVM starts (spark-submit's JVM runs already: give it ``--packages``)."""
     builder = SparkSession.builder.appName("throttle-report")

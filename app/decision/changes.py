@@ -18,7 +18,9 @@ SHOWN_VOLUMES = 5
 class DecisionChange:
     level: int
     message: str
-    fields: Mapping[str, object] = field(default_factory=dict)  # the line's facts, for structured logs
+    fields: Mapping[str, object] = field(
+        default_factory=dict
+    )  # the line's facts, for structured logs
 
 
 def describe_volumes(decision: Decision) -> str:
@@ -47,7 +49,11 @@ class DecisionChanges:
                     DecisionChange(
                         logging.WARNING,
                         f"fallback factor {decision.factor:.3f} applied: no valid factor since {iso_instant(decision.reading.computed_at)}",
-                        {"event": "fallback_applied", "factor": decision.factor, "source": decision.source.value},
+                        {
+                            "event": "fallback_applied",
+                            "factor": decision.factor,
+                            "source": decision.source.value,
+                        },
                     )
                 )
             elif before is not None and before.source is FactorSource.FALLBACK:
@@ -55,7 +61,11 @@ class DecisionChanges:
                     DecisionChange(
                         logging.INFO,
                         f"fallback lifted: factor source is {decision.source.value}",
-                        {"event": "fallback_lifted", "factor": decision.factor, "source": decision.source.value},
+                        {
+                            "event": "fallback_lifted",
+                            "factor": decision.factor,
+                            "source": decision.source.value,
+                        },
                     )
                 )
         if before is None or before.state is not decision.state:
@@ -72,7 +82,11 @@ class DecisionChanges:
                         "factor": decision.factor,
                         "source": decision.source.value,
                         "volumes": [
-                            {"broker_id": v.volume.broker_id, "log_dir": v.volume.log_dir, "reason": v.reason}
+                            {
+                                "broker_id": v.volume.broker_id,
+                                "log_dir": v.volume.log_dir,
+                                "reason": v.reason,
+                            }
                             for v in decision.listed[:SHOWN_VOLUMES]
                         ],
                     },

@@ -54,7 +54,9 @@ class ThrottleDecider:
         # Time to full: only with a horizon; without one the decisions are the level rules' alone.
         self.horizon = HorizonRule(policy, horizon_seconds) if horizon_seconds is not None else None
         # The nodes' own reports of their volumes, and the metadata limits that judge them.
-        self.metadata = MetadataWatch(metadata_policy, NodeReportBook(validity_seconds, keep_fenced), fallback, started_at)
+        self.metadata = MetadataWatch(
+            metadata_policy, NodeReportBook(validity_seconds, keep_fenced), fallback, started_at
+        )
         # When the state this decider resumed was saved by an earlier process (None once a round
         # of its own has been applied, or when it started afresh).
         self.resumed_from: float | None = None
@@ -99,7 +101,9 @@ class ThrottleDecider:
         """Everything this decider keeps between rounds (``resume`` and ``mirror`` take it)."""
         return snapshot_decider(self, saved_at)
 
-    def apply_round(self, round_: ObservationRound, applied: AppliedFactor | None = None) -> Evaluation:
+    def apply_round(
+        self, round_: ObservationRound, applied: AppliedFactor | None = None
+    ) -> Evaluation:
         """Judge a round. ``applied``: the factor the brokers' shims applied while it was
         observed (the loop's, from the enforcement in force); None: this decider's factor in
         force as the round began, on every broker."""
@@ -121,7 +125,14 @@ class ThrottleDecider:
         self.evicted = self.cache.evict_expired(now)
         if self.horizon is not None:
             self.horizon.forget(volume.key for volume in self.evicted)
-        view = ViewTimeline(self.policy, self.cache.by_expiry(), self._breaching, now, self.validity_seconds, times_to_full)
+        view = ViewTimeline(
+            self.policy,
+            self.cache.by_expiry(),
+            self._breaching,
+            now,
+            self.validity_seconds,
+            times_to_full,
+        )
         step = view.at(now)
         assert step is not None  # nothing in the cache has expired at now
         evaluation = step.evaluation
@@ -136,7 +147,9 @@ class ThrottleDecider:
             self.holder.record_failure(view)
         return evaluation
 
-    def judged_by(self, policy: StoragePolicy, horizon_seconds: float | None = None) -> ThrottleDecider:
+    def judged_by(
+        self, policy: StoragePolicy, horizon_seconds: float | None = None
+    ) -> ThrottleDecider:
         """What this decider would say under ``policy`` and ``horizon_seconds`` (what-if; None:
         no time rule): a read-only twin holding the same cache, rounds and factor lifecycle,
         with every view judged again by ``policy`` and no volume remembered in breach
@@ -154,8 +167,12 @@ class ThrottleDecider:
             twin.horizon = None
         else:
             if self.horizon is None:
-                raise ValueError("a horizon is judged on the fill trends, which only a decider with a horizon keeps")
-            twin.horizon = self.horizon.judged_by(policy, horizon_seconds, {v.key: v for v in self.cache.volumes()})
+                raise ValueError(
+                    "a horizon is judged on the fill trends, which only a decider with a horizon keeps"
+                )
+            twin.horizon = self.horizon.judged_by(
+                policy, horizon_seconds, {v.key: v for v in self.cache.volumes()}
+            )
         times_to_full = twin.horizon.at_risk if twin.horizon is not None else None
         twin.holder = self.holder.judged_by(policy, times_to_full)
         # a copy of this decider: its own private state, re-judged
@@ -213,7 +230,9 @@ class ThrottleDecider:
         reading = self._with_metadata(self.holder.read(now), metadata)
         step = self.view_at(now)
         view_change = self._view.next_change_after(now) if self._view is not None else None
-        if view_change is not None and (reading.next_change_at is None or view_change < reading.next_change_at):
+        if view_change is not None and (
+            reading.next_change_at is None or view_change < reading.next_change_at
+        ):
             reading = replace(reading, next_change_at=view_change)
         shown = step if reading.source is not FactorSource.DISABLED else None
         return Decision(
@@ -238,7 +257,11 @@ class ThrottleDecider:
         """The fill rate and time to the hard limit of ``volume``; None without a horizon."""
         if self.horizon is None:
             return None
-        return self.horizon.estimate(volume) if volume.capacity_known and volume.error is None else NOT_ESTIMATED
+        return (
+            self.horizon.estimate(volume)
+            if volume.capacity_known and volume.error is None
+            else NOT_ESTIMATED
+        )
 
     def volumes(self, now: float) -> list[VolumeState]:
         """Every observation in the view at ``now`` with the verdict it was given."""
@@ -246,7 +269,10 @@ class ThrottleDecider:
         if step is None:
             return []
         evaluation = step.evaluation
-        listed = {v.volume.key: v for v in (*evaluation.breaching, *evaluation.ramping, *evaluation.unjudged)}
+        listed = {
+            v.volume.key: v
+            for v in (*evaluation.breaching, *evaluation.ramping, *evaluation.unjudged)
+        }
         active, fenced = set(self.active_brokers), self.cache.fenced
         return [
             VolumeState(

@@ -49,7 +49,11 @@ class Enforcement:
         if not self.enforced:
             return "shadow (no broker enforces)"
         if self.canary_brokers:
-            return "enforce on canary brokers " + ", ".join(map(str, self.canary_brokers)) + " (the others in shadow)"
+            return (
+                "enforce on canary brokers "
+                + ", ".join(map(str, self.canary_brokers))
+                + " (the others in shadow)"
+            )
         return "enforce (every broker)"
 
 

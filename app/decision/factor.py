@@ -46,7 +46,9 @@ class FactorReading:
 
 
 class ThrottleFactorHolder:
-    def __init__(self, validity_seconds: float, fallback: float, started_at: float, enabled: bool = True) -> None:
+    def __init__(
+        self, validity_seconds: float, fallback: float, started_at: float, enabled: bool = True
+    ) -> None:
         if validity_seconds <= 0:
             raise ValueError("validity must be positive")
         self._validity = validity_seconds
@@ -84,7 +86,9 @@ class ThrottleFactorHolder:
         if known is not None:
             self._known = known
 
-    def judged_by(self, policy: StoragePolicy, times_to_full: Mapping[VolumeKey, TimeToFull] | None = None) -> ThrottleFactorHolder:
+    def judged_by(
+        self, policy: StoragePolicy, times_to_full: Mapping[VolumeKey, TimeToFull] | None = None
+    ) -> ThrottleFactorHolder:
         """A copy whose timelines (the last valid one, what a failed round still knew) are
         judged by ``policy`` with the time factors ``times_to_full``; the lifecycle (initial,
         failures, expiry, fallback) is this one's."""
@@ -104,8 +108,16 @@ class ThrottleFactorHolder:
             if self._initial:
                 source = FactorSource.INITIAL
             else:
-                source = FactorSource.OBSERVED if self._latest_succeeded else FactorSource.LAST_VALID
-            reading = FactorReading(step.factor, source, step.start, timeline.factor_holds_until(now), timeline.next_change_after(now))
+                source = (
+                    FactorSource.OBSERVED if self._latest_succeeded else FactorSource.LAST_VALID
+                )
+            reading = FactorReading(
+                step.factor,
+                source,
+                step.start,
+                timeline.factor_holds_until(now),
+                timeline.next_change_after(now),
+            )
         else:
             # The fallback has no expiry of its own; it started when the last factor expired.
             reading = FactorReading(self._fallback, FactorSource.FALLBACK, timeline.end, None, None)
@@ -113,12 +125,28 @@ class ThrottleFactorHolder:
         if known is not None:
             assert self._known is not None
             change = self._known.next_change_after(now)
-            next_change = change if reading.next_change_at is None or change is None else min(change, reading.next_change_at)
+            next_change = (
+                change
+                if reading.next_change_at is None or change is None
+                else min(change, reading.next_change_at)
+            )
             if known.factor < reading.factor:
                 known_until = self._known.factor_holds_until(now)
                 assert known_until is not None  # a step is in force
-                valid_until = known_until if reading.valid_until is None else min(known_until, reading.valid_until)
-                reading = FactorReading(known.factor, reading.source, reading.computed_at, valid_until, next_change)
+                valid_until = (
+                    known_until
+                    if reading.valid_until is None
+                    else min(known_until, reading.valid_until)
+                )
+                reading = FactorReading(
+                    known.factor, reading.source, reading.computed_at, valid_until, next_change
+                )
             else:
-                reading = FactorReading(reading.factor, reading.source, reading.computed_at, reading.valid_until, next_change)
+                reading = FactorReading(
+                    reading.factor,
+                    reading.source,
+                    reading.computed_at,
+                    reading.valid_until,
+                    next_change,
+                )
         return reading

@@ -55,7 +55,10 @@ def half_trend_slopes(times: Sequence[float], values: Sequence[float]) -> list[f
     """The slopes from each observation to the one half the trend later, oldest pair first
     (``times`` strictly ascending, at least two)."""
     half = (len(times) + 1) // 2
-    return [(late - early) / (t_late - t_early) for early, late, t_early, t_late in zip(values, values[half:], times, times[half:])]
+    return [
+        (late - early) / (t_late - t_early)
+        for early, late, t_early, t_late in zip(values, values[half:], times, times[half:])
+    ]
 
 
 def median_of(values: Sequence[float]) -> float:
@@ -75,7 +78,17 @@ class FillTrend:
     any number), each with a weight the caller keeps beside it (the live rule: the factor its
     broker's shims applied when it was made)."""
 
-    __slots__ = ("_before", "_previous", "_slopes", "fill_rate", "max_observations", "times", "usable", "weights", "window_seconds")
+    __slots__ = (
+        "_before",
+        "_previous",
+        "_slopes",
+        "fill_rate",
+        "max_observations",
+        "times",
+        "usable",
+        "weights",
+        "window_seconds",
+    )
 
     def __init__(self, window_seconds: float, max_observations: int | None = None) -> None:
         self.window_seconds = window_seconds
@@ -136,7 +149,9 @@ class FillTrend:
         # median_of, inline: this runs for every volume every round, and the call cost as much as the sort.
         ordered = sorted(slopes)
         count = len(ordered)
-        self.fill_rate = 0.0 - (ordered[(count - 1) // 2] + ordered[count // 2]) / 2  # not -slope: no "-0.0" for a flat volume
+        self.fill_rate = (
+            0.0 - (ordered[(count - 1) // 2] + ordered[count // 2]) / 2
+        )  # not -slope: no "-0.0" for a flat volume
         return True
 
     def rate(self) -> float | None:
@@ -155,7 +170,9 @@ class TrendFit:
 
 
 def replay(
-    observations: Iterable[tuple[float, float, float]], window_seconds: float, max_observations: int | None = None
+    observations: Iterable[tuple[float, float, float]],
+    window_seconds: float,
+    max_observations: int | None = None,
 ) -> TrendFit:
     """The trend after ``observations`` (time, usable bytes, total bytes; ascending), as
     ``FillTrend`` builds it. It rests on the latest observations only: give it those of the
@@ -166,9 +183,13 @@ def replay(
     return TrendFit(trend.rate(), trend.times[0] if trend.times else None, len(trend.times))
 
 
-def fill_rate(times: Sequence[float], usable: Sequence[float], total_bytes: float, window_seconds: float) -> float | None:
+def fill_rate(
+    times: Sequence[float], usable: Sequence[float], total_bytes: float, window_seconds: float
+) -> float | None:
     """The rate ``FillTrend`` gives after the observations at ``times`` (ascending)."""
-    return replay(((at, value, total_bytes) for at, value in zip(times, usable)), window_seconds).fill_rate
+    return replay(
+        ((at, value, total_bytes) for at, value in zip(times, usable)), window_seconds
+    ).fill_rate
 
 
 def seconds_to_limit(usable_bytes: float, hard_bytes: float, rate: float | None) -> float | None:

@@ -67,7 +67,9 @@ class MetadataStep:
     data_factor: float  # what the metadata volumes that also hold data ask of the cluster factor
     source: FactorSource
     limited: bool  # metadata limits are set
-    judged: tuple[MetadataVerdict, ...]  # the volumes that ask for less than 1 (breaching, ramping), by key
+    judged: tuple[
+        MetadataVerdict, ...
+    ]  # the volumes that ask for less than 1 (breaching, ramping), by key
     next_change_at: float | None
     # Every metadata volume in the view, judged, by key: a tuple, or (from ``MetadataWatch.at``)
     # a function that builds it when first asked for. That function reads the watch's dicts as
@@ -93,7 +95,9 @@ class MetadataStep:
     def listed(self) -> tuple[MetadataVerdict, ...]:
         """The metadata volumes that set the mutation factor: breaching, else ramping."""
         breaching = tuple(v for v in self.judged if v.verdict.status is VolumeStatus.BREACHING)
-        return breaching or tuple(v for v in self.judged if v.verdict.status is VolumeStatus.RAMPING)
+        return breaching or tuple(
+            v for v in self.judged if v.verdict.status is VolumeStatus.RAMPING
+        )
 
     @property
     def reporting_nodes(self) -> list[int]:
@@ -105,7 +109,9 @@ _OK = VolumeStatus.OK
 
 
 class MetadataWatch:
-    def __init__(self, policy: StoragePolicy | None, book: NodeReportBook, fallback: float, started_at: float) -> None:
+    def __init__(
+        self, policy: StoragePolicy | None, book: NodeReportBook, fallback: float, started_at: float
+    ) -> None:
         self.policy = policy
         self.book = book
         self.fallback = fallback
@@ -119,18 +125,24 @@ class MetadataWatch:
         node's previous report is held by the hysteresis)."""
         previous = self._judged.get(report.node_id)
         was_breaching = (
-            {v.volume.log_dir for v in previous.verdicts if v.status is VolumeStatus.BREACHING} if previous is not None else set()
+            {v.volume.log_dir for v in previous.verdicts if v.status is VolumeStatus.BREACHING}
+            if previous is not None
+            else set()
         )
         verdicts, entries = [], []
         for observation, entry in report.observations():
             if self.policy is None:
                 verdict = VolumeVerdict(observation, _OK, 1.0, "")
             else:
-                verdict = judge_volume(self.policy, observation, observation.log_dir in was_breaching)
+                verdict = judge_volume(
+                    self.policy, observation, observation.log_dir in was_breaching
+                )
             verdicts.append(verdict)
             entries.append(entry)
         mutation = min((v.factor for v in verdicts), default=1.0)
-        data = min((v.factor for v, e in zip(verdicts, entries, strict=True) if e.holds_data), default=1.0)
+        data = min(
+            (v.factor for v, e in zip(verdicts, entries, strict=True) if e.holds_data), default=1.0
+        )
         judged = _Judged(report, tuple(verdicts), tuple(entries), mutation, data)
         self.book.record(report)
         self._judged[report.node_id] = judged
@@ -152,7 +164,9 @@ class MetadataWatch:
     def _extend_view(self, report: NodeReport) -> None:
         """Some metadata volume is in the view at least until ``report`` expires."""
         expiry = self.book.expires_at(report)
-        self._latest_expiry = expiry if self._latest_expiry is None else max(self._latest_expiry, expiry)
+        self._latest_expiry = (
+            expiry if self._latest_expiry is None else max(self._latest_expiry, expiry)
+        )
 
     def evict_expired(self, now: float) -> None:
         for report in self.book.evict_expired(now):
@@ -175,7 +189,14 @@ class MetadataWatch:
             mutation = min((j.mutation_factor for j in listed), default=1.0)
             data = min((j.data_factor for j in listed), default=1.0)
             return MetadataStep(
-                mutation, data, FactorSource.OBSERVED, limited, judged, next_change, lambda: self._all_volumes(now), lambda: self._frozen_volumes(now)
+                mutation,
+                data,
+                FactorSource.OBSERVED,
+                limited,
+                judged,
+                next_change,
+                lambda: self._all_volumes(now),
+                lambda: self._frozen_volumes(now),
             )
         if now <= self._initial_until:
             return MetadataStep(1.0, 1.0, FactorSource.INITIAL, limited, (), self._initial_until)
@@ -201,16 +222,24 @@ class MetadataWatch:
         return node_id in self._judged
 
 
-def _in_view(judged: tuple[_Judged, ...], expires_at: Callable[[NodeReport], float], now: float) -> tuple[MetadataVerdict, ...]:
+def _in_view(
+    judged: tuple[_Judged, ...], expires_at: Callable[[NodeReport], float], now: float
+) -> tuple[MetadataVerdict, ...]:
     """The metadata volumes of the judged reports still in the view at ``now``, by key."""
     return _verdicts((j for j in judged if now <= expires_at(j.report)), expires_at)
 
 
-def _verdicts(judged: Iterable[_Judged], expires_at: Callable[[NodeReport], float]) -> tuple[MetadataVerdict, ...]:
+def _verdicts(
+    judged: Iterable[_Judged], expires_at: Callable[[NodeReport], float]
+) -> tuple[MetadataVerdict, ...]:
     """The metadata volumes of these judged reports, by key."""
     return tuple(
         sorted(
-            (MetadataVerdict(v, e, j.report.roles, expires_at(j.report)) for j in judged for v, e in zip(j.verdicts, j.entries, strict=True)),
+            (
+                MetadataVerdict(v, e, j.report.roles, expires_at(j.report))
+                for j in judged
+                for v, e in zip(j.verdicts, j.entries, strict=True)
+            ),
             key=lambda m: m.verdict.volume.key,
         )
     )

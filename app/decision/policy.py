@@ -88,7 +88,6 @@ class Evaluation:
         return frozenset(v.volume.key for v in self.breaching)
 
 
-
 def _measure(policy: StoragePolicy, volume: VolumeObservation) -> float:
     if policy.kind is LimitKind.MIN_AVAILABLE_BYTES:
         return float(volume.usable_bytes)
@@ -112,20 +111,33 @@ def rule_of(reason: str | None) -> str | None:
 
 
 def judge_volume(
-    policy: StoragePolicy, volume: VolumeObservation, was_breaching: bool = False, time_to_full: TimeToFull | None = None
+    policy: StoragePolicy,
+    volume: VolumeObservation,
+    was_breaching: bool = False,
+    time_to_full: TimeToFull | None = None,
 ) -> VolumeVerdict:
     """The factor one volume asks for, and why."""
     verdict = _judge_level(policy, volume, was_breaching)
-    if time_to_full is not None and time_to_full.factor < verdict.factor and verdict.status is not VolumeStatus.UNJUDGED:
-        return VolumeVerdict(volume, VolumeStatus.RAMPING, time_to_full.factor, TIME_TO_FULL, time_to_full)
+    if (
+        time_to_full is not None
+        and time_to_full.factor < verdict.factor
+        and verdict.status is not VolumeStatus.UNJUDGED
+    ):
+        return VolumeVerdict(
+            volume, VolumeStatus.RAMPING, time_to_full.factor, TIME_TO_FULL, time_to_full
+        )
     return verdict
 
 
-def _judge_level(policy: StoragePolicy, volume: VolumeObservation, was_breaching: bool) -> VolumeVerdict:
+def _judge_level(
+    policy: StoragePolicy, volume: VolumeObservation, was_breaching: bool
+) -> VolumeVerdict:
     if volume.error is not None:
         return VolumeVerdict(volume, VolumeStatus.BREACHING, 0.0, f"log dir error {volume.error}")
     if not volume.capacity_known:
-        return VolumeVerdict(volume, VolumeStatus.UNJUDGED, 1.0, "total/usable bytes not reported (-1)")
+        return VolumeVerdict(
+            volume, VolumeStatus.UNJUDGED, 1.0, "total/usable bytes not reported (-1)"
+        )
     measured = _measure(policy, volume)
     release_level = policy.hard_level + policy.hysteresis if was_breaching else policy.hard_level
     if measured <= release_level:
@@ -164,11 +176,18 @@ def evaluate(
             if kind_is_bytes:
                 measured = volume.usable_bytes
             else:
-                measured = volume.usable_bytes / volume.total_bytes if volume.total_bytes > 0 else 0.0
+                measured = (
+                    volume.usable_bytes / volume.total_bytes if volume.total_bytes > 0 else 0.0
+                )
             if measured > quick_ok_above and (not times_to_full or volume.key not in times_to_full):
                 continue
         key = volume.key
-        verdict = judge_volume(policy, volume, key in previously_breaching, times_to_full.get(key) if times_to_full else None)
+        verdict = judge_volume(
+            policy,
+            volume,
+            key in previously_breaching,
+            times_to_full.get(key) if times_to_full else None,
+        )
         if verdict.status is VolumeStatus.BREACHING:
             breaching.append(verdict)
         elif verdict.status is VolumeStatus.RAMPING:
@@ -204,4 +223,6 @@ def policy_from_levels(
         )
     if min_available_ratio is None:
         raise ValueError("exactly one hard limit is required")
-    return StoragePolicy(LimitKind.MIN_AVAILABLE_RATIO, min_available_ratio, soft_ratio, hysteresis_ratio or 0.0)
+    return StoragePolicy(
+        LimitKind.MIN_AVAILABLE_RATIO, min_available_ratio, soft_ratio, hysteresis_ratio or 0.0
+    )

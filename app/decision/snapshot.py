@@ -160,13 +160,20 @@ class _Writer:
         return _HEADER.pack(MAGIC, FORMAT, len(text)) + text + b"".join(blobs)
 
 
-def _timeline(writer: _Writer, timeline: Timeline | None, name: str, validity: float) -> dict[str, Any] | None:
+def _timeline(
+    writer: _Writer, timeline: Timeline | None, name: str, validity: float
+) -> dict[str, Any] | None:
     if timeline is None:
         return None
     if isinstance(timeline, SteadyTimeline):
         step = timeline.at(timeline.end)
         assert step is not None
-        return {"kind": "steady", "factor": step.factor, "start": step.start, "until": step.valid_until}
+        return {
+            "kind": "steady",
+            "factor": step.factor,
+            "start": step.start,
+            "until": step.valid_until,
+        }
     assert isinstance(timeline, ViewTimeline)
     groups = timeline._groups  # noqa: SLF001 - the snapshot is the timeline's own serialisation
     bounds, members, counts = [], array("q"), array("q")
@@ -198,14 +205,23 @@ def _cache_view(view: Timeline | None) -> dict[str, Any] | None:
         "kind": "cache",
         "start": view._start,  # noqa: SLF001
         "breaching": [[k[0], k[1]] for k in view._breaching],  # noqa: SLF001
-        "times_to_full": None if times_to_full is None else [[k[0], k[1], t.fill_rate, t.seconds_to_hard_limit, t.factor] for k, t in times_to_full.items()],
+        "times_to_full": None
+        if times_to_full is None
+        else [
+            [k[0], k[1], t.fill_rate, t.seconds_to_hard_limit, t.factor]
+            for k, t in times_to_full.items()
+        ],
     }
 
 
-def _times_to_full(writer: _Writer, times: Mapping[VolumeKey, TimeToFull] | None) -> list[Any] | None:
+def _times_to_full(
+    writer: _Writer, times: Mapping[VolumeKey, TimeToFull] | None
+) -> list[Any] | None:
     if times is None:
         return None
-    return [[*writer.key(k), t.fill_rate, t.seconds_to_hard_limit, t.factor] for k, t in times.items()]
+    return [
+        [*writer.key(k), t.fill_rate, t.seconds_to_hard_limit, t.factor] for k, t in times.items()
+    ]
 
 
 def _floats(values: Iterable[float | None]) -> array[float]:
@@ -226,7 +242,9 @@ def _trends(writer: _Writer, trends: Mapping[VolumeKey, FillTrend]) -> dict[str,
     # This runs for every volume every round: whole columns, iterated in C (map, chain).
     values = list(trends.values())
     writer.keys("trend", list(trends))
-    times, usable, weights = (list(map(attrgetter(name), values)) for name in ("times", "usable", "weights"))
+    times, usable, weights = (
+        list(map(attrgetter(name), values)) for name in ("times", "usable", "weights")
+    )
     times_same, times_values = _repeated(times)
     weights_same, weights_values = _repeated(weights)
     slopes = list(map(attrgetter("_slopes"), values))
@@ -252,7 +270,9 @@ def encode_node_report(report: NodeReport) -> dict[str, Any]:
         "node": report.node_id,
         "roles": sorted(report.roles),
         "at": report.received_at,
-        "volumes": [[v.log_dir, v.total_bytes, v.usable_bytes, sorted(v.holds)] for v in report.volumes],
+        "volumes": [
+            [v.log_dir, v.total_bytes, v.usable_bytes, sorted(v.holds)] for v in report.volumes
+        ],
     }
 
 
@@ -274,7 +294,10 @@ def _metadata(watch: MetadataWatch) -> dict[str, Any]:
         "latest_expiry": watch._latest_expiry,  # noqa: SLF001
         "confirmed": [[node, at] for node, at in book._confirmed.items()],  # noqa: SLF001
         "nodes": [
-            {**encode_node_report(judged.report), "verdicts": [_verdict(v) for v in judged.verdicts]}
+            {
+                **encode_node_report(judged.report),
+                "verdicts": [_verdict(v) for v in judged.verdicts],
+            }
             for judged in judged_nodes.values()
         ],
         # A report the book holds without a judged twin (none today): kept as a report.
@@ -329,8 +352,12 @@ def _snapshot(decider: ThrottleDecider, saved_at: float) -> bytes:
             "initial": holder._initial,  # noqa: SLF001
             "latest_succeeded": holder._latest_succeeded,  # noqa: SLF001
             # The last valid timeline is most often the view itself: written once.
-            "last_valid": "view" if last_valid is view else _timeline(writer, last_valid, "last_valid", decider.validity_seconds),
-            "known": "view" if known is not None and known is view else _timeline(writer, known, "known", decider.validity_seconds),
+            "last_valid": "view"
+            if last_valid is view
+            else _timeline(writer, last_valid, "last_valid", decider.validity_seconds),
+            "known": "view"
+            if known is not None and known is view
+            else _timeline(writer, known, "known", decider.validity_seconds),
         },
         "metadata": _metadata(decider.metadata),
     }
@@ -405,11 +432,19 @@ class _Reader:
         a = self.arrays
         strings = self.strings
         errors = pool["errors"]
-        columns = (a[name].tolist() for name in ("obs_broker", "obs_dir", "obs_total", "obs_usable", "obs_at"))
-        volumes = [VolumeObservation(broker, strings[d], total, usable, at) for broker, d, total, usable, at in zip(*columns, strict=True)]
+        columns = (
+            a[name].tolist()
+            for name in ("obs_broker", "obs_dir", "obs_total", "obs_usable", "obs_at")
+        )
+        volumes = [
+            VolumeObservation(broker, strings[d], total, usable, at)
+            for broker, d, total, usable, at in zip(*columns, strict=True)
+        ]
         for i, error in errors.items():
             v = volumes[int(i)]
-            volumes[int(i)] = VolumeObservation(v.broker_id, v.log_dir, v.total_bytes, v.usable_bytes, v.observed_at, error)
+            volumes[int(i)] = VolumeObservation(
+                v.broker_id, v.log_dir, v.total_bytes, v.usable_bytes, v.observed_at, error
+            )
         return volumes
 
     def key(self, encoded: list[Any]) -> VolumeKey:
@@ -417,10 +452,20 @@ class _Reader:
 
     def keys(self, name: str) -> list[VolumeKey]:
         strings = self.strings
-        return list(zip(self.arrays[f"{name}_brokers"].tolist(), [strings[d] for d in self.arrays[f"{name}_dirs"].tolist()], strict=True))
+        return list(
+            zip(
+                self.arrays[f"{name}_brokers"].tolist(),
+                [strings[d] for d in self.arrays[f"{name}_dirs"].tolist()],
+                strict=True,
+            )
+        )
 
     def timeline(
-        self, encoded: dict[str, Any] | None, name: str, policy: StoragePolicy, cache: VolumeCache | None = None
+        self,
+        encoded: dict[str, Any] | None,
+        name: str,
+        policy: StoragePolicy,
+        cache: VolumeCache | None = None,
     ) -> Timeline | None:
         if encoded is None:
             return None
@@ -432,12 +477,20 @@ class _Reader:
                 frozenset((int(b), d) for b, d in encoded["breaching"]),
                 encoded["start"],
                 cache.validity_seconds,
-                None if encoded["times_to_full"] is None else {(int(b), d): TimeToFull(r, sec, f) for b, d, r, sec, f in encoded["times_to_full"]},
+                None
+                if encoded["times_to_full"] is None
+                else {
+                    (int(b), d): TimeToFull(r, sec, f)
+                    for b, d, r, sec, f in encoded["times_to_full"]
+                },
             )
         if encoded["kind"] == "steady":
             return SteadyTimeline(encoded["factor"], encoded["start"], encoded["until"])
         members = self.arrays[f"{name}_members"].tolist()
-        counts, bounds = self.arrays[f"{name}_counts"].tolist(), self.arrays[f"{name}_bounds"].tolist()
+        counts, bounds = (
+            self.arrays[f"{name}_counts"].tolist(),
+            self.arrays[f"{name}_bounds"].tolist(),
+        )
         observations = self.observations
         groups: dict[float, list[VolumeObservation]] = {}
         position = 0
@@ -456,12 +509,20 @@ class _Reader:
     def times_to_full(self, encoded: list[Any] | None) -> dict[VolumeKey, TimeToFull] | None:
         if encoded is None:
             return None
-        return {(int(b), self.strings[d]): TimeToFull(rate, seconds, factor) for b, d, rate, seconds, factor in encoded}
+        return {
+            (int(b), self.strings[d]): TimeToFull(rate, seconds, factor)
+            for b, d, rate, seconds, factor in encoded
+        }
 
 
 def decode_node_report(encoded: dict[str, Any]) -> NodeReport:
-    volumes = tuple(NodeVolume(d, total, usable, frozenset(holds)) for d, total, usable, holds in encoded["volumes"])
-    return NodeReport(int(encoded["node"]), frozenset(encoded["roles"]), volumes, float(encoded["at"]))
+    volumes = tuple(
+        NodeVolume(d, total, usable, frozenset(holds))
+        for d, total, usable, holds in encoded["volumes"]
+    )
+    return NodeReport(
+        int(encoded["node"]), frozenset(encoded["roles"]), volumes, float(encoded["at"])
+    )
 
 
 def _nan_none(values: array[float]) -> list[float | None]:
@@ -490,7 +551,9 @@ def _restore_trends(decider: ThrottleDecider, reader: _Reader, encoded: dict[str
     usable, slopes = a["trend_usable"].tolist(), a["trend_slopes"].tolist()
     times = _unrepeated(counts, a["trend_times_same"].tolist(), a["trend_times"].tolist())
     weights = _unrepeated(counts, a["trend_weights_same"].tolist(), a["trend_weights"].tolist())
-    previous, before, rates = (_nan_none(a[name]) for name in ("trend_previous", "trend_before", "trend_rates"))
+    previous, before, rates = (
+        _nan_none(a[name]) for name in ("trend_previous", "trend_before", "trend_rates")
+    )
     trends: dict[VolumeKey, FillTrend] = {}
     position = slope_position = 0
     window = horizon.window_seconds
@@ -512,7 +575,9 @@ def _restore_trends(decider: ThrottleDecider, reader: _Reader, encoded: dict[str
     return len(trends)
 
 
-def _restore_metadata(decider: ThrottleDecider, reader: _Reader, encoded: dict[str, Any], exact: bool) -> int:
+def _restore_metadata(
+    decider: ThrottleDecider, reader: _Reader, encoded: dict[str, Any], exact: bool
+) -> int:
     from app.decision.metadata import _Judged
 
     watch = decider.metadata
@@ -524,12 +589,18 @@ def _restore_metadata(decider: ThrottleDecider, reader: _Reader, encoded: dict[s
             watch.record(report)  # judged again by this decider's metadata limits
             continue
         verdicts = []
-        for (observation, _), (status, factor, reason, ttf) in zip(report.observations(), node["verdicts"], strict=True):
+        for (observation, _), (status, factor, reason, ttf) in zip(
+            report.observations(), node["verdicts"], strict=True
+        ):
             time_to_full = None if ttf is None else TimeToFull(*ttf)
-            verdicts.append(VolumeVerdict(observation, VolumeStatus(status), factor, reason, time_to_full))
+            verdicts.append(
+                VolumeVerdict(observation, VolumeStatus(status), factor, reason, time_to_full)
+            )
         entries = tuple(entry for _, entry in report.observations())
         mutation = min((v.factor for v in verdicts), default=1.0)
-        data = min((v.factor for v, e in zip(verdicts, entries, strict=True) if e.holds_data), default=1.0)
+        data = min(
+            (v.factor for v, e in zip(verdicts, entries, strict=True) if e.holds_data), default=1.0
+        )
         judged = _Judged(report, tuple(verdicts), entries, mutation, data)
         book._reports[report.node_id] = report  # noqa: SLF001
         watch._judged[report.node_id] = judged  # noqa: SLF001
@@ -550,7 +621,9 @@ def _restore_metadata(decider: ThrottleDecider, reader: _Reader, encoded: dict[s
     return len(book._reports)  # noqa: SLF001
 
 
-def restore_decider(decider: ThrottleDecider, data: bytes, now: float, exact_only: bool = False) -> Restored:
+def restore_decider(
+    decider: ThrottleDecider, data: bytes, now: float, exact_only: bool = False
+) -> Restored:
     """Put the state in ``data`` into ``decider`` (freshly built: nothing recorded yet).
 
     With the settings the snapshot was taken under, everything comes back: the decider then
@@ -579,7 +652,9 @@ def _restore_from(decider: ThrottleDecider, data: bytes, now: float, exact_only:
         raise SnapshotError(f"snapshot does not parse: {type(exc).__name__}: {exc}") from exc
 
 
-def _restore(decider: ThrottleDecider, reader: _Reader, header: dict[str, Any], exact: bool, now: float) -> Restored:
+def _restore(
+    decider: ThrottleDecider, reader: _Reader, header: dict[str, Any], exact: bool, now: float
+) -> Restored:
     cache = decider.cache
     observations = reader.observations
     cached = header["cache"]
@@ -616,8 +691,16 @@ def _restore(decider: ThrottleDecider, reader: _Reader, header: dict[str, Any], 
             step = view.at(decider.latest_round.finished_at)
             decider.evaluation = step.evaluation if step is not None else None
         encoded = header["holder"]
-        last_valid = view if encoded["last_valid"] == "view" else reader.timeline(encoded["last_valid"], "last_valid", decider.policy)
-        known = view if encoded["known"] == "view" else reader.timeline(encoded["known"], "known", decider.policy)
+        last_valid = (
+            view
+            if encoded["last_valid"] == "view"
+            else reader.timeline(encoded["last_valid"], "last_valid", decider.policy)
+        )
+        known = (
+            view
+            if encoded["known"] == "view"
+            else reader.timeline(encoded["known"], "known", decider.policy)
+        )
         holder = decider.holder
         if last_valid is not None and last_valid.at(now) is not None:
             holder._last_valid = last_valid  # noqa: SLF001

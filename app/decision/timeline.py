@@ -56,7 +56,9 @@ class Timeline:
         same factor changes nothing a client acts on). None once everything has expired."""
         raise NotImplementedError
 
-    def judged_by(self, policy: StoragePolicy, times_to_full: Mapping[VolumeKey, TimeToFull] | None = None) -> Timeline:
+    def judged_by(
+        self, policy: StoragePolicy, times_to_full: Mapping[VolumeKey, TimeToFull] | None = None
+    ) -> Timeline:
         """The same observations over the same instants, judged by ``policy`` with no volume
         remembered in breach and the time factors ``times_to_full`` (what-if)."""
         raise NotImplementedError
@@ -81,7 +83,9 @@ class SteadyTimeline(Timeline):
     def factor_holds_until(self, now: float) -> float | None:
         return self.next_change_after(now)
 
-    def judged_by(self, policy: StoragePolicy, times_to_full: Mapping[VolumeKey, TimeToFull] | None = None) -> Timeline:
+    def judged_by(
+        self, policy: StoragePolicy, times_to_full: Mapping[VolumeKey, TimeToFull] | None = None
+    ) -> Timeline:
         return self  # no observations: nothing to judge
 
 
@@ -142,7 +146,9 @@ class ViewTimeline(Timeline):
             index += 1
         return self._bounds[index]
 
-    def judged_by(self, policy: StoragePolicy, times_to_full: Mapping[VolumeKey, TimeToFull] | None = None) -> Timeline:
+    def judged_by(
+        self, policy: StoragePolicy, times_to_full: Mapping[VolumeKey, TimeToFull] | None = None
+    ) -> Timeline:
         twin = copy.copy(self)
         # a copy of this timeline: its own private state, re-judged
         twin._policy, twin._breaching = policy, frozenset()  # noqa: SLF001

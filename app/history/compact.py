@@ -89,7 +89,9 @@ class Compactor:
         self._last: dict[VolumeKey, _Last] = {}
         self._shared: tuple | None = None
 
-    def rows(self, round_: ObservationRound, decision: Decision, check_interval_seconds: float) -> list[HistoryRow]:
+    def rows(
+        self, round_: ObservationRound, decision: Decision, check_interval_seconds: float
+    ) -> list[HistoryRow]:
         """The round row, then the volume rows due and the gone rows, in that order (a crash
         mid-write leaves the round row whole before its volumes)."""
         at = round_.finished_at
@@ -99,21 +101,42 @@ class Compactor:
             self._hour, self._last, self._shared = hour, {}, None
         time = iso_instant(at)
         view = _view(round_, decision)
-        rows = [self._round_row(time, len(view), round_, decision, check_interval_seconds, keyframe)]
+        rows = [
+            self._round_row(time, len(view), round_, decision, check_interval_seconds, keyframe)
+        ]
         seen: set[VolumeKey] = set()
         rows += self._data_rows(time, at, view, round_, decision, seen)
         rows += self._metadata_rows(time, at, round_, decision, seen)
         for key in [key for key in self._last if key not in seen]:
             del self._last[key]
-            rows.append({"time": time, ROW_KIND: GONE, "broker_id": key[0], "log_dir": key[1], "holds": key[2]})
+            rows.append(
+                {
+                    "time": time,
+                    ROW_KIND: GONE,
+                    "broker_id": key[0],
+                    "log_dir": key[1],
+                    "holds": key[2],
+                }
+            )
         return rows
 
     def _round_row(
-        self, time: str | None, volumes: int, round_: ObservationRound, decision: Decision, check_interval_seconds: float, keyframe: bool
+        self,
+        time: str | None,
+        volumes: int,
+        round_: ObservationRound,
+        decision: Decision,
+        check_interval_seconds: float,
+        keyframe: bool,
     ) -> HistoryRow:
         """The round's own row; the shared values on it when they changed (and in a keyframe)."""
         policy = decision.policy
-        shared_values = (policy.kind.value, policy.hard_level, policy.soft_level, *_enforcement_fields(decision).values())
+        shared_values = (
+            policy.kind.value,
+            policy.hard_level,
+            policy.soft_level,
+            *_enforcement_fields(decision).values(),
+        )
         round_row: HistoryRow = {
             "time": time,
             ROW_KIND: ROUND,
@@ -134,11 +157,19 @@ class Compactor:
         return round_row
 
     def _data_rows(
-        self, time: str | None, at: float, view: Sequence[VolumeObservation], round_: ObservationRound, decision: Decision, seen: set[VolumeKey]
+        self,
+        time: str | None,
+        at: float,
+        view: Sequence[VolumeObservation],
+        round_: ObservationRound,
+        decision: Decision,
+        seen: set[VolumeKey],
     ) -> list[HistoryRow]:
         """The rows of the data volumes in the view that are due."""
         evaluation = decision.evaluation
-        verdicts = (*evaluation.breaching, *evaluation.ramping, *evaluation.unjudged) if evaluation else ()
+        verdicts = (
+            (*evaluation.breaching, *evaluation.ramping, *evaluation.unjudged) if evaluation else ()
+        )
         listed = {v.volume.key: v for v in verdicts}
         provenance = _Provenance(round_)
         keyframe_seconds, share = self.compaction.keyframe_seconds, self.compaction.usable_share
@@ -152,7 +183,16 @@ class Compactor:
             kept = provenance.kept(volume)
             volume_rule = _volume_rule(verdict)
             signature = (status, factor, kept, volume.error, volume_rule, volume.total_bytes)
-            if not self._due(key, signature, status, volume.usable_bytes, volume.total_bytes, at, keyframe_seconds, share):
+            if not self._due(
+                key,
+                signature,
+                status,
+                volume.usable_bytes,
+                volume.total_bytes,
+                at,
+                keyframe_seconds,
+                share,
+            ):
                 continue
             observed_at, age = provenance.time_and_age(volume)
             rate, seconds = _time_to_full(decision, volume)
@@ -166,17 +206,44 @@ class Compactor:
             rows.append({name: value for name, value in row.items() if value is not None})
         return rows
 
-    def _metadata_rows(self, time: str | None, at: float, round_: ObservationRound, decision: Decision, seen: set[VolumeKey]) -> list[HistoryRow]:
+    def _metadata_rows(
+        self,
+        time: str | None,
+        at: float,
+        round_: ObservationRound,
+        decision: Decision,
+        seen: set[VolumeKey],
+    ) -> list[HistoryRow]:
         """The rows of the nodes' reported (metadata) volumes that are due."""
         keyframe_seconds, share = self.compaction.keyframe_seconds, self.compaction.usable_share
         rows = []
         for full in _metadata_rows(round_, decision, {}):
             key = (full["broker_id"], full["log_dir"], full["holds"])
             seen.add(key)
-            signature = tuple(full[name] for name in ("volume_status", "volume_factor", "total_bytes", *_LIMIT_FIELDS))
-            if not self._due(key, signature, full["volume_status"], full["usable_bytes"], full["total_bytes"], at, keyframe_seconds, share):
+            signature = tuple(
+                full[name]
+                for name in ("volume_status", "volume_factor", "total_bytes", *_LIMIT_FIELDS)
+            )
+            if not self._due(
+                key,
+                signature,
+                full["volume_status"],
+                full["usable_bytes"],
+                full["total_bytes"],
+                at,
+                keyframe_seconds,
+                share,
+            ):
                 continue
-            row = {"time": time, ROW_KIND: VOLUME, **{name: full[name] for name in VOLUME_ROW_FIELDS[1:] + _LIMIT_FIELDS if name != "available_ratio"}}
+            row = {
+                "time": time,
+                ROW_KIND: VOLUME,
+                **{
+                    name: full[name]
+                    for name in VOLUME_ROW_FIELDS[1:] + _LIMIT_FIELDS
+                    if name != "available_ratio"
+                },
+            }
             rows.append({name: value for name, value in row.items() if value is not None})
         return rows
 
@@ -189,7 +256,17 @@ class Compactor:
             key: tuple[Any, Any, Any] = (row.get("broker_id"), row.get("log_dir"), row.get("holds"))
             self._last.pop(key, None)
 
-    def _due(self, key: VolumeKey, signature: tuple, status: str, usable: int, total: int, at: float, keyframe_seconds: float, share: float) -> bool:
+    def _due(
+        self,
+        key: VolumeKey,
+        signature: tuple,
+        status: str,
+        usable: int,
+        total: int,
+        at: float,
+        keyframe_seconds: float,
+        share: float,
+    ) -> bool:
         last = self._last.get(key)
         if (
             last is None
@@ -238,13 +315,17 @@ def expand(rows: Iterable[dict[str, Any]]) -> Iterator[HistoryRow]:
             row = {**dict.fromkeys(FIELD_NAMES), **shared, **round_values}
             row.update({name: volume.get(name) for name in VOLUME_ROW_FIELDS})
             if row["available_ratio"] is None:
-                row["available_ratio"] = available_ratio(volume.get("usable_bytes"), volume.get("total_bytes"))
+                row["available_ratio"] = available_ratio(
+                    volume.get("usable_bytes"), volume.get("total_bytes")
+                )
             if "metadata" in (volume.get("holds") or ""):
                 row.update({name: volume.get(name) for name in _LIMIT_FIELDS})
             if volume["time"] != time:  # a round it stands for: its observation, aged by then
                 row["time"] = time
                 if volume.get("observed_at") is not None:
-                    row["observation_age_seconds"] = round(max(0.0, at - _epoch(volume["observed_at"])), 3)
+                    row["observation_age_seconds"] = round(
+                        max(0.0, at - _epoch(volume["observed_at"])), 3
+                    )
             out.append(row)
         yield from out
 
@@ -265,7 +346,9 @@ def expand(rows: Iterable[dict[str, Any]]) -> Iterator[HistoryRow]:
             pending = row
         elif pending is not None and row_hour == hour:
             key: tuple[Any, Any, Any] = (row.get("broker_id"), row.get("log_dir"), row.get("holds"))
-            carried.pop(key, None)  # a volume written again moves to the end: the order rows are written in
+            carried.pop(
+                key, None
+            )  # a volume written again moves to the end: the order rows are written in
             if kind == VOLUME:
                 carried[key] = row
     yield from flush()

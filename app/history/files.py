@@ -37,14 +37,22 @@ SECONDS_PER_DAY = 86400.0
 
 def file_for(directory: Path, epoch_seconds: float) -> Path:
     moment = datetime.fromtimestamp(epoch_seconds, tz=UTC)
-    return directory / f"{PARTITION_PREFIX}{moment:%Y-%m-%d}" / f"{FILE_PREFIX}{moment:%H}{FILE_SUFFIX}"
+    return (
+        directory
+        / f"{PARTITION_PREFIX}{moment:%Y-%m-%d}"
+        / f"{FILE_PREFIX}{moment:%H}{FILE_SUFFIX}"
+    )
 
 
 def _hour_of(path: Path) -> float | None:
     """The epoch second at which the file's hour began, from its folder and file name."""
     try:
         day = path.parent.name.removeprefix(PARTITION_PREFIX)
-        hour = path.name.removeprefix(FILE_PREFIX).removesuffix(COMPRESSED_SUFFIX).removesuffix(FILE_SUFFIX)
+        hour = (
+            path.name.removeprefix(FILE_PREFIX)
+            .removesuffix(COMPRESSED_SUFFIX)
+            .removesuffix(FILE_SUFFIX)
+        )
         return datetime.strptime(f"{day} {hour}", "%Y-%m-%d %H").replace(tzinfo=UTC).timestamp()
     except ValueError:
         return None
@@ -59,7 +67,9 @@ class Retention:
 class HistoryFiles:
     """Appends batches of encoded lines. Used from one thread (the history writer)."""
 
-    def __init__(self, directory: Path, retention: Retention, wall_clock: Clock = system_clock) -> None:
+    def __init__(
+        self, directory: Path, retention: Retention, wall_clock: Clock = system_clock
+    ) -> None:
         self.directory = directory
         self.retention = retention
         self._wall_clock = wall_clock
@@ -104,7 +114,11 @@ class HistoryFiles:
     def files(self) -> list[Path]:
         """Every history file, plain and compressed, oldest first (names sort by time)."""
         pattern = f"{PARTITION_PREFIX}*/{FILE_PREFIX}*"
-        return sorted(p for p in self.directory.glob(pattern) if p.name.endswith((FILE_SUFFIX, COMPRESSED_SUFFIX)))
+        return sorted(
+            p
+            for p in self.directory.glob(pattern)
+            if p.name.endswith((FILE_SUFFIX, COMPRESSED_SUFFIX))
+        )
 
     def _plain_files(self) -> list[Path]:
         return sorted(self.directory.glob(f"{PARTITION_PREFIX}*/{FILE_PREFIX}*{FILE_SUFFIX}"))
@@ -118,7 +132,9 @@ class HistoryFiles:
     def _finish_staged(self) -> None:
         """Put in place the compressed copies a crash left staged after their plain file went;
         drop those whose plain file is still there (the copy may be incomplete: done again)."""
-        for staged in self.directory.glob(f"{PARTITION_PREFIX}*/.{FILE_PREFIX}*{COMPRESSED_SUFFIX}.tmp"):
+        for staged in self.directory.glob(
+            f"{PARTITION_PREFIX}*/.{FILE_PREFIX}*{COMPRESSED_SUFFIX}.tmp"
+        ):
             plain = staged.with_name(staged.name[1:].removesuffix(".gz.tmp"))
             if plain.exists():
                 staged.unlink()
@@ -127,7 +143,9 @@ class HistoryFiles:
 
     def apply_retention(self) -> None:
         files = [(path, path.stat().st_size) for path in self.files() if path != self._path]
-        current_size = self._path.stat().st_size if self._path is not None and self._path.exists() else 0
+        current_size = (
+            self._path.stat().st_size if self._path is not None and self._path.exists() else 0
+        )
         oldest_kept = self._wall_clock() - self.retention.max_age_days * SECONDS_PER_DAY
         total = current_size + sum(size for _, size in files)
         for path, size in files:
@@ -147,7 +165,9 @@ def compress(path: Path, level: int = 9) -> Path:
     target = path.with_name(path.name + ".gz")
     staged = path.with_name(f".{target.name}.tmp")
     with path.open("rb") as source, staged.open("wb") as raw:
-        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=level, mtime=0) as out:
+        with gzip.GzipFile(
+            filename="", mode="wb", fileobj=raw, compresslevel=level, mtime=0
+        ) as out:
             shutil.copyfileobj(source, out, 1 << 20)
             size = source.tell()
             if size > 0 and _last_byte(path, size) != b"\n":

@@ -31,7 +31,10 @@ from app.history.schema import GONE, ROUND, ROW_KIND, SHARED_FIELDS
 log = logging.getLogger("app.history")
 
 # The proposal's limit types; our ratio levels are fractions, its percentages are 0-100.
-_SNAPSHOT_LIMIT_TYPE = {"min-available-bytes": "MinFreeBytes", "min-available-ratio": "MinFreePercentage"}
+_SNAPSHOT_LIMIT_TYPE = {
+    "min-available-bytes": "MinFreeBytes",
+    "min-available-ratio": "MinFreePercentage",
+}
 
 
 def record_key(row: HistoryRow) -> str:
@@ -66,7 +69,13 @@ def record_value(row: HistoryRow, shared: dict[str, Any] | None = None) -> dict[
         "snapshotAt": row.get("observed_at") or row["time"],
         "hardLimit": _snapshot_limit(kind, limits["hard_limit"]),
         "softLimit": _snapshot_limit(kind, soft),
-        "volumes": [{"volumeName": row["log_dir"], "capacity": total, "consumed": total - usable if total >= 0 and usable >= 0 else -1}],
+        "volumes": [
+            {
+                "volumeName": row["log_dir"],
+                "capacity": total,
+                "consumed": total - usable if total >= 0 and usable >= 0 else -1,
+            }
+        ],
     }
 
 
@@ -74,7 +83,13 @@ class HistoryTopic:
     """Publishes rows without waiting for acknowledgements; failures are counted, not retried
     beyond the producer's own retries (the files are the record of truth)."""
 
-    def __init__(self, topic: str, producer_config: dict[str, str], on_error: Callable[[int], None], retention_ms: int | None = None) -> None:
+    def __init__(
+        self,
+        topic: str,
+        producer_config: dict[str, str],
+        on_error: Callable[[int], None],
+        retention_ms: int | None = None,
+    ) -> None:
         from confluent_kafka import Producer
 
         self.topic = topic
@@ -96,14 +111,20 @@ class HistoryTopic:
         """Create the topic time-retained when it is missing (on the writer thread, before the
         first rows; tried again a minute after a failure, meanwhile the producer waits for it)."""
         now = time.monotonic()
-        if self._ensured_at is not None and (self._ensured_at == float("inf") or now - self._ensured_at < 60):
+        if self._ensured_at is not None and (
+            self._ensured_at == float("inf") or now - self._ensured_at < 60
+        ):
             return
         self._ensured_at = now
         try:
             ensure_history_topic(self._config, self.topic, self._retention_ms or 0)
             self._ensured_at = float("inf")
         except Exception as exc:  # noqa: BLE001 - whatever failed, the check is tried again in a minute
-            log.warning("history topic %r not checked or created (%s); tried again in a minute", self.topic, exc)
+            log.warning(
+                "history topic %r not checked or created (%s); tried again in a minute",
+                self.topic,
+                exc,
+            )
 
     def publish(self, rows: Iterable[HistoryRow]) -> None:
         self._ensure_topic()
@@ -115,7 +136,10 @@ class HistoryTopic:
             key = record_key(row) if row.get("broker_id") is not None else None
             try:
                 self._producer.produce(
-                    self.topic, key=key, value=json.dumps(record_value(row, self._shared), separators=(",", ":")), on_delivery=self._delivered
+                    self.topic,
+                    key=key,
+                    value=json.dumps(record_value(row, self._shared), separators=(",", ":")),
+                    on_delivery=self._delivered,
                 )
             except BufferError:  # the producer's queue is full: the broker is not keeping up
                 self._on_error(1)
@@ -127,7 +151,9 @@ class HistoryTopic:
             self._on_error(remaining)
 
 
-def ensure_history_topic(client_config: dict[str, str], topic: str, retention_ms: int, timeout: float = 10.0) -> None:
+def ensure_history_topic(
+    client_config: dict[str, str], topic: str, retention_ms: int, timeout: float = 10.0
+) -> None:
     """Create ``topic`` with ``cleanup.policy=delete`` and ``retention.ms`` unless it exists; warn
     when an existing one is compacted (it keeps the latest row of each volume, no history)."""
     from confluent_kafka import KafkaException
@@ -150,11 +176,22 @@ def ensure_history_topic(client_config: dict[str, str], topic: str, retention_ms
             )
         return
     replicas, min_insync = topic_settings(len(metadata.brokers))
-    config = {"cleanup.policy": "delete", "retention.ms": str(retention_ms), "min.insync.replicas": str(min_insync)}
-    future = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=replicas, config=config)])[topic]
+    config = {
+        "cleanup.policy": "delete",
+        "retention.ms": str(retention_ms),
+        "min.insync.replicas": str(min_insync),
+    }
+    future = admin.create_topics(
+        [NewTopic(topic, num_partitions=1, replication_factor=replicas, config=config)]
+    )[topic]
     try:
         future.result(timeout=timeout)
-        log.info("created the history topic %r (time-retained: retention.ms=%d, replication factor %d)", topic, retention_ms, replicas)
+        log.info(
+            "created the history topic %r (time-retained: retention.ms=%d, replication factor %d)",
+            topic,
+            retention_ms,
+            replicas,
+        )
     except KafkaException as exc:
         if exc.args[0].code() != 36:  # TOPIC_ALREADY_EXISTS: another replica was first
             raise

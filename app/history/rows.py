@@ -53,7 +53,10 @@ class _Provenance:
         known = self._times.get(volume.observed_at)
         if known is None:
             at = volume.observed_at
-            known = self._times[at] = (iso_instant(at) or "", round(max(0.0, self._round.finished_at - at), 3))
+            known = self._times[at] = (
+                iso_instant(at) or "",
+                round(max(0.0, self._round.finished_at - at), 3),
+            )
         return known
 
     def kept(self, volume: VolumeObservation) -> str | None:
@@ -91,10 +94,15 @@ def row_count(round_: ObservationRound, decision: Decision) -> int:
 def _enforcement_fields(decision: Decision) -> dict[str, Any]:
     """Whether the decision bit, and on which brokers."""
     canary = decision.enforcement.canary_brokers
-    return {"enforced": decision.enforced, "canary_brokers": ",".join(map(str, canary)) if canary else None}
+    return {
+        "enforced": decision.enforced,
+        "canary_brokers": ",".join(map(str, canary)) if canary else None,
+    }
 
 
-def _time_to_full(decision: Decision, volume: VolumeObservation) -> tuple[float | None, float | None]:
+def _time_to_full(
+    decision: Decision, volume: VolumeObservation
+) -> tuple[float | None, float | None]:
     """The fill rate the horizon rule estimated for ``volume`` and the seconds to its hard limit
     at that rate (both None without a horizon or an estimate)."""
     rates = decision.fill_rates
@@ -102,7 +110,11 @@ def _time_to_full(decision: Decision, volume: VolumeObservation) -> tuple[float 
         return None, None
     rate = rates[volume.key]
     policy = decision.policy
-    hard = policy.hard_level if policy.kind is LimitKind.MIN_AVAILABLE_BYTES else policy.hard_level * volume.total_bytes
+    hard = (
+        policy.hard_level
+        if policy.kind is LimitKind.MIN_AVAILABLE_BYTES
+        else policy.hard_level * volume.total_bytes
+    )
     return rate, seconds_to_limit(volume.usable_bytes, hard, rate)
 
 
@@ -110,7 +122,9 @@ def _volume_rule(verdict: VolumeVerdict | None) -> str | None:
     return rule_of(verdict.reason) if verdict is not None else None
 
 
-def _metadata_rows(round_: ObservationRound, decision: Decision, common: dict[str, Any]) -> list[HistoryRow]:
+def _metadata_rows(
+    round_: ObservationRound, decision: Decision, common: dict[str, Any]
+) -> list[HistoryRow]:
     """One row per metadata log volume, judged by the metadata limits."""
     policy = decision.metadata_policy
     if policy is None:
@@ -128,7 +142,9 @@ def _metadata_rows(round_: ObservationRound, decision: Decision, common: dict[st
                 "available_ratio": observed.available_ratio,
                 "log_dir_error": None,
                 "observed_at": iso_instant(observed.observed_at),
-                "observation_age_seconds": round(max(0.0, round_.finished_at - observed.observed_at), 3),
+                "observation_age_seconds": round(
+                    max(0.0, round_.finished_at - observed.observed_at), 3
+                ),
                 "kept": None,
                 "limit_kind": policy.kind.value,
                 "hard_limit": policy.hard_level,
@@ -142,7 +158,9 @@ def _metadata_rows(round_: ObservationRound, decision: Decision, common: dict[st
     return rows
 
 
-def _common_fields(round_: ObservationRound, decision: Decision, check_interval_seconds: float) -> HistoryRow:
+def _common_fields(
+    round_: ObservationRound, decision: Decision, check_interval_seconds: float
+) -> HistoryRow:
     """The fields every row of a round shares."""
     policy = decision.policy
     return {
@@ -161,11 +179,15 @@ def _common_fields(round_: ObservationRound, decision: Decision, check_interval_
     }
 
 
-def round_rows(round_: ObservationRound, decision: Decision, check_interval_seconds: float) -> list[HistoryRow]:
+def round_rows(
+    round_: ObservationRound, decision: Decision, check_interval_seconds: float
+) -> list[HistoryRow]:
     """One row per volume in the view the round's decision rested on (``_view``), or one row
     without a volume when that is empty; ``decision`` is the one the round led to."""
     evaluation = decision.evaluation
-    verdicts = (*evaluation.breaching, *evaluation.ramping, *evaluation.unjudged) if evaluation else ()
+    verdicts = (
+        (*evaluation.breaching, *evaluation.ramping, *evaluation.unjudged) if evaluation else ()
+    )
     listed = {v.volume.key: v for v in verdicts}
     common = _common_fields(round_, decision, check_interval_seconds)
     rows: list[HistoryRow] = []
@@ -187,7 +209,9 @@ def round_rows(round_: ObservationRound, decision: Decision, check_interval_seco
                 "kept": provenance.kept(volume),
                 "volume_status": verdict.status.value if verdict else VolumeStatus.OK.value,
                 "volume_factor": verdict.factor if verdict else 1.0,
-                **dict(zip(_TIME_FIELDS, (*_time_to_full(decision, volume), _volume_rule(verdict)))),
+                **dict(
+                    zip(_TIME_FIELDS, (*_time_to_full(decision, volume), _volume_rule(verdict)))
+                ),
                 "holds": DATA,
             }
         )
@@ -201,9 +225,25 @@ def round_rows(round_: ObservationRound, decision: Decision, check_interval_seco
 # The writer's encoding of a row: compact, ASCII, the declared field order (round_lines).
 ROW_ENCODER = json.JSONEncoder(separators=(",", ":"))
 # round_lines writes the fields in this order; the schema declares it.
-assert tuple(FIELD_NAMES) == ("time", *_VOLUME_FIELDS[:_OWN_FIELDS], "limit_kind", "hard_limit", "soft_limit", *_VOLUME_FIELDS[_OWN_FIELDS:],
-                              "cluster_factor", "state", "source", "round_complete", "check_interval_seconds", "enforced", "canary_brokers",
-                              *_TIME_FIELDS, "rule", "holds", "mutation_factor")
+assert tuple(FIELD_NAMES) == (
+    "time",
+    *_VOLUME_FIELDS[:_OWN_FIELDS],
+    "limit_kind",
+    "hard_limit",
+    "soft_limit",
+    *_VOLUME_FIELDS[_OWN_FIELDS:],
+    "cluster_factor",
+    "state",
+    "source",
+    "round_complete",
+    "check_interval_seconds",
+    "enforced",
+    "canary_brokers",
+    *_TIME_FIELDS,
+    "rule",
+    "holds",
+    "mutation_factor",
+)
 
 
 def round_lines(round_: ObservationRound, decision: Decision, check_interval_seconds: float) -> str:
@@ -213,27 +253,51 @@ def round_lines(round_: ObservationRound, decision: Decision, check_interval_sec
     at a time took 0.11 s of CPU a round, this a fraction of it."""
     view = _view(round_, decision)
     if not view:
-        return "".join(ROW_ENCODER.encode(row) + "\n" for row in round_rows(round_, decision, check_interval_seconds))
+        return "".join(
+            ROW_ENCODER.encode(row) + "\n"
+            for row in round_rows(round_, decision, check_interval_seconds)
+        )
     evaluation = decision.evaluation
-    verdicts = (*evaluation.breaching, *evaluation.ramping, *evaluation.unjudged) if evaluation else ()
+    verdicts = (
+        (*evaluation.breaching, *evaluation.ramping, *evaluation.unjudged) if evaluation else ()
+    )
     listed = {v.volume.key: v for v in verdicts}
     policy = decision.policy
     encode = ROW_ENCODER.encode
     text = json.encoder.encode_basestring_ascii  # what the encoder does with a string
     head = '{"time":' + encode(iso_instant(round_.finished_at)) + ',"broker_id":'
     limits = (
-        ',"limit_kind":' + encode(policy.kind.value) + ',"hard_limit":' + encode(policy.hard_level)
-        + ',"soft_limit":' + encode(policy.soft_level) + ',"volume_status":'
+        ',"limit_kind":'
+        + encode(policy.kind.value)
+        + ',"hard_limit":'
+        + encode(policy.hard_level)
+        + ',"soft_limit":'
+        + encode(policy.soft_level)
+        + ',"volume_status":'
     )
     round_fields = (
-        ',"cluster_factor":' + encode(decision.factor) + ',"state":' + encode(decision.state.value)
-        + ',"source":' + encode(decision.source.value) + ',"round_complete":' + encode(round_.complete)
-        + ',"check_interval_seconds":' + encode(check_interval_seconds)
-        + "".join(f',"{name}":' + encode(value) for name, value in _enforcement_fields(decision).items())
+        ',"cluster_factor":'
+        + encode(decision.factor)
+        + ',"state":'
+        + encode(decision.state.value)
+        + ',"source":'
+        + encode(decision.source.value)
+        + ',"round_complete":'
+        + encode(round_.complete)
+        + ',"check_interval_seconds":'
+        + encode(check_interval_seconds)
+        + "".join(
+            f',"{name}":' + encode(value) for name, value in _enforcement_fields(decision).items()
+        )
     )
     tail = (
-        ',"rule":' + encode(rule_of(decision.rule))
-        + ',"holds":' + encode(DATA) + ',"mutation_factor":' + encode(decision.mutation_factor) + "}\n"
+        ',"rule":'
+        + encode(rule_of(decision.rule))
+        + ',"holds":'
+        + encode(DATA)
+        + ',"mutation_factor":'
+        + encode(decision.mutation_factor)
+        + "}\n"
     )
     ok = encode(VolumeStatus.OK.value) + ',"volume_factor":' + encode(1.0)
     untimed = ',"fill_rate_bytes_per_second":null,"seconds_to_hard_limit":null,"volume_rule":'
@@ -246,7 +310,11 @@ def round_lines(round_: ObservationRound, decision: Decision, check_interval_sec
     for volume in view:
         key = (volume.broker_id, volume.log_dir)
         verdict = listed.get(key)
-        judged = ok if verdict is None else encode(verdict.status.value) + ',"volume_factor":' + encode(verdict.factor)
+        judged = (
+            ok
+            if verdict is None
+            else encode(verdict.status.value) + ',"volume_factor":' + encode(verdict.factor)
+        )
         ratio = volume.available_ratio  # finite: JSON writes it as repr does
         source = (volume.broker_id, volume.observed_at)
         if (came_from := provenances.get(source)) is None:
@@ -256,7 +324,9 @@ def round_lines(round_: ObservationRound, decision: Decision, check_interval_sec
             timed = untimed
         else:
             # Finite numbers: JSON writes them as repr does.
-            seconds = seconds_to_limit(volume.usable_bytes, hard if by_bytes else hard * volume.total_bytes, rate)
+            seconds = seconds_to_limit(
+                volume.usable_bytes, hard if by_bytes else hard * volume.total_bytes, rate
+            )
             timed = (
                 f',"fill_rate_bytes_per_second":{"null" if rate is None else repr(rate)},'
                 f'"seconds_to_hard_limit":{"null" if seconds is None else repr(seconds)},"volume_rule":'
@@ -265,8 +335,13 @@ def round_lines(round_: ObservationRound, decision: Decision, check_interval_sec
             f'{head}{volume.broker_id},"log_dir":{text(volume.log_dir)},"total_bytes":{volume.total_bytes},'
             f'"usable_bytes":{volume.usable_bytes},"available_ratio":{"null" if ratio is None else repr(ratio)},'
             f'"log_dir_error":{"null" if volume.error is None else text(volume.error)}{came_from}{limits}{judged}'
-            f'{round_fields}{timed}{"null" if verdict is None else encode(_volume_rule(verdict))}{tail}'
+            f"{round_fields}{timed}{'null' if verdict is None else encode(_volume_rule(verdict))}{tail}"
         )
-    metadata_rows = _metadata_rows(round_, decision, _common_fields(round_, decision, check_interval_seconds))
-    lines += [ROW_ENCODER.encode({name: row[name] for name in FIELD_NAMES}) + "\n" for row in metadata_rows]
+    metadata_rows = _metadata_rows(
+        round_, decision, _common_fields(round_, decision, check_interval_seconds)
+    )
+    lines += [
+        ROW_ENCODER.encode({name: row[name] for name in FIELD_NAMES}) + "\n"
+        for row in metadata_rows
+    ]
     return "".join(lines)

@@ -43,15 +43,41 @@ class HistoryField(NamedTuple):
 
 
 HISTORY_FIELDS: tuple[HistoryField, ...] = (
-    HistoryField("time", "timestamp", "When the round finished (ISO-8601 UTC, milliseconds); the same for every row of a round"),
-    HistoryField("broker_id", "int", "Broker of the volume; null on a row of a round that observed no volume"),
+    HistoryField(
+        "time",
+        "timestamp",
+        "When the round finished (ISO-8601 UTC, milliseconds); the same for every row of a round",
+    ),
+    HistoryField(
+        "broker_id", "int", "Broker of the volume; null on a row of a round that observed no volume"
+    ),
     HistoryField("log_dir", "string", "Log dir of the volume; null like broker_id"),
-    HistoryField("total_bytes", "long", "Volume capacity (KIP-827 TotalBytes); -1 when not reported"),
-    HistoryField("usable_bytes", "long", "Usable bytes (KIP-827 UsableBytes); -1 when not reported"),
-    HistoryField("available_ratio", "double", "usable / total (0 for a volume of capacity 0); null when not reported"),
-    HistoryField("log_dir_error", "string", "Kafka error of an offline log dir (counts as a hard breach), else null"),
-    HistoryField("observed_at", "timestamp", "When the volume was observed (ISO-8601 UTC, milliseconds); before time on a kept observation"),
-    HistoryField("observation_age_seconds", "double", "time - observed_at: how old the observation was when the round decided on it"),
+    HistoryField(
+        "total_bytes", "long", "Volume capacity (KIP-827 TotalBytes); -1 when not reported"
+    ),
+    HistoryField(
+        "usable_bytes", "long", "Usable bytes (KIP-827 UsableBytes); -1 when not reported"
+    ),
+    HistoryField(
+        "available_ratio",
+        "double",
+        "usable / total (0 for a volume of capacity 0); null when not reported",
+    ),
+    HistoryField(
+        "log_dir_error",
+        "string",
+        "Kafka error of an offline log dir (counts as a hard breach), else null",
+    ),
+    HistoryField(
+        "observed_at",
+        "timestamp",
+        "When the volume was observed (ISO-8601 UTC, milliseconds); before time on a kept observation",
+    ),
+    HistoryField(
+        "observation_age_seconds",
+        "double",
+        "time - observed_at: how old the observation was when the round decided on it",
+    ),
     HistoryField(
         "kept",
         "string",
@@ -61,15 +87,39 @@ HISTORY_FIELDS: tuple[HistoryField, ...] = (
     HistoryField("limit_kind", "string", "min-available-bytes or min-available-ratio"),
     HistoryField("hard_limit", "double", "Hard limit level, in the unit of limit_kind"),
     HistoryField("soft_limit", "double", "Soft limit level; null when none is configured"),
-    HistoryField("volume_status", "string", "The policy's verdict: ok, ramping (soft limit), breaching (hard limit), unjudged"),
+    HistoryField(
+        "volume_status",
+        "string",
+        "The policy's verdict: ok, ramping (soft limit), breaching (hard limit), unjudged",
+    ),
     HistoryField("volume_factor", "double", "The factor this volume asks for"),
-    HistoryField("cluster_factor", "double", "The factor in force after the round (minimum over volumes, or last-valid / fallback)"),
+    HistoryField(
+        "cluster_factor",
+        "double",
+        "The factor in force after the round (minimum over volumes, or last-valid / fallback)",
+    ),
     HistoryField("state", "string", "OPEN, THROTTLE or PAUSE: the state of cluster_factor"),
-    HistoryField("source", "string", "Where cluster_factor comes from: observed, last-valid, fallback, initial"),
+    HistoryField(
+        "source",
+        "string",
+        "Where cluster_factor comes from: observed, last-valid, fallback, initial",
+    ),
     HistoryField("round_complete", "boolean", "Every active broker answered the round"),
-    HistoryField("check_interval_seconds", "double", "The configured check interval; the report's gap rule is a multiple of it"),
-    HistoryField("enforced", "boolean", "Whether enforcement was on (false: shadow mode, the shims applied quotas unscaled); null before it was recorded"),
-    HistoryField("canary_brokers", "string", "With enforced, the only brokers that enforced (comma-separated ids); null: every broker"),
+    HistoryField(
+        "check_interval_seconds",
+        "double",
+        "The configured check interval; the report's gap rule is a multiple of it",
+    ),
+    HistoryField(
+        "enforced",
+        "boolean",
+        "Whether enforcement was on (false: shadow mode, the shims applied quotas unscaled); null before it was recorded",
+    ),
+    HistoryField(
+        "canary_brokers",
+        "string",
+        "With enforced, the only brokers that enforced (comma-separated ids); null: every broker",
+    ),
     HistoryField(
         "fill_rate_bytes_per_second",
         "double",
@@ -81,8 +131,16 @@ HISTORY_FIELDS: tuple[HistoryField, ...] = (
         "double",
         "With a horizon: seconds until the volume reaches its hard limit at that rate, 0 at or below it; null while not filling",
     ),
-    HistoryField("volume_rule", "string", "The rule that set this volume's factor: hard limit, soft limit, time to full, log dir error; null when none slows it"),
-    HistoryField("rule", "string", "The rule that set cluster_factor (that of the volume asking for the least); null when none did (OPEN)"),
+    HistoryField(
+        "volume_rule",
+        "string",
+        "The rule that set this volume's factor: hard limit, soft limit, time to full, log dir error; null when none slows it",
+    ),
+    HistoryField(
+        "rule",
+        "string",
+        "The rule that set cluster_factor (that of the volume asking for the least); null when none did (OPEN)",
+    ),
     HistoryField(
         "holds",
         "string",
@@ -104,13 +162,33 @@ FIELD_NAMES: tuple[str, ...] = tuple(field.name for field in HISTORY_FIELDS)
 ROW_KIND = "row"
 ROUND, VOLUME, GONE = "round", "volume", "gone"
 COMPACT_FIELDS: tuple[HistoryField, ...] = (
-    HistoryField(ROW_KIND, "string", "Format 2 only: round, volume or gone (absent: a format 1 row)"),
-    HistoryField("volumes", "int", "On a round row: how many data volumes were in the round's view (0: a round that observed none)"),
-    HistoryField("shared", "boolean", "On a round row: true when it gives the shared values (limits, enforced, canary_brokers)"),
-    HistoryField("keyframe", "boolean", "On a round row: true when the round writes every volume in its view"),
+    HistoryField(
+        ROW_KIND, "string", "Format 2 only: round, volume or gone (absent: a format 1 row)"
+    ),
+    HistoryField(
+        "volumes",
+        "int",
+        "On a round row: how many data volumes were in the round's view (0: a round that observed none)",
+    ),
+    HistoryField(
+        "shared",
+        "boolean",
+        "On a round row: true when it gives the shared values (limits, enforced, canary_brokers)",
+    ),
+    HistoryField(
+        "keyframe", "boolean", "On a round row: true when the round writes every volume in its view"
+    ),
 )
 # The fields a round row gives for every volume row of the round (with ``time``).
-ROUND_FIELDS = ("cluster_factor", "state", "source", "round_complete", "check_interval_seconds", "rule", "mutation_factor")
+ROUND_FIELDS = (
+    "cluster_factor",
+    "state",
+    "source",
+    "round_complete",
+    "check_interval_seconds",
+    "rule",
+    "mutation_factor",
+)
 # ... and those it gives when ``shared`` is true, kept until given again.
 SHARED_FIELDS = ("limit_kind", "hard_limit", "soft_limit", "enforced", "canary_brokers")
 # The fields of a volume row (a metadata volume's also carries its own limit fields).

@@ -110,7 +110,9 @@ class HistoryWriter:
                 try:
                     self.topic.publish(round_rows(item.round_, item.decision, self._interval))
                 except Exception:
-                    log.exception("history topic failed on a round: its %d rows are not published", rows)
+                    log.exception(
+                        "history topic failed on a round: its %d rows are not published", rows
+                    )
                     self._counters.topic_errors(rows)
 
     def _run_compact(self, item: _RoundResult) -> None:
@@ -135,7 +137,9 @@ class HistoryWriter:
             try:
                 self.topic.publish(rows)
             except Exception:
-                log.exception("history topic failed on a round: its %d rows are not published", len(rows))
+                log.exception(
+                    "history topic failed on a round: its %d rows are not published", len(rows)
+                )
                 self._counters.topic_errors(len(rows))
 
     def _encodable_compact(self, rows: list) -> tuple[list, bytes]:
@@ -148,7 +152,9 @@ class HistoryWriter:
                 lines.append(ROW_ENCODER.encode(row) + "\n")
                 kept.append(row)
             except Exception as exc:  # noqa: BLE001 - whatever the reason, the row is dropped and said so
-                log.error("history row dropped: it cannot be encoded (%s: %s)", type(exc).__name__, exc)
+                log.error(
+                    "history row dropped: it cannot be encoded (%s: %s)", type(exc).__name__, exc
+                )
                 self._counters.dropped("write_error", 1)
                 self._compactor.forget(row)
         return kept, "".join(lines).encode()
@@ -159,7 +165,10 @@ class HistoryWriter:
         except OSError as exc:
             self._counters.dropped("write_error", count)
             if not self._failing:
-                log.error("history files not writable (%s): rows are dropped and counted until it recovers", exc)
+                log.error(
+                    "history files not writable (%s): rows are dropped and counted until it recovers",
+                    exc,
+                )
                 self._failing = True
             return False
         self._counters.written(count)
@@ -186,7 +195,9 @@ class HistoryWriter:
             try:
                 lines.append(ROW_ENCODER.encode(row) + "\n")
             except Exception as exc:  # noqa: BLE001 - whatever the reason, the row is dropped and said so
-                log.error("history row dropped: it cannot be encoded (%s: %s)", type(exc).__name__, exc)
+                log.error(
+                    "history row dropped: it cannot be encoded (%s: %s)", type(exc).__name__, exc
+                )
         if len(lines) < rows:
             self._counters.dropped("write_error", rows - len(lines))
         return "".join(lines).encode(), len(lines)

@@ -43,7 +43,13 @@ T = TypeVar("T")
 
 
 def _close_on_failed_connect(connect: Callable[..., Any]) -> Callable[..., Any]:
-    async def connect_or_close(self: KafkaNetSocket, net: Any, addrinfo: Any, socket_options: Any = (), timeout_at: Any = None) -> Any:
+    async def connect_or_close(
+        self: KafkaNetSocket,
+        net: Any,
+        addrinfo: Any,
+        socket_options: Any = (),
+        timeout_at: Any = None,
+    ) -> Any:
         opened: list[Any] = []
         make_socket = self.socket
 
@@ -144,7 +150,11 @@ class AdminConnection:
         current = self._tls.fingerprint()
         if current == self._tls_loaded:
             return []
-        return [path for (path, digest), (_, before) in zip(current, self._tls_loaded) if digest != before] or ["paths"]
+        return [
+            path
+            for (path, digest), (_, before) in zip(current, self._tls_loaded)
+            if digest != before
+        ] or ["paths"]
 
     def rebuild(self) -> None:
         """Close now; the next round builds afresh (new TLS material, say)."""

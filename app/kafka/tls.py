@@ -92,7 +92,9 @@ class TlsFiles:
             try:
                 if self.truststore_type == "PKCS12":
                     bundle = _read_pkcs12(self.truststore, self.truststore_password)
-                    certificates = [c.certificate for c in bundle.additional_certs] + ([bundle.cert.certificate] if bundle.cert else [])
+                    certificates = [c.certificate for c in bundle.additional_certs] + (
+                        [bundle.cert.certificate] if bundle.cert else []
+                    )
                     ca = "".join(c.public_bytes(Encoding.PEM).decode() for c in certificates)
                 else:
                     ca = Path(self.truststore).read_text()
@@ -102,18 +104,29 @@ class TlsFiles:
             return ca, None, None
         try:
             if self.keystore_type == "PKCS12":
-                chain_pem, key_pem = _pkcs12_to_pem(self.keystore, self.keystore_password, self.key_password)
+                chain_pem, key_pem = _pkcs12_to_pem(
+                    self.keystore, self.keystore_password, self.key_password
+                )
                 return ca, chain_pem.decode(), key_pem.decode()
             text = Path(self.keystore).read_bytes()
             key_text = Path(self.keyfile).read_bytes() if self.keyfile else text
         except (OSError, ValueError) as exc:
             raise TlsMaterialError("ssl.keystore.location", _reason(exc)) from None
-        chain = b"".join(block for block in _pem_blocks(text) if b"CERTIFICATE" in block.split(b"\n", 1)[0])
-        keys = [block for block in _pem_blocks(key_text) if b"PRIVATE KEY" in block.split(b"\n", 1)[0]]
+        chain = b"".join(
+            block for block in _pem_blocks(text) if b"CERTIFICATE" in block.split(b"\n", 1)[0]
+        )
+        keys = [
+            block for block in _pem_blocks(key_text) if b"PRIVATE KEY" in block.split(b"\n", 1)[0]
+        ]
         if not keys:
-            raise TlsMaterialError("ssl.keyfile" if self.keyfile else "ssl.keystore.location", "no private key in the file")
+            raise TlsMaterialError(
+                "ssl.keyfile" if self.keyfile else "ssl.keystore.location",
+                "no private key in the file",
+            )
         try:
-            private = load_pem_private_key(keys[0], self.key_password.encode() if self.key_password else None)
+            private = load_pem_private_key(
+                keys[0], self.key_password.encode() if self.key_password else None
+            )
         except (ValueError, TypeError) as exc:
             raise TlsMaterialError("ssl.key.password", _reason(exc)) from None
         key = private.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
@@ -126,10 +139,14 @@ class TlsFiles:
                 from cryptography.hazmat.primitives.serialization import Encoding
 
                 bundle = _read_pkcs12(self.truststore, self.truststore_password)
-                certificates = [c.certificate for c in bundle.additional_certs] + ([bundle.cert.certificate] if bundle.cert else [])
+                certificates = [c.certificate for c in bundle.additional_certs] + (
+                    [bundle.cert.certificate] if bundle.cert else []
+                )
                 if not certificates:
                     raise ValueError("the store holds no certificate")
-                context.load_verify_locations(cadata="".join(c.public_bytes(Encoding.PEM).decode() for c in certificates))
+                context.load_verify_locations(
+                    cadata="".join(c.public_bytes(Encoding.PEM).decode() for c in certificates)
+                )
             else:
                 context.load_verify_locations(self.truststore)
         except (OSError, ValueError, ssl.SSLError) as exc:
@@ -139,7 +156,9 @@ class TlsFiles:
         assert self.keystore is not None
         if self.keystore_type == "PKCS12":
             try:
-                certfile_pem, key_pem = _pkcs12_to_pem(self.keystore, self.keystore_password, self.key_password)
+                certfile_pem, key_pem = _pkcs12_to_pem(
+                    self.keystore, self.keystore_password, self.key_password
+                )
             except (OSError, ValueError) as exc:
                 raise TlsMaterialError("ssl.keystore.location", _reason(exc)) from None
             _load_chain_from_memory(context, certfile_pem + key_pem)
@@ -147,9 +166,15 @@ class TlsFiles:
         try:
             context.load_cert_chain(self.keystore, self.keyfile, password=self.key_password or None)
         except (OSError, ssl.SSLError) as exc:
-            if isinstance(exc, ssl.SSLError) and _key_does_not_decrypt(self.keyfile or self.keystore, self.key_password):
-                raise TlsMaterialError("ssl.key.password", "the private key does not decrypt with it") from None
-            raise TlsMaterialError("ssl.keyfile" if self.keyfile else "ssl.keystore.location", _reason(exc)) from None
+            if isinstance(exc, ssl.SSLError) and _key_does_not_decrypt(
+                self.keyfile or self.keystore, self.key_password
+            ):
+                raise TlsMaterialError(
+                    "ssl.key.password", "the private key does not decrypt with it"
+                ) from None
+            raise TlsMaterialError(
+                "ssl.keyfile" if self.keyfile else "ssl.keystore.location", _reason(exc)
+            ) from None
 
 
 def _pem_blocks(text: bytes) -> list[bytes]:
@@ -193,7 +218,9 @@ def _key_does_not_decrypt(path: str, password: str | None) -> bool:
     return False
 
 
-def _pkcs12_to_pem(path: str, store_password: str | None, key_password: str | None) -> tuple[bytes, bytes]:
+def _pkcs12_to_pem(
+    path: str, store_password: str | None, key_password: str | None
+) -> tuple[bytes, bytes]:
     """Certificate chain and unencrypted key, in PEM, from a PKCS12 key store, opened with the
     store password (Java tools write PKCS12 stores whose key has the same password)."""
     from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat

@@ -19,7 +19,9 @@ def topic_settings(brokers: int) -> tuple[int, int]:
     return replicas, min_insync
 
 
-def ensure_compacted_topic(client_config: dict[str, Any], topic: str, config: dict[str, str], timeout: float, what: str) -> None:
+def ensure_compacted_topic(
+    client_config: dict[str, Any], topic: str, config: dict[str, str], timeout: float, what: str
+) -> None:
     """Create the one-partition compacted ``topic`` unless it exists (the quota topic, the
     state topic): replicated as ``topic_settings`` says, with ``config`` besides."""
     from confluent_kafka import KafkaException
@@ -31,10 +33,18 @@ def ensure_compacted_topic(client_config: dict[str, Any], topic: str, config: di
         return
     replicas, min_insync = topic_settings(len(metadata.brokers))
     settings = {**config, "cleanup.policy": "compact", "min.insync.replicas": str(min_insync)}
-    future = admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=replicas, config=settings)])[topic]
+    future = admin.create_topics(
+        [NewTopic(topic, num_partitions=1, replication_factor=replicas, config=settings)]
+    )[topic]
     try:
         future.result(timeout=timeout)
-        log.info("created the %s %r (replication factor %d, min.insync.replicas %d, compacted)", what, topic, replicas, min_insync)
+        log.info(
+            "created the %s %r (replication factor %d, min.insync.replicas %d, compacted)",
+            what,
+            topic,
+            replicas,
+            min_insync,
+        )
     except KafkaException as exc:
         if exc.args[0].code() != 36:  # TOPIC_ALREADY_EXISTS: another replica was first
             raise

@@ -113,7 +113,10 @@ class KafkaVolumeSource:
         connections keep the old material for as long as they live otherwise."""
         changed = self._connection.tls_changed()
         if changed:
-            log.info("admin client TLS files changed (%s): reconnecting with the new material", ", ".join(changed))
+            log.info(
+                "admin client TLS files changed (%s): reconnecting with the new material",
+                ", ".join(changed),
+            )
             self._connection.rebuild()
 
     def close(self) -> None:
@@ -126,7 +129,9 @@ class KafkaVolumeSource:
         try:
             registered = self._connection.run(self._describe_cluster)
         except TlsMaterialError as exc:
-            return ObservationRound(started, self._clock(), error=f"admin client TLS material unusable: {exc}")
+            return ObservationRound(
+                started, self._clock(), error=f"admin client TLS material unusable: {exc}"
+            )
         except Exception as exc:  # noqa: BLE001 - any failure is a failed round, reported as such
             self._connection.rebootstrap()  # ask the bootstrap servers afresh next round
             error = f"DescribeCluster failed: {_describe(exc)}"
@@ -136,12 +141,23 @@ class KafkaVolumeSource:
             return ObservationRound(started, self._clock(), error=error)
         active, fenced = registered
         if not active:
-            return ObservationRound(started, self._clock(), fenced_brokers=fenced, error="DescribeCluster listed no active broker")
+            return ObservationRound(
+                started,
+                self._clock(),
+                fenced_brokers=fenced,
+                error="DescribeCluster listed no active broker",
+            )
         try:
             answers = self._connection.run(self._describe_log_dirs, active)
         except Exception as exc:  # noqa: BLE001 - any failure is a failed round, reported as such
             self._connection.rebootstrap()
-            return ObservationRound(started, self._clock(), active, fenced_brokers=fenced, error=f"DescribeLogDirs failed: {_describe(exc)}")
+            return ObservationRound(
+                started,
+                self._clock(),
+                active,
+                fenced_brokers=fenced,
+                error=f"DescribeLogDirs failed: {_describe(exc)}",
+            )
         finished = self._clock()
         observations: list[VolumeObservation] = []
         missing: dict[int, str] = {}
@@ -172,7 +188,9 @@ class KafkaVolumeSource:
                 )
         if len(missing) == len(active):
             self._connection.rebootstrap()
-        return ObservationRound(started, finished, active, tuple(observations), missing, fenced_brokers=fenced)
+        return ObservationRound(
+            started, finished, active, tuple(observations), missing, fenced_brokers=fenced
+        )
 
     async def _describe_cluster(self, manager: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """The ids of the active (unfenced) brokers and of the fenced ones: KRaft keeps a broker
@@ -198,7 +216,9 @@ class KafkaVolumeSource:
                 first_answer.failure(exc)
 
         for node_id in asked:
-            request = DescribeClusterRequest(include_cluster_authorized_operations=False, include_fenced_brokers=True)
+            request = DescribeClusterRequest(
+                include_cluster_authorized_operations=False, include_fenced_brokers=True
+            )
             try:
                 future = manager.send(request, node_id=node_id, request_timeout_ms=self._timeout_ms)
             except Exception as exc:  # noqa: BLE001 - a node not asked is one more failure; others may answer
@@ -208,8 +228,12 @@ class KafkaVolumeSource:
         response = await manager.wait_for(first_answer, self._timeout_ms)
         if response.error_code:
             raise kafka_errors.for_code(response.error_code)(response.error_message or "")
-        fenced = tuple(sorted(b.broker_id for b in response.brokers if getattr(b, "is_fenced", False)))
-        active = tuple(sorted(b.broker_id for b in response.brokers if not getattr(b, "is_fenced", False)))
+        fenced = tuple(
+            sorted(b.broker_id for b in response.brokers if getattr(b, "is_fenced", False))
+        )
+        active = tuple(
+            sorted(b.broker_id for b in response.brokers if not getattr(b, "is_fenced", False))
+        )
         return active, fenced
 
     async def _describe_log_dirs(self, manager: Any, broker_ids: tuple[int, ...]) -> dict[int, Any]:
@@ -221,7 +245,9 @@ class KafkaVolumeSource:
             # DescribeCluster named a broker the client's metadata has not seen yet (a broker
             # that just started): refresh the metadata once so it can be reached this round.
             try:
-                await manager.wait_for(manager.call_soon(manager.cluster.refresh_metadata), self._timeout_ms)
+                await manager.wait_for(
+                    manager.call_soon(manager.cluster.refresh_metadata), self._timeout_ms
+                )
             except Exception:
                 log.debug("metadata refresh failed", exc_info=True)
         all_answered = Future()
@@ -236,11 +262,15 @@ class KafkaVolumeSource:
         for broker_id in broker_ids:
             request = DescribeLogDirsRequest(topics=[])  # empty list: log dirs only, no partitions
             try:
-                future = manager.send(request, node_id=broker_id, request_timeout_ms=self._timeout_ms)
+                future = manager.send(
+                    request, node_id=broker_id, request_timeout_ms=self._timeout_ms
+                )
             except Exception as exc:  # noqa: BLE001 - e.g. a broker the client's metadata does not know yet
                 settle(broker_id, exc)
                 continue
-            future.add_callback(lambda response, b=broker_id, r=request: settle(b, (response, r.API_VERSION)))
+            future.add_callback(
+                lambda response, b=broker_id, r=request: settle(b, (response, r.API_VERSION))
+            )
             future.add_errback(lambda exc, b=broker_id: settle(b, exc))
         if not all_answered.is_done:
             try:
@@ -248,4 +278,6 @@ class KafkaVolumeSource:
             except kafka_errors.KafkaTimeoutError:
                 pass  # the brokers that did not answer in time are missing from this round
         unanswered = kafka_errors.KafkaTimeoutError(f"Timed out after {self._timeout_ms} ms")
-        return {broker_id: answers.get(broker_id, unanswered) for broker_id in broker_ids}  # a copy: late answers do not change it
+        return {
+            broker_id: answers.get(broker_id, unanswered) for broker_id in broker_ids
+        }  # a copy: late answers do not change it

@@ -28,7 +28,9 @@ class VolumeCache:
         # Observations confirmed after they were made: a fenced broker's, by the rounds that
         # listed it (with keep_fenced). Few or none; everything else is valid from observed_at.
         self._confirmed: dict[VolumeKey, float] = {}
-        self._fenced: frozenset[int] = frozenset()  # as the latest DescribeCluster answer listed them
+        self._fenced: frozenset[int] = (
+            frozenset()
+        )  # as the latest DescribeCluster answer listed them
 
     @property
     def validity_seconds(self) -> float:
@@ -46,7 +48,10 @@ class VolumeCache:
     def expires_at(self, volume: VolumeObservation) -> float:
         """The last instant ``volume`` is in the view: exactly validity old is still valid."""
         if self._confirmed:
-            return self._confirmed.get((volume.broker_id, volume.log_dir), volume.observed_at) + self._validity
+            return (
+                self._confirmed.get((volume.broker_id, volume.log_dir), volume.observed_at)
+                + self._validity
+            )
         return volume.observed_at + self._validity
 
     def record_round(self, round_: ObservationRound) -> None:
@@ -63,7 +68,9 @@ class VolumeCache:
             for observation in round_.observations:
                 entries[(observation.broker_id, observation.log_dir)] = observation
             self._entries = entries
-            self._confirmed = {key: at for key, at in self._confirmed.items() if key[0] not in answered}
+            self._confirmed = {
+                key: at for key, at in self._confirmed.items() if key[0] not in answered
+            }
         if round_.cluster_answered:
             self._fenced = frozenset(round_.fenced_brokers)
             if self._fenced and self._keep_fenced:

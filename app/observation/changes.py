@@ -24,7 +24,9 @@ class Registration(str, enum.Enum):
 class Change:
     level: int
     message: str
-    fields: Mapping[str, object] = field(default_factory=dict)  # the line's facts, for structured logs
+    fields: Mapping[str, object] = field(
+        default_factory=dict
+    )  # the line's facts, for structured logs
 
 
 def _change(level: int, event: str, message: str, **fields: object) -> Change:
@@ -36,12 +38,17 @@ class ClusterChanges:
         self._validity = validity_seconds
         self._keep_fenced = keep_fenced
         self._round_failed = False
-        self._registered: dict[int, Registration] | None = None  # None until DescribeCluster first answers
+        self._registered: dict[int, Registration] | None = (
+            None  # None until DescribeCluster first answers
+        )
         self._missing: frozenset[int] = frozenset()
         self._log_dir_errors: dict[VolumeKey, str] = {}  # the offline log dirs, with their error
 
     def after_round(
-        self, round_: ObservationRound, evicted: list[VolumeObservation], cached_brokers: Collection[int] = ()
+        self,
+        round_: ObservationRound,
+        evicted: list[VolumeObservation],
+        cached_brokers: Collection[int] = (),
     ) -> list[Change]:
         """The lines to log for ``round_``; ``cached_brokers`` have an observation in the view."""
         changes: list[Change] = []
@@ -70,11 +77,27 @@ class ClusterChanges:
             return []
         self._round_failed = round_.failed
         if round_.failed:
-            return [_change(logging.WARNING, "observation_failing", f"observation failing: {round_.error}", error=round_.error)]
+            return [
+                _change(
+                    logging.WARNING,
+                    "observation_failing",
+                    f"observation failing: {round_.error}",
+                    error=round_.error,
+                )
+            ]
         active = len(round_.active_brokers)
-        return [_change(logging.INFO, "observation_restored", f"observation restored: {active} active brokers", active_brokers=active)]
+        return [
+            _change(
+                logging.INFO,
+                "observation_restored",
+                f"observation restored: {active} active brokers",
+                active_brokers=active,
+            )
+        ]
 
-    def _registrations(self, round_: ObservationRound, cached_brokers: Collection[int]) -> list[Change]:
+    def _registrations(
+        self, round_: ObservationRound, cached_brokers: Collection[int]
+    ) -> list[Change]:
         now = dict.fromkeys(round_.active_brokers, Registration.ACTIVE)
         now.update(dict.fromkeys(round_.fenced_brokers, Registration.FENCED))
         before, self._registered = self._registered, now
@@ -88,9 +111,23 @@ class ClusterChanges:
                 line = self._fenced_line(broker, was, broker in cached_brokers)
                 changes.append(_change(logging.WARNING, "broker_fenced", line, broker_id=broker))
             elif status is Registration.ACTIVE and was is Registration.FENCED:
-                changes.append(_change(logging.INFO, "broker_unfenced", f"broker {broker} unfenced: serving again", broker_id=broker))
+                changes.append(
+                    _change(
+                        logging.INFO,
+                        "broker_unfenced",
+                        f"broker {broker} unfenced: serving again",
+                        broker_id=broker,
+                    )
+                )
             elif status is Registration.ACTIVE and before is not None:
-                changes.append(_change(logging.INFO, "broker_registered", f"broker {broker} registered", broker_id=broker))
+                changes.append(
+                    _change(
+                        logging.INFO,
+                        "broker_registered",
+                        f"broker {broker} registered",
+                        broker_id=broker,
+                    )
+                )
             elif status is None:
                 changes.append(
                     _change(
@@ -129,7 +166,12 @@ class ClusterChanges:
         active = set(round_.active_brokers)
         # Only a broker that answers again is said to; one that left (fenced, unregistered) was said so above.
         changes += [
-            _change(logging.INFO, "broker_answering", f"broker {broker} answering again", broker_id=broker)
+            _change(
+                logging.INFO,
+                "broker_answering",
+                f"broker {broker} answering again",
+                broker_id=broker,
+            )
             for broker in sorted(self._missing - missing)
             if broker in active
         ]
@@ -138,7 +180,9 @@ class ClusterChanges:
 
     def _log_dirs(self, round_: ObservationRound) -> list[Change]:
         # Only offline dirs are tracked: at 12,000 healthy log dirs a round compares nothing.
-        errors = {(v.broker_id, v.log_dir): v.error for v in round_.observations if v.error is not None}
+        errors = {
+            (v.broker_id, v.log_dir): v.error for v in round_.observations if v.error is not None
+        }
         changes = [
             _change(
                 logging.WARNING,
@@ -154,13 +198,26 @@ class ClusterChanges:
         answered = set(round_.answered_brokers)
         back = {key for key in self._log_dir_errors if key not in errors and key[0] in answered}
         back_brokers = {key[0] for key in back}
-        reported = {(v.broker_id, v.log_dir) for v in round_.observations if v.broker_id in back_brokers} if back else set()
+        reported = (
+            {(v.broker_id, v.log_dir) for v in round_.observations if v.broker_id in back_brokers}
+            if back
+            else set()
+        )
         changes += [
-            _change(logging.INFO, "log_dir_online", f"broker {key[0]} log dir {key[1]} back online", broker_id=key[0], log_dir=key[1])
+            _change(
+                logging.INFO,
+                "log_dir_online",
+                f"broker {key[0]} log dir {key[1]} back online",
+                broker_id=key[0],
+                log_dir=key[1],
+            )
             for key in sorted(back)
             if key in reported
         ]
         # A dir still offline at a broker that did not answer stays tracked; one its broker no
         # longer reports is dropped without a word (it left with the broker's answer).
-        self._log_dir_errors = {**{k: e for k, e in self._log_dir_errors.items() if k[0] not in answered}, **errors}
+        self._log_dir_errors = {
+            **{k: e for k, e in self._log_dir_errors.items() if k[0] not in answered},
+            **errors,
+        }
         return changes

@@ -42,10 +42,14 @@ class KeptReason(str, enum.Enum):
     """Why an observation in the view after a round is not the round's own: the cache kept
     it from an earlier round."""
 
-    FENCED = "fenced"  # DescribeCluster lists the broker as fenced (stopped, or halted by a failed disk)
+    FENCED = (
+        "fenced"  # DescribeCluster lists the broker as fenced (stopped, or halted by a failed disk)
+    )
     MISSING = "missing"  # the broker is active but did not answer the round (or its DescribeLogDirs failed)
     UNREGISTERED = "unregistered"  # DescribeCluster no longer lists the broker at all
-    LAST_VALID = "last-valid"  # the round reached no one (DescribeCluster failed): nothing was learned
+    LAST_VALID = (
+        "last-valid"  # the round reached no one (DescribeCluster failed): nothing was learned
+    )
 
 
 @dataclass(frozen=True)
@@ -91,5 +95,9 @@ class ObservationRound:
         if broker_id in self.fenced_brokers:
             return KeptReason.FENCED
         if broker_id in self.active_brokers:
-            return None if not self.failed and broker_id not in self.missing_brokers else KeptReason.MISSING
+            return (
+                None
+                if not self.failed and broker_id not in self.missing_brokers
+                else KeptReason.MISSING
+            )
         return KeptReason.UNREGISTERED

@@ -53,7 +53,12 @@ class NodeReport:
     def observations(self) -> list[tuple[VolumeObservation, NodeVolume]]:
         """Each metadata volume as an observation the storage policy judges, with its entry."""
         return [
-            (VolumeObservation(self.node_id, v.log_dir, v.total_bytes, v.usable_bytes, self.received_at), v)
+            (
+                VolumeObservation(
+                    self.node_id, v.log_dir, v.total_bytes, v.usable_bytes, self.received_at
+                ),
+                v,
+            )
             for v in self.volumes
             if v.holds_metadata
         ]
@@ -93,13 +98,18 @@ class NodeReportBook:
 
     def expires_at(self, report: NodeReport) -> float:
         """The last instant ``report`` is in the view: exactly validity old is still valid."""
-        return max(report.received_at, self._confirmed.get(report.node_id, report.received_at)) + self._validity
+        return (
+            max(report.received_at, self._confirmed.get(report.node_id, report.received_at))
+            + self._validity
+        )
 
     def expiry_as_now(self) -> Callable[[NodeReport], float]:
         """``expires_at`` as the book stands now (its confirmations copied): for a reader on
         another thread, or one that must not see later confirmations."""
         confirmed, validity = dict(self._confirmed), self._validity
-        return lambda report: max(report.received_at, confirmed.get(report.node_id, report.received_at)) + validity
+        return lambda report: (
+            max(report.received_at, confirmed.get(report.node_id, report.received_at)) + validity
+        )
 
     def evict_expired(self, now: float) -> list[NodeReport]:
         expired = [r for r in self._reports.values() if now > self.expires_at(r)]
@@ -107,4 +117,3 @@ class NodeReportBook:
             del self._reports[report.node_id]
             self._confirmed.pop(report.node_id, None)
         return expired
-

@@ -30,7 +30,10 @@ def backup(store: Path, target: Path) -> Generation:
     to ``target``: ``target`` is a whole backup, or is left as it was. Raises StoreRefused for
     a store that is missing or damaged, OSError when ``target`` cannot be written."""
     if not store.is_file():
-        raise StoreRefused(f"quota store {store} does not exist", "nothing to back up: check throttle.service.data.dir")
+        raise StoreRefused(
+            f"quota store {store} does not exist",
+            "nothing to back up: check throttle.service.data.dir",
+        )
     if not target.parent.is_dir():
         raise NotADirectoryError(f"{target.parent} is not a directory")
     partial = target.with_name(f".{target.name}.partial")

@@ -41,7 +41,10 @@ def name_problem(name: str) -> str | None:
     """Why a user or client id cannot name an entity or a group member, or None."""
     if not name:
         return "must not be empty"
-    if len(name) > NAME_MAX_BYTES // 4 and len(name.encode("utf-8", "surrogatepass")) > NAME_MAX_BYTES:
+    if (
+        len(name) > NAME_MAX_BYTES // 4
+        and len(name.encode("utf-8", "surrogatepass")) > NAME_MAX_BYTES
+    ):
         return f"must be at most {NAME_MAX_BYTES} bytes in UTF-8"
     for character in name:
         category = unicodedata.category(character)
@@ -56,7 +59,7 @@ def user_name_problem(name: str) -> str | None:
     """As name_problem, and a user is named as Kafka's quota entities name it: without User:."""
     problem = name_problem(name)
     if problem is None and name.startswith(PRINCIPAL_PREFIX):
-        return f"give the principal name without the {PRINCIPAL_PREFIX} prefix ({name[len(PRINCIPAL_PREFIX):]!r})"
+        return f"give the principal name without the {PRINCIPAL_PREFIX} prefix ({name[len(PRINCIPAL_PREFIX) :]!r})"
     return problem
 
 
@@ -76,11 +79,17 @@ def name_pattern(users: bool, members: bool) -> str:
     # Lone surrogates are left out: they are no Unicode scalar values, so no regular expression
     # engine of a UTF-8 validator can name them (nor a UTF-8 JSON text hold them but as escapes).
     pattern_categories = set(_REFUSED_CATEGORIES) - {"Cs"}
-    refused = [ord(c) for c, category in zip(characters, map(unicodedata.category, characters)) if category in pattern_categories]
+    refused = [
+        ord(c)
+        for c, category in zip(characters, map(unicodedata.category, characters))
+        if category in pattern_categories
+    ]
     spaces = [ord(c) for c in filter(str.isspace, characters)]
     anywhere = _character_class(refused)
     at_ends = _character_class(sorted(set(refused + spaces)))
-    lookaheads = (f"(?!{PRINCIPAL_PREFIX})" if users else "") + (f"(?!{DEFAULT_NAME}$)" if members else "")
+    lookaheads = (f"(?!{PRINCIPAL_PREFIX})" if users else "") + (
+        f"(?!{DEFAULT_NAME}$)" if members else ""
+    )
     return f"^{lookaheads}{at_ends}({anywhere}*{at_ends})?$"
 
 
@@ -92,7 +101,9 @@ def _character_class(codes: list[int]) -> str:
             runs[-1][1] = code
         else:
             runs.append([code, code])
-    escaped = "".join(_escape(low) if low == high else f"{_escape(low)}-{_escape(high)}" for low, high in runs)
+    escaped = "".join(
+        _escape(low) if low == high else f"{_escape(low)}-{_escape(high)}" for low, high in runs
+    )
     return f"[^{escaped}]"
 
 
@@ -129,14 +140,23 @@ def table_entries(table: QuotaTable) -> int:
     return len(table.overrides) + len(table.user_groups) + len(table.client_groups)
 
 
-def table_size_problem(table: QuotaTable, max_entries: int, entity: QuotaEntity | None = None, group: QuotaGroup | None = None) -> str | None:
+def table_size_problem(
+    table: QuotaTable,
+    max_entries: int,
+    entity: QuotaEntity | None = None,
+    group: QuotaGroup | None = None,
+) -> str | None:
     """Why setting ``entity``'s override or ``group`` would make the table too large, or None. A
     change that does not grow the table passes even when it is over the cap (lowered since)."""
     before = table_entries(table)
     after = before + (entity is not None and entity not in table.overrides)
     if group is not None:
         replaced = table.groups.get(group.name)
-        after += len(group.users) + len(group.client_ids) - (len(replaced.users) + len(replaced.client_ids) if replaced else 0)
+        after += (
+            len(group.users)
+            + len(group.client_ids)
+            - (len(replaced.users) + len(replaced.client_ids) if replaced else 0)
+        )
     if after > max_entries and after > before:
         return (
             f"the quota table would hold {after} entries (overrides and group members), more than "

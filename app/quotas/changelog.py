@@ -34,7 +34,9 @@ def _name_json(name: EntityName) -> str | dict[str, bool] | None:
 def _name_from_json(value: object) -> EntityName:
     if isinstance(value, dict):
         if value != {"default": True}:
-            raise ValueError(f"an entity name is a string, null or {{'default': true}}, not {value!r}")
+            raise ValueError(
+                f"an entity name is a string, null or {{'default': true}}, not {value!r}"
+            )
         return DEFAULT
     if value is None or isinstance(value, str):
         return value
@@ -46,7 +48,10 @@ def _encode(data: object) -> bytes:
 
 
 def _values_json(values: QuotaValues) -> dict[str, float]:
-    return {quota_type.value: value for quota_type, value in sorted(values.items(), key=lambda item: item[0].value)}
+    return {
+        quota_type.value: value
+        for quota_type, value in sorted(values.items(), key=lambda item: item[0].value)
+    }
 
 
 def _values_from_json(data: dict[str, float]) -> QuotaValues:
@@ -54,7 +59,13 @@ def _values_from_json(data: dict[str, float]) -> QuotaValues:
 
 
 def override_key(entity: QuotaEntity) -> bytes:
-    return _encode({"kind": OVERRIDE, "user": _name_json(entity.user), "client_id": _name_json(entity.client_id)})
+    return _encode(
+        {
+            "kind": OVERRIDE,
+            "user": _name_json(entity.user),
+            "client_id": _name_json(entity.client_id),
+        }
+    )
 
 
 def group_key(name: str) -> bytes:
@@ -66,7 +77,9 @@ def enforcement_key() -> bytes:
 
 
 def enforcement_value(enforcement: Enforcement) -> bytes:
-    return _encode({"mode": enforcement.mode.value, "canary_brokers": list(enforcement.canary_brokers)})
+    return _encode(
+        {"mode": enforcement.mode.value, "canary_brokers": list(enforcement.canary_brokers)}
+    )
 
 
 def override_value(values: QuotaValues) -> bytes:
@@ -74,7 +87,13 @@ def override_value(values: QuotaValues) -> bytes:
 
 
 def group_value(group: QuotaGroup) -> bytes:
-    return _encode({"users": sorted(group.users), "client_ids": sorted(group.client_ids), "quotas": _values_json(group.limits)})
+    return _encode(
+        {
+            "users": sorted(group.users),
+            "client_ids": sorted(group.client_ids),
+            "quotas": _values_json(group.limits),
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -101,7 +120,9 @@ class QuotaLog:
             header = json.loads(key)
             kind = header["kind"]
             if kind == OVERRIDE:
-                entity = QuotaEntity(_name_from_json(header["user"]), _name_from_json(header["client_id"]))
+                entity = QuotaEntity(
+                    _name_from_json(header["user"]), _name_from_json(header["client_id"])
+                )
                 if value is None:
                     self.overrides.pop(entity, None)
                 else:
@@ -115,7 +136,12 @@ class QuotaLog:
                     self.groups.pop(name, None)
                     return Applied(key, True)
                 data = json.loads(value)
-                group = QuotaGroup(name, frozenset(data["users"]), frozenset(data["client_ids"]), _values_from_json(data["quotas"]))
+                group = QuotaGroup(
+                    name,
+                    frozenset(data["users"]),
+                    frozenset(data["client_ids"]),
+                    _values_from_json(data["quotas"]),
+                )
                 conflict = self._membership_conflict(group)
                 if conflict:
                     return Applied(key, False, conflict)
@@ -127,8 +153,12 @@ class QuotaLog:
                 else:
                     data = json.loads(value)
                     brokers = data["canary_brokers"]
-                    if not isinstance(brokers, list) or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in brokers):
-                        raise ValueError(f"canary brokers must be a list of broker ids, not {brokers!r}")
+                    if not isinstance(brokers, list) or not all(
+                        isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in brokers
+                    ):
+                        raise ValueError(
+                            f"canary brokers must be a list of broker ids, not {brokers!r}"
+                        )
                     self.enforcement = Enforcement.of(data["mode"], brokers)
                 return Applied(key, True)
             raise ValueError(f"unknown record kind {kind!r}")

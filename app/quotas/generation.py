@@ -49,7 +49,10 @@ def read_generation(path: Path) -> Generation | None:
         return None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise GenerationUnreadable(f"{type(exc).__name__}: {exc}") from None
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (generation.number, generation.overrides, generation.groups)):
+    if not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 0
+        for n in (generation.number, generation.overrides, generation.groups)
+    ):
         raise GenerationUnreadable(f"not a generation: {record!r}")
     return generation
 
@@ -61,7 +64,13 @@ def write_generation(path: Path, generation: Generation) -> None:
     doubled the time of a change, a synced one tripled it). The database's commit was synced
     before, so this record never runs ahead of it; a power cut can leave it behind or torn,
     and an unreadable record only makes the store check the file without it."""
-    record = json.dumps({"generation": generation.number, "overrides": generation.overrides, "groups": generation.groups})
+    record = json.dumps(
+        {
+            "generation": generation.number,
+            "overrides": generation.overrides,
+            "groups": generation.groups,
+        }
+    )
     data = record.encode("ascii").ljust(RECORD_BYTES - 1) + b"\n"
     assert len(data) == RECORD_BYTES, record
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)

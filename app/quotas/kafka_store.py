@@ -51,7 +51,9 @@ class ChangeRefused(ValueError):
 class KafkaQuotaStore:
     shared = True  # other replicas write to the topic too: their changes arrive through it
 
-    def __init__(self, topic: str, client_config: dict[str, Any], write_timeout_seconds: float = 5.0) -> None:
+    def __init__(
+        self, topic: str, client_config: dict[str, Any], write_timeout_seconds: float = 5.0
+    ) -> None:
         self.topic = topic
         self._client_config = dict(client_config)
         self._write_timeout = write_timeout_seconds
@@ -159,22 +161,38 @@ class KafkaQuotaStore:
     def _write(self, key: bytes, value: bytes | None) -> None:
         """Produce one record and return once this replica has applied it."""
         if not self._loaded.is_set():
-            raise StoreUnavailable(f"the quota topic {self.topic!r} has not been read yet{self._because()}")
+            raise StoreUnavailable(
+                f"the quota topic {self.topic!r} has not been read yet{self._because()}"
+            )
         delivered: list[Any] = []
-        self._producer.produce(self.topic, key=key, value=value, partition=PARTITION, on_delivery=lambda err, msg: delivered.append((err, msg)))
+        self._producer.produce(
+            self.topic,
+            key=key,
+            value=value,
+            partition=PARTITION,
+            on_delivery=lambda err, msg: delivered.append((err, msg)),
+        )
         deadline = time.monotonic() + self._write_timeout + 1
         while not delivered and time.monotonic() < deadline:
             self._producer.poll(0.05)
         if not delivered:
-            raise StoreUnavailable(f"the quota topic {self.topic!r} did not acknowledge the change in time{self._because()}")
+            raise StoreUnavailable(
+                f"the quota topic {self.topic!r} did not acknowledge the change in time{self._because()}"
+            )
         error, message = delivered[0]
         if error is not None:
-            raise StoreUnavailable(f"the quota topic {self.topic!r} refused the change: {error.str()}")
+            raise StoreUnavailable(
+                f"the quota topic {self.topic!r} refused the change: {error.str()}"
+            )
         offset = message.offset()
         with self._state:
-            applied = self._state.wait_for(lambda: self._next_offset > offset, timeout=max(0.0, deadline - time.monotonic()))
+            applied = self._state.wait_for(
+                lambda: self._next_offset > offset, timeout=max(0.0, deadline - time.monotonic())
+            )
             if not applied:
-                raise StoreUnavailable(f"the change was written to {self.topic!r} but not read back in time{self._because()}")
+                raise StoreUnavailable(
+                    f"the change was written to {self.topic!r} but not read back in time{self._because()}"
+                )
             result = self._results.get(offset)
         if result is not None and not result.accepted:
             raise ChangeRefused(result.reason)
@@ -207,13 +225,17 @@ class KafkaQuotaStore:
                         }
                     )
                     consumer.assign([TopicPartition(self.topic, PARTITION, self._next_offset)])
-                    _, end = consumer.get_watermark_offsets(TopicPartition(self.topic, PARTITION), timeout=self._write_timeout)
+                    _, end = consumer.get_watermark_offsets(
+                        TopicPartition(self.topic, PARTITION), timeout=self._write_timeout
+                    )
                     self._end_at_start = self._end = end
                     if end <= self._next_offset:
                         self._mark_loaded()
                 message = consumer.poll(POLL_SECONDS)
                 # The end as of the latest fetch, kept by the client: no request of its own.
-                cached = consumer.get_watermark_offsets(TopicPartition(self.topic, PARTITION), cached=True)
+                cached = consumer.get_watermark_offsets(
+                    TopicPartition(self.topic, PARTITION), cached=True
+                )
                 if cached and cached[1] >= 0:
                     self._end = cached[1]
                 if message is None:
@@ -265,11 +287,16 @@ class KafkaQuotaStore:
             self._loaded.set()
             with self._state:
                 overrides, groups = len(self._log.overrides), len(self._log.groups)
-            log.info("quota topic %r read: %d overrides, %d groups; following it", self.topic, overrides, groups)
+            log.info(
+                "quota topic %r read: %d overrides, %d groups; following it",
+                self.topic,
+                overrides,
+                groups,
+            )
             for listener in self._listeners:
                 listener()
 
     def _ensure_topic(self) -> None:
-        ensure_compacted_topic(self._client_config, self.topic, TOPIC_CONFIG, self._write_timeout, "quota topic")
-
-
+        ensure_compacted_topic(
+            self._client_config, self.topic, TOPIC_CONFIG, self._write_timeout, "quota topic"
+        )

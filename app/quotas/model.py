@@ -58,8 +58,6 @@ class Level(str, enum.Enum):
 PRECEDENCE: tuple[Level, ...] = tuple(Level)  # the declaration order above
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class QuotaEntity:
     user: EntityName = None
@@ -114,9 +112,19 @@ class QuotaTable:
     client_groups: dict[str, str] = field(init=False, repr=False, compare=False)
     # (user, client id) -> (entity, limits): resolution looks up plain tuples, which is
     # several times cheaper than building an entity per candidate level
-    override_index: dict[tuple[EntityName, EntityName], tuple[QuotaEntity, QuotaValues]] = field(init=False, repr=False, compare=False)
+    override_index: dict[tuple[EntityName, EntityName], tuple[QuotaEntity, QuotaValues]] = field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "override_index", {(e.user, e.client_id): (e, v) for e, v in self.overrides.items()})
-        object.__setattr__(self, "user_groups", {u: g.name for g in self.groups.values() for u in g.users})
-        object.__setattr__(self, "client_groups", {c: g.name for g in self.groups.values() for c in g.client_ids})
+        object.__setattr__(
+            self,
+            "override_index",
+            {(e.user, e.client_id): (e, v) for e, v in self.overrides.items()},
+        )
+        object.__setattr__(
+            self, "user_groups", {u: g.name for g in self.groups.values() for u in g.users}
+        )
+        object.__setattr__(
+            self, "client_groups", {c: g.name for g in self.groups.values() for c in g.client_ids}
+        )

@@ -74,7 +74,9 @@ def _group_of(table: QuotaTable, user: str, client_id: str) -> QuotaGroup | None
     return table.groups[name] if name else None
 
 
-def apply_factor(table: QuotaTable, quota_type: QuotaType, base: float | None, factor: float) -> tuple[float, float | None]:
+def apply_factor(
+    table: QuotaTable, quota_type: QuotaType, base: float | None, factor: float
+) -> tuple[float, float | None]:
     """(factor applied, effective limit). A throttled limit never falls below the floor
     (Kafka divides by it), nor is raised above the base by it."""
     if quota_type not in table.factor_types or factor >= 1.0:
@@ -86,11 +88,19 @@ def apply_factor(table: QuotaTable, quota_type: QuotaType, base: float | None, f
     return factor, max(base * factor, min(floor, base))
 
 
-def resolve(table: QuotaTable, user: str, client_id: str, quota_type: QuotaType, factor: float) -> Resolution:
+def resolve(
+    table: QuotaTable, user: str, client_id: str, quota_type: QuotaType, factor: float
+) -> Resolution:
     """The quota that applies to one client of one user for one quota type: the first level
     of PRECEDENCE that sets a quota of this type."""
 
-    def found(level: Level, entity: QuotaEntity | None, group: str | None, base: float | None, tags: dict[str, str]) -> Resolution:
+    def found(
+        level: Level,
+        entity: QuotaEntity | None,
+        group: str | None,
+        base: float | None,
+        tags: dict[str, str],
+    ) -> Resolution:
         applied, limit = apply_factor(table, quota_type, base, factor)
         return Resolution(quota_type, level, entity, group, base, applied, limit, tags)
 
@@ -103,11 +113,26 @@ def resolve(table: QuotaTable, user: str, client_id: str, quota_type: QuotaType,
                 return found(level, entity, None, values[quota_type], _tags(level, user, client_id))
         elif level is Level.EXCLUDED:
             if user in table.excluded_principals:
-                return Resolution(quota_type, level, None, None, None, 1.0, None, {"user": user, "client-id": client_id})
+                return Resolution(
+                    quota_type,
+                    level,
+                    None,
+                    None,
+                    None,
+                    1.0,
+                    None,
+                    {"user": user, "client-id": client_id},
+                )
         elif level is Level.GROUP:
             group = _group_of(table, user, client_id)
             if group is not None and quota_type in group.limits:
-                return found(level, None, group.name, group.limits[quota_type], {"user": "", "client-id": "", GROUP_TAG: group.name})
+                return found(
+                    level,
+                    None,
+                    group.name,
+                    group.limits[quota_type],
+                    {"user": "", "client-id": "", GROUP_TAG: group.name},
+                )
         elif level is Level.DEFAULTS:
             if quota_type in table.defaults:
                 return found(level, None, None, table.defaults[quota_type], dict(_SHARED_TAGS))

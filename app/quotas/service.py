@@ -32,7 +32,9 @@ class TableFull(ValueError):
     """The change would take the table past its cap (throttle.service.quota.table.max.entries)."""
 
 
-def table_from_settings(settings: Settings, overrides: dict[QuotaEntity, QuotaValues], groups: dict[str, QuotaGroup]) -> QuotaTable:
+def table_from_settings(
+    settings: Settings, overrides: dict[QuotaEntity, QuotaValues], groups: dict[str, QuotaGroup]
+) -> QuotaTable:
     defaults = {
         quota_type: value
         for quota_type, value in (
@@ -46,10 +48,15 @@ def table_from_settings(settings: Settings, overrides: dict[QuotaEntity, QuotaVa
     return QuotaTable(
         defaults=defaults,
         overrides={entity: _at_most_the_maximum(limits) for entity, limits in overrides.items()},
-        groups={name: dataclasses.replace(group, limits=_at_most_the_maximum(group.limits)) for name, group in groups.items()},
+        groups={
+            name: dataclasses.replace(group, limits=_at_most_the_maximum(group.limits))
+            for name, group in groups.items()
+        },
         excluded_principals=settings.excluded_principals,
         factor_types=frozenset(QuotaType(t) for t in settings.factor_types),
-        floors={quota_type: getattr(settings, field) for quota_type, field in FLOOR_SETTINGS.items()},
+        floors={
+            quota_type: getattr(settings, field) for quota_type, field in FLOOR_SETTINGS.items()
+        },
     )
 
 
@@ -67,7 +74,13 @@ class QuotaService:
     every replica): this service follows it, so changes made through other replicas arrive from
     it, and the table is always the store's."""
 
-    def __init__(self, settings: Settings, store: QuotaStorage, reading: Callable[[float], FactorReading], clock: Clock) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: QuotaStorage,
+        reading: Callable[[float], FactorReading],
+        clock: Clock,
+    ) -> None:
         self.store = store
         self.clock = clock
         self._settings = settings
@@ -119,7 +132,9 @@ class QuotaService:
 
     def reload(self) -> None:
         """Take the table and the enforcement from the store (a followed store changed)."""
-        table = table_from_settings(self._settings, self.store.load_overrides(), self.store.load_groups())
+        table = table_from_settings(
+            self._settings, self.store.load_overrides(), self.store.load_groups()
+        )
         if (table.overrides, table.groups) != (self.table.overrides, self.table.groups):
             self.table = table
             for listener in self._listeners:
@@ -131,7 +146,12 @@ class QuotaService:
         self.stored_enforcement = stored
         if self.enforcement != before:
             source = "the settings" if stored is None else "the quota store"
-            log.warning("enforcement %s, was %s (from %s)", self.enforcement.describe(), before.describe(), source)
+            log.warning(
+                "enforcement %s, was %s (from %s)",
+                self.enforcement.describe(),
+                before.describe(),
+                source,
+            )
             for listener in self._enforcement_listeners:
                 listener()
 
@@ -139,7 +159,9 @@ class QuotaService:
         """Keep ``enforcement`` in the store: it wins over the settings from now on."""
         async with self._writes:
             await self._stored(self.store.put_enforcement, enforcement, self.clock())
-            self._take_enforcement(self.store.load_enforcement() if self.store.shared else enforcement)
+            self._take_enforcement(
+                self.store.load_enforcement() if self.store.shared else enforcement
+            )
 
     async def clear_enforcement(self) -> bool:
         """Remove the stored enforcement: the settings' holds again. False when none was stored."""
@@ -178,8 +200,12 @@ class QuotaService:
             await self._stored(self.store.put_override, entity, limits, self.clock())
             self._replace(overrides={**self.table.overrides, entity: dict(limits)})
 
-    def _check_size(self, entity: QuotaEntity | None = None, group: QuotaGroup | None = None) -> None:
-        problem = table_size_problem(self.table, self._settings.quota_table_max_entries, entity, group)
+    def _check_size(
+        self, entity: QuotaEntity | None = None, group: QuotaGroup | None = None
+    ) -> None:
+        problem = table_size_problem(
+            self.table, self._settings.quota_table_max_entries, entity, group
+        )
         if problem:
             raise TableFull(problem)
 
@@ -200,7 +226,9 @@ class QuotaService:
             for client_id in group.client_ids:
                 owner = self.table.client_groups.get(client_id)
                 if owner not in (None, group.name):
-                    raise MembershipConflict(f"client id {client_id!r} already belongs to group {owner!r}")
+                    raise MembershipConflict(
+                        f"client id {client_id!r} already belongs to group {owner!r}"
+                    )
             self._check_size(group=group)
             try:
                 await self._stored(self.store.put_group, group, self.clock())

@@ -111,7 +111,10 @@ def sqlite_refusal(path: Path, exc: sqlite3.Error) -> StoreRefused:
             f"quota store {path} is locked by another process ({exc})",
             "stop the other throttle-service using this data dir, or give this one a data dir of its own (throttle.service.data.dir)",
         )
-    return StoreRefused(f"quota store {path} cannot be used ({exc})", "check the file, its -wal file and their permissions")
+    return StoreRefused(
+        f"quota store {path} cannot be used ({exc})",
+        "check the file, its -wal file and their permissions",
+    )
 
 
 def integrity_problem(db: sqlite3.Connection) -> str | None:
@@ -121,7 +124,9 @@ def integrity_problem(db: sqlite3.Connection) -> str | None:
     findings = [row[0] for row in db.execute("PRAGMA integrity_check(3)")]
     if findings == ["ok"]:
         return None
-    return "; ".join(line.strip() for finding in findings for line in finding.splitlines() if line.strip())[:300]
+    return "; ".join(
+        line.strip() for finding in findings for line in finding.splitlines() if line.strip()
+    )[:300]
 
 
 def _rollback_journal_header(path: Path) -> bool:
@@ -134,14 +139,27 @@ def _rollback_journal_header(path: Path) -> bool:
 
 
 def _has_table(db: sqlite3.Connection, name: str) -> bool:
-    return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
+    return (
+        db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+        ).fetchone()
+        is not None
+    )
 
 
 def held_generation(db: sqlite3.Connection) -> tuple[Generation, bool]:
     """The generation the database holds, and whether it is marked in use; a new database (or
     one of schema 1) has committed no counted change."""
-    overrides = db.execute("SELECT count(*) FROM overrides").fetchone()[0] if _has_table(db, "overrides") else 0
-    groups = db.execute("SELECT count(*) FROM quota_groups").fetchone()[0] if _has_table(db, "quota_groups") else 0
+    overrides = (
+        db.execute("SELECT count(*) FROM overrides").fetchone()[0]
+        if _has_table(db, "overrides")
+        else 0
+    )
+    groups = (
+        db.execute("SELECT count(*) FROM quota_groups").fetchone()[0]
+        if _has_table(db, "quota_groups")
+        else 0
+    )
     number, in_use = 0, False
     if _has_table(db, "store_state"):
         number, in_use = db.execute("SELECT generation, in_use FROM store_state").fetchone()
@@ -163,7 +181,9 @@ def _decode_name(kind: str, name: str) -> EntityName:
 
 
 def _encode_limits(limits: QuotaValues) -> str:
-    return json.dumps({t.value: v for t, v in sorted(limits.items(), key=lambda item: item[0].value)})
+    return json.dumps(
+        {t.value: v for t, v in sorted(limits.items(), key=lambda item: item[0].value)}
+    )
 
 
 def _decode_limits(text: str) -> QuotaValues:
@@ -195,7 +215,9 @@ class QuotaStore:
             raise sqlite_refusal(path, exc) from None
         try:
             self._db.execute("PRAGMA busy_timeout=5000")
-            self.generation = self._checked_generation(recorded, wal_holds_frames, loss, accept_loss)
+            self.generation = self._checked_generation(
+                recorded, wal_holds_frames, loss, accept_loss
+            )
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             with self._transaction():
@@ -203,7 +225,9 @@ class QuotaStore:
                     if statement.strip():
                         self._db.execute(statement)
                 self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-                self._db.execute("UPDATE store_state SET generation = ?, in_use = 1", (self.generation.number,))
+                self._db.execute(
+                    "UPDATE store_state SET generation = ?, in_use = 1", (self.generation.number,)
+                )
             # The mark of use goes into the file itself, so that a copy of the file alone says so.
             self._db.execute("PRAGMA wal_checkpoint(FULL)")
         except sqlite3.Error as exc:
@@ -221,7 +245,11 @@ class QuotaStore:
         except GenerationUnreadable as exc:
             # It is written without a sync: a power cut may leave it so. The mark of use in the
             # file still tells a file copied without its -wal file.
-            log.warning("%s cannot be read (%s): checking the quota store without it", self.generation_path, exc)
+            log.warning(
+                "%s cannot be read (%s): checking the quota store without it",
+                self.generation_path,
+                exc,
+            )
             return None
 
     def _foreign_wal(self) -> StoreRefused:
@@ -245,7 +273,11 @@ class QuotaStore:
         if self.path.stat().st_size == 0 and (recorded is None or not recorded.empty):
             # SQLite writes a header into every file it creates (and drops the -wal file of an
             # empty one): an empty file was emptied.
-            recorded_text = f", but {self.generation_path.name} beside it records {recorded.holding()}" if recorded else ""
+            recorded_text = (
+                f", but {self.generation_path.name} beside it records {recorded.holding()}"
+                if recorded
+                else ""
+            )
             return StoreRefused(
                 f"quota store {self.path} is empty (0 bytes){recorded_text}",
                 f"copy {_BACKUP_HINT} into its place, or {_ACCEPT_HINT} to begin with an empty store",
@@ -253,7 +285,11 @@ class QuotaStore:
         return None
 
     def _checked_generation(
-        self, recorded: Generation | None, wal_holds_frames: bool, loss: StoreRefused | None, accept_loss: bool
+        self,
+        recorded: Generation | None,
+        wal_holds_frames: bool,
+        loss: StoreRefused | None,
+        accept_loss: bool,
     ) -> Generation:
         """Check the open file; returns the generation to go on from: a new one, past both the
         file's and the recorded one, when a loss is accepted."""
@@ -274,9 +310,13 @@ class QuotaStore:
         if not accept_loss:
             raise loss
         self.accepted_loss = loss.problem
-        return Generation(max(held.number, recorded.number if recorded else 0) + 1, held.overrides, held.groups)
+        return Generation(
+            max(held.number, recorded.number if recorded else 0) + 1, held.overrides, held.groups
+        )
 
-    def _lost_changes(self, held: Generation, in_use: bool, recorded: Generation | None, wal_holds_frames: bool) -> StoreRefused | None:
+    def _lost_changes(
+        self, held: Generation, in_use: bool, recorded: Generation | None, wal_holds_frames: bool
+    ) -> StoreRefused | None:
         if recorded is not None:
             if held.number >= recorded.number or (held.empty and recorded.empty):
                 return None
@@ -326,7 +366,11 @@ class QuotaStore:
             write_generation(self.generation_path, generation)
         except OSError as exc:
             if not self._recording_failed:
-                log.warning("could not record the quota store's generation in %s: %s", self.generation_path, exc)
+                log.warning(
+                    "could not record the quota store's generation in %s: %s",
+                    self.generation_path,
+                    exc,
+                )
             self._recording_failed = True
             return
         if self._recording_failed:
@@ -357,14 +401,26 @@ class QuotaStore:
     # -- reads (start-up only) -----------------------------------------------------------
     def load_overrides(self) -> dict[QuotaEntity, QuotaValues]:
         with self._lock:
-            rows = self._db.execute("SELECT user_kind, user_name, client_kind, client_name, limits FROM overrides").fetchall()
-        return {QuotaEntity(_decode_name(uk, un), _decode_name(ck, cn)): _decode_limits(limits) for uk, un, ck, cn, limits in rows}
+            rows = self._db.execute(
+                "SELECT user_kind, user_name, client_kind, client_name, limits FROM overrides"
+            ).fetchall()
+        return {
+            QuotaEntity(_decode_name(uk, un), _decode_name(ck, cn)): _decode_limits(limits)
+            for uk, un, ck, cn, limits in rows
+        }
 
     def load_groups(self) -> dict[str, QuotaGroup]:
         with self._lock:
-            rows = self._db.execute("SELECT name, users, client_ids, limits FROM quota_groups").fetchall()
+            rows = self._db.execute(
+                "SELECT name, users, client_ids, limits FROM quota_groups"
+            ).fetchall()
         return {
-            name: QuotaGroup(name, frozenset(json.loads(users)), frozenset(json.loads(clients)), _decode_limits(limits))
+            name: QuotaGroup(
+                name,
+                frozenset(json.loads(users)),
+                frozenset(json.loads(clients)),
+                _decode_limits(limits),
+            )
             for name, users, clients, limits in rows
         }
 
@@ -390,7 +446,12 @@ class QuotaStore:
         with self._change():
             self._db.execute(
                 "INSERT OR REPLACE INTO overrides VALUES (?, ?, ?, ?, ?, ?)",
-                (*_encode_name(entity.user), *_encode_name(entity.client_id), _encode_limits(limits), at),
+                (
+                    *_encode_name(entity.user),
+                    *_encode_name(entity.client_id),
+                    _encode_limits(limits),
+                    at,
+                ),
             )
 
     def delete_override(self, entity: QuotaEntity) -> bool:
@@ -405,7 +466,13 @@ class QuotaStore:
         with self._change():
             self._db.execute(
                 "INSERT OR REPLACE INTO quota_groups VALUES (?, ?, ?, ?, ?)",
-                (group.name, json.dumps(sorted(group.users)), json.dumps(sorted(group.client_ids)), _encode_limits(group.limits), at),
+                (
+                    group.name,
+                    json.dumps(sorted(group.users)),
+                    json.dumps(sorted(group.client_ids)),
+                    _encode_limits(group.limits),
+                    at,
+                ),
             )
 
     def delete_group(self, name: str) -> bool:

@@ -83,11 +83,18 @@ def quota_store_from(settings: Settings) -> QuotaStorage:
     """The SQLite file of this replica, or the Kafka topic every replica shares (following it
     starts at once, in the background: the table is served once the topic has been read)."""
     if settings.quota_store == "kafka":
-        assert settings.kafka_admin_bootstrap_servers is not None  # checked when the settings loaded
-        store = KafkaQuotaStore(settings.quota_store_topic, to_librdkafka(settings.kafka_admin, settings.kafka_admin_bootstrap_servers))
+        assert (
+            settings.kafka_admin_bootstrap_servers is not None
+        )  # checked when the settings loaded
+        store = KafkaQuotaStore(
+            settings.quota_store_topic,
+            to_librdkafka(settings.kafka_admin, settings.kafka_admin_bootstrap_servers),
+        )
         store.start()
         return store
-    return QuotaStore(store_file(settings.data_dir))  # checked once more: the command line checked it before serving
+    return QuotaStore(
+        store_file(settings.data_dir)
+    )  # checked once more: the command line checked it before serving
 
 
 def decider_from(settings: Settings, clock: Clock) -> ThrottleDecider:
@@ -98,12 +105,16 @@ def decider_from(settings: Settings, clock: Clock) -> ThrottleDecider:
         started_at=clock(),
         enabled=settings.observation_enabled,
         keep_fenced=settings.fenced_broker_observations == "keep",
-        horizon_seconds=settings.ramp_horizon.total_seconds() if settings.ramp_horizon is not None else None,
+        horizon_seconds=settings.ramp_horizon.total_seconds()
+        if settings.ramp_horizon is not None
+        else None,
         metadata_policy=metadata_policy(settings),
     )
 
 
-async def saved_state_from(settings: Settings, loop: ObservationLoop, intake: NodeIntake, clock: Clock) -> SavedState | None:
+async def saved_state_from(
+    settings: Settings, loop: ObservationLoop, intake: NodeIntake, clock: Clock
+) -> SavedState | None:
     """Where this service keeps its decider's state: with the SQLite store a file in the data
     dir, which the decider resumes from here; with the Kafka store the state topic every replica
     shares (app/server/runtime/shared_state.py), which it mirrors as it reads it. None with observation
@@ -112,9 +123,12 @@ async def saved_state_from(settings: Settings, loop: ObservationLoop, intake: No
         return None
     decider = loop.decider
     if settings.quota_store == "kafka":
-        assert settings.kafka_admin_bootstrap_servers is not None  # checked when the settings loaded
+        assert (
+            settings.kafka_admin_bootstrap_servers is not None
+        )  # checked when the settings loaded
         shared = SharedState(
-            state_topic_name(settings.quota_store_topic), to_librdkafka(settings.kafka_admin, settings.kafka_admin_bootstrap_servers)
+            state_topic_name(settings.quota_store_topic),
+            to_librdkafka(settings.kafka_admin, settings.kafka_admin_bootstrap_servers),
         )
         replica = Replica(shared, loop, intake, clock)
         shared.start(asyncio.get_running_loop())
@@ -122,10 +136,16 @@ async def saved_state_from(settings: Settings, loop: ObservationLoop, intake: No
         # wait for /readyz would hand a shim the start-up OPEN): the topic holds one snapshot
         # and the node reports since, read in well under a second; with Kafka unreachable the
         # service starts after this wait, as from nothing.
-        if await asyncio.get_running_loop().run_in_executor(None, shared.wait_loaded, STATE_LOAD_WAIT_SECONDS):
+        if await asyncio.get_running_loop().run_in_executor(
+            None, shared.wait_loaded, STATE_LOAD_WAIT_SECONDS
+        ):
             replica.mirror_loaded()
         else:
-            state_log.warning("the state topic %r was not read within %g s: serving from nothing until it is", shared.topic, STATE_LOAD_WAIT_SECONDS)
+            state_log.warning(
+                "the state topic %r was not read within %g s: serving from nothing until it is",
+                shared.topic,
+                STATE_LOAD_WAIT_SECONDS,
+            )
         return shared
     state_file = StateFile(settings.data_dir)
     data = state_file.load()
@@ -134,7 +154,12 @@ async def saved_state_from(settings: Settings, loop: ObservationLoop, intake: No
             restored = decider.resume(data, clock())
         except SnapshotError as exc:
             aside = state_file.set_aside()
-            state_log.warning("the saved decider state %s cannot be read (%s); moved to %s, starting from nothing", state_file.path, exc, aside)
+            state_log.warning(
+                "the saved decider state %s cannot be read (%s); moved to %s, starting from nothing",
+                state_file.path,
+                exc,
+                aside,
+            )
         else:
             state_log.info(
                 "resumed the decider state saved at %s: %d observations, %d node reports, %d fill trends%s",
@@ -142,7 +167,9 @@ async def saved_state_from(settings: Settings, loop: ObservationLoop, intake: No
                 restored.volumes,
                 restored.node_reports,
                 restored.trends,
-                "" if restored.exact else " (saved under other settings: judged again at the first round)",
+                ""
+                if restored.exact
+                else " (saved under other settings: judged again at the first round)",
             )
     return state_file
 
@@ -158,14 +185,20 @@ def history_writer_from(settings: Settings, metrics: ServiceMetrics) -> HistoryW
     topic = None
     if settings.history_kafka_enabled:
         topic = HistoryTopic(
-            settings.history_kafka_topic, settings.history_producer_config, counters.topic_errors, settings.history_retention_days * 86_400_000
+            settings.history_kafka_topic,
+            settings.history_producer_config,
+            counters.topic_errors,
+            settings.history_retention_days * 86_400_000,
         )
     return HistoryWriter(
         HistoryFiles(settings.effective_history_dir, retention),
         settings.storage_check_interval.total_seconds(),
         counters,
         topic,
-        compaction=Compaction(settings.history_keyframe_interval.total_seconds(), settings.history_keyframe_usable_share),
+        compaction=Compaction(
+            settings.history_keyframe_interval.total_seconds(),
+            settings.history_keyframe_usable_share,
+        ),
     )
 
 
@@ -182,14 +215,26 @@ def create_app(
     registry = CollectorRegistry()
     service_metrics = ServiceMetrics(registry)
     decider = decider_from(settings, clock)
-    enforcing = EnforcementInForce(settings.initial_enforcement)  # the quota store's once it is open
+    enforcing = EnforcementInForce(
+        settings.initial_enforcement
+    )  # the quota store's once it is open
     publisher = Publisher(decider, enforcing, service_metrics, clock)
-    loop = ObservationLoop(decider, service_metrics, clock, publisher, enforcing, source, settings.storage_check_interval.total_seconds())
+    loop = ObservationLoop(
+        decider,
+        service_metrics,
+        clock,
+        publisher,
+        enforcing,
+        source,
+        settings.storage_check_interval.total_seconds(),
+    )
     intake = NodeIntake(decider, loop, publisher, observing=settings.observation_enabled)
     service_metrics.bind_decision(lambda: publisher.decision(clock()))
     # Late-bound: a mirrored snapshot puts another cache in place, and replicas replace may_observe.
     service_metrics.bind_volumes(lambda: decider.cache.volumes())  # noqa: PLW0108
-    decisions: Publication[ThrottleDecision] = Publication(lambda now: _decision_body(publisher, now), clock)
+    decisions: Publication[ThrottleDecision] = Publication(
+        lambda now: _decision_body(publisher, now), clock
+    )
     publisher.add(decisions)
     state = Service(settings, clock, decider, loop, publisher, intake, decisions, registry)
     service_metrics.bind_quotas(lambda: state.quotas)
@@ -197,16 +242,22 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        service_metrics.reads_on(asyncio.get_running_loop())  # scrapes read the decider on its thread
+        service_metrics.reads_on(
+            asyncio.get_running_loop()
+        )  # scrapes read the decider on its thread
         store = quota_store_from(settings)
         state.quotas = QuotaService(settings, store, decider.reading, clock)
         quota_service = state.quotas
         renderer = QuotaTableRenderer()
-        state.quota_table = Publication(lambda now: _quota_table(quota_service, renderer, now), clock)
+        state.quota_table = Publication(
+            lambda now: _quota_table(quota_service, renderer, now), clock
+        )
         publisher.add(state.quota_table)
         quota_service.on_change(state.quota_table.publish)
         enforcing.follow(lambda: quota_service.enforcement)
-        quota_service.on_enforcement_change(publisher.publish)  # every publication and the history carry it
+        quota_service.on_enforcement_change(
+            publisher.publish
+        )  # every publication and the history carry it
         saved = await saved_state_from(settings, loop, intake, clock)
         loop.saved_state = saved
         publisher.publish()
@@ -254,7 +305,9 @@ def create_app(
 
     def openapi() -> dict:
         if app.openapi_schema is None:
-            bound_by_settings(generate_openapi(), settings)  # the generated document, kept by the app
+            bound_by_settings(
+                generate_openapi(), settings
+            )  # the generated document, kept by the app
         assert app.openapi_schema is not None
         return app.openapi_schema
 
@@ -262,7 +315,15 @@ def create_app(
     app.state.service = state
     app.state.views = ViewCache()  # /volumes and /what-if, rendered once per change
     install_problem_handlers(app)
-    for routes in (throttle.routes, quotas.routes, enforcement.routes, volumes.routes, nodes.routes, what_if.routes, health.routes):
+    for routes in (
+        throttle.routes,
+        quotas.routes,
+        enforcement.routes,
+        volumes.routes,
+        nodes.routes,
+        what_if.routes,
+        health.routes,
+    ):
         routes.install(app)
     # Outermost first: unexpected errors, HTTP metrics, the methods each path serves, the audit
     # line, the token, the body limit, HEAD as GET (Starlette wraps the last one added around
@@ -285,7 +346,9 @@ def _decision_body(publisher: Publisher, now: float) -> Rendering[ThrottleDecisi
     return Rendering(model, decision_etag_basis(model), reading.valid_until, reading.next_change_at)
 
 
-def _quota_table(quota_service: QuotaService, renderer: QuotaTableRenderer, now: float) -> Rendering[QuotaTableModel]:
+def _quota_table(
+    quota_service: QuotaService, renderer: QuotaTableRenderer, now: float
+) -> Rendering[QuotaTableModel]:
     reading = quota_service.factor_reading(now)
     model, etag_basis = renderer.render(quota_service.table, reading, quota_service.enforcement)
     return Rendering(model, etag_basis, reading.valid_until, reading.next_change_at)

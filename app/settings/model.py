@@ -28,14 +28,19 @@ from app.settings.durations import DURATION_HINT, format_duration, parse_duratio
 
 STATIC_PREFIX = "client.quota.callback.static."
 # $XDG_STATE_HOME/kafka-throttle-service, as a user service would; containers set /var/lib/...
-DEFAULT_DATA_DIR = str(Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "kafka-throttle-service")
+DEFAULT_DATA_DIR = str(
+    Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    / "kafka-throttle-service"
+)
 SERVICE_PREFIX = "throttle.service."
 ADMIN_PREFIX = STATIC_PREFIX + "kafka.admin."
 HISTORY_PRODUCER_PREFIX = SERVICE_PREFIX + "history.kafka.producer."
 HISTORY_DIR_NAME = "history"
 
 
-def setting(default: Any, prop: str, allowed: str, description: str, shown_default: str | None = None) -> Any:
+def setting(
+    default: Any, prop: str, allowed: str, description: str, shown_default: str | None = None
+) -> Any:
     """A settings field that knows its property name and what values it allows."""
     extra: JsonDict = {"property": prop, "allowed": allowed}
     if shown_default is not None:
@@ -183,7 +188,10 @@ class Settings(BaseSettings):
     ramp_horizon: timedelta | None = setting(
         None,
         SERVICE_PREFIX + "ramp.horizon",
-        DURATION_HINT + ", at least " + format_duration(timedelta(seconds=MIN_HORIZON_SECONDS)) + " (Kafka enforces a factor over an 11 s quota window) "
+        DURATION_HINT
+        + ", at least "
+        + format_duration(timedelta(seconds=MIN_HORIZON_SECONDS))
+        + " (Kafka enforces a factor over an 11 s quota window) "
         f"and {HORIZON_CHECK_INTERVALS} check intervals",
         "Time to full: keep every volume at least this long from its hard limit at its current fill rate "
         "(see docs/architecture.md); unset: only the limit levels throttle.",
@@ -534,7 +542,15 @@ class Settings(BaseSettings):
             raise ValueError("negative")
         return value
 
-    @field_validator("produce", "fetch", "request", "controller_mutation", "quota_floor_bytes", "quota_floor_request", "quota_floor_controller_mutation")
+    @field_validator(
+        "produce",
+        "fetch",
+        "request",
+        "controller_mutation",
+        "quota_floor_bytes",
+        "quota_floor_request",
+        "quota_floor_controller_mutation",
+    )
     @classmethod
     def _positive_finite(cls, value: float | None) -> float | None:
         if value is not None and not (0.0 < value < math.inf):  # also rejects NaN
@@ -573,7 +589,9 @@ class Settings(BaseSettings):
     @property
     def excluded_principals(self) -> frozenset[str]:
         """User names (without "User:") never throttled."""
-        return frozenset(entry[len("User:") :] for entry in _split_principals(self.excluded_principal_name_list))
+        return frozenset(
+            entry[len("User:") :] for entry in _split_principals(self.excluded_principal_name_list)
+        )
 
     @property
     def factor_types(self) -> frozenset[str]:
@@ -621,7 +639,9 @@ class Settings(BaseSettings):
 
     @property
     def effective_history_dir(self) -> Path:
-        return Path(self.history_dir) if self.history_dir else Path(self.data_dir) / HISTORY_DIR_NAME
+        return (
+            Path(self.history_dir) if self.history_dir else Path(self.data_dir) / HISTORY_DIR_NAME
+        )
 
     @property
     def history_producer_config(self) -> dict[str, str]:
@@ -639,7 +659,9 @@ class Settings(BaseSettings):
             raise ValueError("out of range")
         return value
 
-    @field_validator("log_level", "fenced_broker_observations", "quota_store", "enforcement", mode="before")
+    @field_validator(
+        "log_level", "fenced_broker_observations", "quota_store", "enforcement", mode="before"
+    )
     @classmethod
     def _case(cls, value: Any, info: ValidationInfo) -> Any:
         if not isinstance(value, str):
@@ -704,9 +726,14 @@ def allowed_values(field: str) -> str:
 
 
 # property prefix -> field name, for the settings that pass whole families of client properties on
-WILDCARD_FIELDS: dict[str, str] = {ADMIN_PREFIX: "kafka_admin", HISTORY_PRODUCER_PREFIX: "history_kafka_producer"}
+WILDCARD_FIELDS: dict[str, str] = {
+    ADMIN_PREFIX: "kafka_admin",
+    HISTORY_PRODUCER_PREFIX: "history_kafka_producer",
+}
 
 # property name -> field name, for every plain (non-wildcard) setting
 PROPERTY_FIELDS: dict[str, str] = {
-    property_name(name): name for name in Settings.model_fields if name not in WILDCARD_FIELDS.values()
+    property_name(name): name
+    for name in Settings.model_fields
+    if name not in WILDCARD_FIELDS.values()
 }

@@ -68,8 +68,15 @@ def read_limit_set(path: Path) -> LimitSet:
 
 def name_problems(names: list[str]) -> list[str]:
     """What is wrong with the sets' names (each set is named after its file), one line each."""
-    problems = [f"--limits {LIVE}: the name {LIVE!r} is the recorded limits' column; rename the file"] if LIVE in names else []
-    return problems + [f"--limits: two files named {name!r}; each set is named after its file" for name in sorted({n for n in names if names.count(n) > 1})]
+    problems = (
+        [f"--limits {LIVE}: the name {LIVE!r} is the recorded limits' column; rename the file"]
+        if LIVE in names
+        else []
+    )
+    return problems + [
+        f"--limits: two files named {name!r}; each set is named after its file"
+        for name in sorted({n for n in names if names.count(n) > 1})
+    ]
 
 
 def check_names(sets: list[LimitSet]) -> None:
@@ -119,7 +126,10 @@ def judged_rows(policy: StoragePolicy, max_gap_seconds: float | None = None):
     is_volume = F.col("broker_id").isNotNull() & F.col("log_dir").isNotNull()
     failed = F.col("log_dir_error").isNotNull()
     # A value that is not there (null) is as unreported as -1.
-    unjudged = ~(F.coalesce(F.col("total_bytes") >= 0, F.lit(False)) & F.coalesce(F.col("usable_bytes") >= 0, F.lit(False)))
+    unjudged = ~(
+        F.coalesce(F.col("total_bytes") >= 0, F.lit(False))
+        & F.coalesce(F.col("usable_bytes") >= 0, F.lit(False))
+    )
     at_hard = measure <= F.lit(hard)
 
     def step(rows: DataFrame) -> DataFrame:
@@ -133,8 +143,14 @@ def judged_rows(policy: StoragePolicy, max_gap_seconds: float | None = None):
                 .when(unjudged | ~within_release, F.lit(False))
                 .when(_after_gap(max_gap_seconds), F.lit(False))
             )
-            so_far = Window.partitionBy(*VOLUME).orderBy("time").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-            rows = rows.withColumn("_breaching", F.coalesce(F.last(event, ignorenulls=True).over(so_far), F.lit(False)))
+            so_far = (
+                Window.partitionBy(*VOLUME)
+                .orderBy("time")
+                .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+            )
+            rows = rows.withColumn(
+                "_breaching", F.coalesce(F.last(event, ignorenulls=True).over(so_far), F.lit(False))
+            )
             breaching = F.col("_breaching")
         else:
             breaching = failed | (~unjudged & at_hard)
@@ -147,7 +163,11 @@ def judged_rows(policy: StoragePolicy, max_gap_seconds: float | None = None):
             .when(ramping, F.lit("ramping"))
             .otherwise(F.lit("ok"))
         )
-        ramp = F.lit(1.0) if soft is None else F.least(F.lit(1.0), (measure - F.lit(hard)) / F.lit(float(soft) - hard))
+        ramp = (
+            F.lit(1.0)
+            if soft is None
+            else F.least(F.lit(1.0), (measure - F.lit(hard)) / F.lit(float(soft) - hard))
+        )
         factor = (
             F.when(~is_volume, F.lit(None))
             .when(failed | (~unjudged & breaching), F.lit(0.0))
@@ -169,7 +189,11 @@ def judged_rows(policy: StoragePolicy, max_gap_seconds: float | None = None):
 
 def _state_of(factor: Column) -> Column:
     """app.decision.policy.State.of, in Spark."""
-    return F.when(factor >= 1.0, F.lit(State.OPEN.value)).when(factor <= 0.0, F.lit(State.PAUSE.value)).otherwise(F.lit(State.THROTTLE.value))
+    return (
+        F.when(factor >= 1.0, F.lit(State.OPEN.value))
+        .when(factor <= 0.0, F.lit(State.PAUSE.value))
+        .otherwise(F.lit(State.THROTTLE.value))
+    )
 
 
 def judged_rounds(judged: DataFrame) -> DataFrame:
@@ -182,14 +206,22 @@ def judged_rounds(judged: DataFrame) -> DataFrame:
         F.max("check_interval_seconds").alias("check_interval_seconds"),
         F.max("round_complete").alias("round_complete"),
     )
-    in_order = Window.orderBy("time").rowsBetween(Window.unboundedPreceding, -1)  # rounds are few: one partition
-    last_observed = F.last(F.when(F.col("source") == "observed", F.col("own_factor")), ignorenulls=True).over(in_order)
-    factor = (
-        F.when(F.col("source") == "last-valid", F.least(F.col("own_factor"), F.coalesce(last_observed, F.lit(1.0))))
-        .otherwise(F.col("own_factor"))
+    in_order = Window.orderBy("time").rowsBetween(
+        Window.unboundedPreceding, -1
+    )  # rounds are few: one partition
+    last_observed = F.last(
+        F.when(F.col("source") == "observed", F.col("own_factor")), ignorenulls=True
+    ).over(in_order)
+    factor = F.when(
+        F.col("source") == "last-valid",
+        F.least(F.col("own_factor"), F.coalesce(last_observed, F.lit(1.0))),
+    ).otherwise(F.col("own_factor"))
+    state = F.when(F.col("source") == "fallback", F.col("recorded_state")).otherwise(
+        _state_of(factor)
     )
-    state = F.when(F.col("source") == "fallback", F.col("recorded_state")).otherwise(_state_of(factor))
-    return per_round.select("time", state.alias("state"), "source", "check_interval_seconds", "round_complete")
+    return per_round.select(
+        "time", state.alias("state"), "source", "check_interval_seconds", "round_complete"
+    )
 
 
 # --- the tables ---
@@ -207,7 +239,13 @@ def _first_round_in(*states: str) -> Column:
     return F.min(F.when(F.col("state").isin(*states), F.col("time")))
 
 
-def _summary(name: str, limits: StoragePolicy | None, outcome: Outcome, max_gap_seconds: float | None, live_limits: DataFrame) -> DataFrame:
+def _summary(
+    name: str,
+    limits: StoragePolicy | None,
+    outcome: Outcome,
+    max_gap_seconds: float | None,
+    live_limits: DataFrame,
+) -> DataFrame:
     days = time_in_states(outcome.round_rows, max_gap_seconds).agg(
         F.coalesce(F.sum("throttle_seconds"), F.lit(0.0)).alias("throttle_seconds"),
         F.coalesce(F.sum("pause_seconds"), F.lit(0.0)).alias("pause_seconds"),
@@ -223,7 +261,9 @@ def _summary(name: str, limits: StoragePolicy | None, outcome: Outcome, max_gap_
         F.count(F.when(F.col("ongoing"), 1)).alias("ongoing_episodes"),
         F.count(F.when(F.col("enforced") == F.lit(False), 1)).alias("would_have_episodes"),
         F.count_distinct(F.when(hard, F.struct(*VOLUME))).alias("volumes_in_hard_breach"),
-        F.coalesce(F.sum(F.when(hard, F.col("duration_seconds"))), F.lit(0.0)).alias("hard_breach_seconds"),
+        F.coalesce(F.sum(F.when(hard, F.col("duration_seconds"))), F.lit(0.0)).alias(
+            "hard_breach_seconds"
+        ),
     )
     if limits is None:
         levels = live_limits
@@ -234,7 +274,12 @@ def _summary(name: str, limits: StoragePolicy | None, outcome: Outcome, max_gap_
             F.lit(limits.soft_level).cast("double").alias("soft_limit"),
             F.lit(float(limits.hysteresis)).alias("hysteresis"),
         )
-    return levels.crossJoin(counts).crossJoin(days).crossJoin(fired).select(F.lit(name).alias("limit_set"), "*")
+    return (
+        levels.crossJoin(counts)
+        .crossJoin(days)
+        .crossJoin(fired)
+        .select(F.lit(name).alias("limit_set"), "*")
+    )
 
 
 def _recorded_limits(rows: DataFrame) -> DataFrame:
@@ -251,19 +296,27 @@ def _recorded_limits(rows: DataFrame) -> DataFrame:
 
 def _per_volume(name: str, episodes: DataFrame) -> DataFrame:
     hard = F.col("limit") == "hard"
-    hardest_first = Window.orderBy(F.desc("hard_breach_seconds"), F.desc("soft_breach_seconds"), *VOLUME)
+    hardest_first = Window.orderBy(
+        F.desc("hard_breach_seconds"), F.desc("soft_breach_seconds"), *VOLUME
+    )
     return (
         episodes.groupBy(*VOLUME)
         .agg(
             F.count(F.when(hard, 1)).alias("hard_episodes"),
             F.count(F.when(~hard, 1)).alias("soft_episodes"),
-            F.coalesce(F.sum(F.when(hard, F.col("duration_seconds"))), F.lit(0.0)).alias("hard_breach_seconds"),
-            F.coalesce(F.sum(F.when(~hard, F.col("duration_seconds"))), F.lit(0.0)).alias("soft_breach_seconds"),
+            F.coalesce(F.sum(F.when(hard, F.col("duration_seconds"))), F.lit(0.0)).alias(
+                "hard_breach_seconds"
+            ),
+            F.coalesce(F.sum(F.when(~hard, F.col("duration_seconds"))), F.lit(0.0)).alias(
+                "soft_breach_seconds"
+            ),
             F.min("start").alias("first_breach_at"),
             F.min("worst_usable_bytes").alias("worst_usable_bytes"),
             F.min("worst_available_ratio").alias("worst_available_ratio"),
         )
-        .select(F.lit(name).alias("limit_set"), F.row_number().over(hardest_first).alias("rank"), "*")
+        .select(
+            F.lit(name).alias("limit_set"), F.row_number().over(hardest_first).alias("rank"), "*"
+        )
     )
 
 
@@ -286,17 +339,38 @@ def backtest(
     for limit_set in limit_sets:
         judged = rows.transform(judged_rows(limit_set.policy, max_gap_seconds))
         # Each set's episodes and rounds feed three tables: computed once (they are small).
-        episodes = kept(episode_steps(violation_episodes(judged, volumes, end, max_gap_seconds)), cached)
-        outcomes.append((limit_set.name, limit_set.policy, Outcome(episodes, kept(judged_rounds(judged), cached))))
+        episodes = kept(
+            episode_steps(violation_episodes(judged, volumes, end, max_gap_seconds)), cached
+        )
+        outcomes.append(
+            (
+                limit_set.name,
+                limit_set.policy,
+                Outcome(episodes, kept(judged_rounds(judged), cached)),
+            )
+        )
     recorded = _recorded_limits(rows)
     order = {name: index for index, (name, _, _) in enumerate(outcomes)}
-    set_order = F.element_at(F.create_map(*[F.lit(x) for name, i in order.items() for x in (name, i)]), F.col("limit_set"))
+    set_order = F.element_at(
+        F.create_map(*[F.lit(x) for name, i in order.items() for x in (name, i)]),
+        F.col("limit_set"),
+    )
 
     def union(tables: list[DataFrame]) -> DataFrame:
         return functools.reduce(DataFrame.unionByName, tables)
 
-    summary = union([_summary(name, policy, outcome, max_gap_seconds, recorded) for name, policy, outcome in outcomes])
-    episodes = union([outcome.episodes.select(F.lit(name).alias("limit_set"), "*") for name, _, outcome in outcomes])
+    summary = union(
+        [
+            _summary(name, policy, outcome, max_gap_seconds, recorded)
+            for name, policy, outcome in outcomes
+        ]
+    )
+    episodes = union(
+        [
+            outcome.episodes.select(F.lit(name).alias("limit_set"), "*")
+            for name, _, outcome in outcomes
+        ]
+    )
     per_volume = union([_per_volume(name, outcome.episodes) for name, _, outcome in outcomes])
     return {
         "backtest": summary.orderBy(set_order),
@@ -307,4 +381,8 @@ def backtest(
 
 def page_view(name: str, rows: list[dict]) -> list[dict]:
     """What the page shows of a table's rows: the worst volumes of each set, every row of the others."""
-    return [row for row in rows if row["rank"] <= WORST_VOLUMES] if name == "backtest_volumes" else rows
+    return (
+        [row for row in rows if row["rank"] <= WORST_VOLUMES]
+        if name == "backtest_volumes"
+        else rows
+    )

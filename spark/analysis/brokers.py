@@ -18,7 +18,9 @@ def judged() -> Column:
 
 def headroom() -> Column:
     """How close the row came to (or how far below) its hard limit, as a ratio (of a judged row)."""
-    hard_ratio = F.when(F.col("limit_kind") == "min-available-ratio", F.col("hard_limit")).otherwise(F.col("hard_limit") / F.col("total_bytes"))
+    hard_ratio = F.when(
+        F.col("limit_kind") == "min-available-ratio", F.col("hard_limit")
+    ).otherwise(F.col("hard_limit") / F.col("total_bytes"))
     return F.col("available_ratio") - hard_ratio
 
 
@@ -31,8 +33,12 @@ def volume_aggregates() -> list[Column]:
         F.count(F.lit(1)).alias("observations"),
         F.min(F.when(F.col("usable_bytes") >= 0, F.col("usable_bytes"))).alias("min_usable_bytes"),
         F.min("available_ratio").alias("min_available_ratio"),
-        F.min(F.when(judged(), headroom())).alias("headroom"),  # how close it came to (or how far below) its hard limit, as a ratio
-        F.max(F.when(fitted_rows(), F.col("time"))).alias("last_fitted"),  # where the forecast's window ends
+        F.min(F.when(judged(), headroom())).alias(
+            "headroom"
+        ),  # how close it came to (or how far below) its hard limit, as a ratio
+        F.max(F.when(fitted_rows(), F.col("time"))).alias(
+            "last_fitted"
+        ),  # where the forecast's window ends
     ]
 
 
@@ -40,7 +46,11 @@ def volume_summary(rows: DataFrame, max_gap_seconds: float | None = None) -> Dat
     """One row per volume, from one pass over every row (a hash aggregation): what the broker
     summary, the chart's choice of volumes, the episodes' volume numbers and the forecast's
     windows need. (The report makes it from each file's share: ``partials.volume_summary``.)"""
-    return rows.transform(volume_rows).groupBy("broker_id", "log_dir").agg(*volume_aggregates(), F.max(gap_limit(max_gap_seconds)).alias("gap_limit"))
+    return (
+        rows.transform(volume_rows)
+        .groupBy("broker_id", "log_dir")
+        .agg(*volume_aggregates(), F.max(gap_limit(max_gap_seconds)).alias("gap_limit"))
+    )
 
 
 def _observed(volumes: DataFrame, end: HistoryEnd) -> DataFrame:
@@ -65,8 +75,12 @@ def _episode_totals(episodes: DataFrame) -> DataFrame:
         F.count(F.when(of("hard"), 1)).alias("hard_episodes"),
         F.count(F.when(of("soft"), 1)).alias("soft_episodes"),
         F.count(F.when(F.col("ongoing"), 1)).alias("ongoing_episodes"),
-        F.coalesce(F.sum(F.when(of("hard"), F.col("duration_seconds"))), F.lit(0.0)).alias("hard_breach_seconds"),
-        F.coalesce(F.sum(F.when(of("soft"), F.col("duration_seconds"))), F.lit(0.0)).alias("soft_breach_seconds"),
+        F.coalesce(F.sum(F.when(of("hard"), F.col("duration_seconds"))), F.lit(0.0)).alias(
+            "hard_breach_seconds"
+        ),
+        F.coalesce(F.sum(F.when(of("soft"), F.col("duration_seconds"))), F.lit(0.0)).alias(
+            "soft_breach_seconds"
+        ),
     )
 
 
@@ -76,7 +90,11 @@ def fenced_time(fenced_rounds: DataFrame, held: DataFrame) -> DataFrame:
     ``fenced_rounds``: (broker_id, time) of the rounds that kept a fenced broker's observation,
     once each (``partials.fenced_rounds``); ``held``: ``states.held_rounds(...)``."""
     seconds = held.select("time", (F.col("held_until") - F.col("t")).alias("seconds"))
-    return fenced_rounds.join(F.broadcast(seconds), "time").groupBy("broker_id").agg(F.sum("seconds").alias("fenced_seconds"))
+    return (
+        fenced_rounds.join(F.broadcast(seconds), "time")
+        .groupBy("broker_id")
+        .agg(F.sum("seconds").alias("fenced_seconds"))
+    )
 
 
 def _nearest_forecast(forecast: DataFrame) -> DataFrame:
@@ -86,18 +104,25 @@ def _nearest_forecast(forecast: DataFrame) -> DataFrame:
     )
 
 
-def broker_summary(volumes: DataFrame, episodes: DataFrame, forecast: DataFrame, end: HistoryEnd, fenced: DataFrame | None = None) -> DataFrame:
+def broker_summary(
+    volumes: DataFrame,
+    episodes: DataFrame,
+    forecast: DataFrame,
+    end: HistoryEnd,
+    fenced: DataFrame | None = None,
+) -> DataFrame:
     """``volumes``: ``volume_summary(rows, max_gap_seconds)``; ``fenced``: ``fenced_time(...)``."""
     zero_counts = dict.fromkeys(("hard_episodes", "soft_episodes", "ongoing_episodes"), 0)
-    zero_seconds = dict.fromkeys(("hard_breach_seconds", "soft_breach_seconds", "fenced_seconds"), 0.0)
+    zero_seconds = dict.fromkeys(
+        ("hard_breach_seconds", "soft_breach_seconds", "fenced_seconds"), 0.0
+    )
     observed = _observed(volumes, end)
     if fenced is not None:
         observed = observed.join(fenced, "broker_id", "left")
     else:
         observed = observed.withColumn("fenced_seconds", F.lit(None).cast("double"))
     return (
-        observed
-        .join(_episode_totals(episodes), "broker_id", "left")
+        observed.join(_episode_totals(episodes), "broker_id", "left")
         .join(_nearest_forecast(forecast), "broker_id", "left")
         .fillna({**zero_counts, **zero_seconds})
         .orderBy("broker_id")

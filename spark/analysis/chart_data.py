@@ -23,12 +23,16 @@ _STATE_RANK = {"OPEN": 0, "THROTTLE": 1, "PAUSE": 2}
 
 
 def _bytes_level(level: str) -> F.Column:
-    return F.when(F.col("limit_kind") == "min-available-ratio", F.col(level) * F.col("total_bytes")).otherwise(F.col(level))
+    return F.when(
+        F.col("limit_kind") == "min-available-ratio", F.col(level) * F.col("total_bytes")
+    ).otherwise(F.col(level))
 
 
 def _bucket(first: float, last: float) -> F.Column:
     width = max((last - first) / CHART_BUCKETS, 1e-6)
-    return F.least(F.floor((epoch_seconds("time") - F.lit(first)) / F.lit(width)), F.lit(CHART_BUCKETS - 1))
+    return F.least(
+        F.floor((epoch_seconds("time") - F.lit(first)) / F.lit(width)), F.lit(CHART_BUCKETS - 1)
+    )
 
 
 def _steps(buckets: list, level: str) -> list[tuple[float, float | None]]:
@@ -43,13 +47,23 @@ def _steps(buckets: list, level: str) -> list[tuple[float, float | None]]:
 
 
 def closest_volume_series(
-    rows: DataFrame, volumes: DataFrame, forecast: DataFrame, first: float, last: float, count: int = CLOSEST_VOLUMES
+    rows: DataFrame,
+    volumes: DataFrame,
+    forecast: DataFrame,
+    first: float,
+    last: float,
+    count: int = CLOSEST_VOLUMES,
 ) -> list[VolumeSeries]:
     """The volumes forecast to reach the hard limit soonest (``forecast``: ``fill_forecast``),
     then those whose available ratio came closest to (or furthest below) it (``volumes``:
     ``volume_summary(rows)``, whose headroom says how close)."""
     judged_rows = rows.transform(volume_rows).filter(judged())
-    soonest = forecast.select(*VOLUME, "seconds_to_hard_limit", epoch_seconds("projected_at").alias("projected_t"), "hard_limit_bytes")
+    soonest = forecast.select(
+        *VOLUME,
+        "seconds_to_hard_limit",
+        epoch_seconds("projected_at").alias("projected_t"),
+        "hard_limit_bytes",
+    )
     closest = (
         volumes.filter(F.col("headroom").isNotNull())
         .join(soonest, list(VOLUME), "left")
@@ -60,7 +74,13 @@ def closest_volume_series(
     chosen = [(row["broker_id"], row["log_dir"]) for row in closest]
     if not chosen:
         return []
-    one_of_chosen = reduce(operator.or_, [(F.col("broker_id") == broker_id) & (F.col("log_dir") == log_dir) for broker_id, log_dir in chosen])
+    one_of_chosen = reduce(
+        operator.or_,
+        [
+            (F.col("broker_id") == broker_id) & (F.col("log_dir") == log_dir)
+            for broker_id, log_dir in chosen
+        ],
+    )
     selected = judged_rows.filter(one_of_chosen)
     buckets = (
         selected.groupBy(*VOLUME, _bucket(first, last).alias("bucket"))
@@ -73,16 +93,27 @@ def closest_volume_series(
                 F.min_by(_bytes_level(level), "time").alias(f"{level}_first")
                 for level in ("hard_limit", "soft_limit")
             ],
-            *[F.max_by(_bytes_level(level), "time").alias(f"{level}_last") for level in ("hard_limit", "soft_limit")],
+            *[
+                F.max_by(_bytes_level(level), "time").alias(f"{level}_last")
+                for level in ("hard_limit", "soft_limit")
+            ],
         )
         .orderBy(*VOLUME, "bucket")
         .collect()
     )
     series = []
     for row in closest:
-        mine = [b for b in buckets if (b["broker_id"], b["log_dir"]) == (row["broker_id"], row["log_dir"])]
+        mine = [
+            b
+            for b in buckets
+            if (b["broker_id"], b["log_dir"]) == (row["broker_id"], row["log_dir"])
+        ]
         seconds = row["seconds_to_hard_limit"]
-        projected = (row["projected_t"], row["hard_limit_bytes"]) if seconds is not None and seconds > 0 else None
+        projected = (
+            (row["projected_t"], row["hard_limit_bytes"])
+            if seconds is not None and seconds > 0
+            else None
+        )
         series.append(
             VolumeSeries(
                 row["broker_id"],
@@ -97,7 +128,9 @@ def closest_volume_series(
     return series
 
 
-def state_timeline(round_rows: DataFrame, first: float, last: float, max_gap_seconds: float | None = None) -> list[StateBucket]:
+def state_timeline(
+    round_rows: DataFrame, first: float, last: float, max_gap_seconds: float | None = None
+) -> list[StateBucket]:
     """The worst state per time bucket of the rounds (``rounds(decisions(lines))``); a bucket's colour reaches the next bucket with rounds
     unless the rounds are further apart than the gap limit (then the gap shows as no data)."""
     rank = F.create_map(*[F.lit(x) for pair in _STATE_RANK.items() for x in pair])
@@ -122,5 +155,13 @@ def state_timeline(round_rows: DataFrame, first: float, last: float, max_gap_sec
         end = max(start + width, bucket["last_t"]) if following is None else start + width
         if following is not None and following["first_t"] - bucket["last_t"] <= bucket["gap_limit"]:
             end = first + following["bucket"] * width
-        timeline.append(StateBucket(start, min(end, last), names[bucket["rank"]], bool(bucket["fallback"]), bucket["rounds"]))
+        timeline.append(
+            StateBucket(
+                start,
+                min(end, last),
+                names[bucket["rank"]],
+                bool(bucket["fallback"]),
+                bucket["rounds"],
+            )
+        )
     return timeline

@@ -94,7 +94,9 @@ def metadata_rows(rows: DataFrame) -> DataFrame:
 # (0 when unjudged), from which the breach of each limit is derived after the sort.
 _VOLUME_ID = "volume_id"
 _STATUS = "status"
-_JUDGED_CODES = {verdict: code for code, verdict in enumerate(JUDGED, start=1)}  # ok 1, ramping 2, breaching 3
+_JUDGED_CODES = {
+    verdict: code for code, verdict in enumerate(JUDGED, start=1)
+}  # ok 1, ramping 2, breaching 3
 _LEVEL = {"hard": "hard_limit", "soft": "soft_limit"}
 # Of the observations before and after each one, what the episodes compare with it.
 _NEIGHBOURS = ("status", "limit_kind", "hard_limit", "soft_limit")
@@ -108,7 +110,15 @@ ENFORCED = "enforced"
 # Within a segment no episode starts or ends: each observation's neighbours are alike and
 # near, so the episodes of the segments are those of the observations (``segments``). A history
 # swinging in and out of its limits has a few segments per swing instead of a row per round.
-STATE = ("limit_kind", "hard_limit", "soft_limit", "volume_status", _KEPT, "check_interval_seconds", ENFORCED)
+STATE = (
+    "limit_kind",
+    "hard_limit",
+    "soft_limit",
+    "volume_status",
+    _KEPT,
+    "check_interval_seconds",
+    ENFORCED,
+)
 # A segment also ends where the next observation comes more than this many check intervals
 # later (a missed round): so the gaps inside a segment stay below the gap limit of the default
 # rule (GAP_INTERVALS, three). Only a --max-gap under this can count a gap inside a segment
@@ -130,7 +140,9 @@ SEGMENT_FIELDS = (
 
 
 def _state(rows: DataFrame) -> list[Column]:
-    enforced = F.coalesce(F.col(ENFORCED), F.lit(True)) if ENFORCED in rows.columns else F.lit(True)  # missing: enforced
+    enforced = (
+        F.coalesce(F.col(ENFORCED), F.lit(True)) if ENFORCED in rows.columns else F.lit(True)
+    )  # missing: enforced
     return [*[F.col(name) for name in STATE if name != ENFORCED], enforced.alias(ENFORCED)]
 
 
@@ -173,16 +185,29 @@ def segments(rows: DataFrame, by: tuple[str, ...]) -> DataFrame:
     single = as_segments(rows, by)
     in_order = Window.partitionBy(*by, *VOLUME).orderBy("time_first")
     step = epoch_seconds("time_first") - F.lag(epoch_seconds("time_first")).over(in_order)
-    alike = functools.reduce(Column.__and__, [F.lag(name).over(in_order).eqNullSafe(F.col(name)) for name in STATE])
-    joined = F.coalesce(alike & (step <= F.col("check_interval_seconds") * F.lit(JOIN_INTERVALS)), F.lit(False))
+    alike = functools.reduce(
+        Column.__and__, [F.lag(name).over(in_order).eqNullSafe(F.col(name)) for name in STATE]
+    )
+    joined = F.coalesce(
+        alike & (step <= F.col("check_interval_seconds") * F.lit(JOIN_INTERVALS)), F.lit(False)
+    )
     flagged = single.withColumns({"step": step, "joined": joined})
-    numbered = flagged.withColumn("segment", F.sum((~F.col("joined")).cast("int")).over(in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)))
+    numbered = flagged.withColumn(
+        "segment",
+        F.sum((~F.col("joined")).cast("int")).over(
+            in_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        ),
+    )
     grouped = numbered.groupBy(*by, *VOLUME, "segment", *STATE).agg(
         *_rolled_up(*_ROLL_UP),
         F.max(F.when(F.col("joined"), F.col("step"))).alias("inner_gap_seconds"),
     )
     # The error's text looked up after: a text in the aggregation would make Spark sort the rows.
-    errors = single.filter(F.col("log_dir_error").isNotNull()).groupBy(*by, *VOLUME, "error_time").agg(F.max("log_dir_error").alias("log_dir_error"))
+    errors = (
+        single.filter(F.col("log_dir_error").isNotNull())
+        .groupBy(*by, *VOLUME, "error_time")
+        .agg(F.max("log_dir_error").alias("log_dir_error"))
+    )
     return grouped.join(errors, [*by, *VOLUME, "error_time"], "left").select(*by, *SEGMENT_FIELDS)
 
 
@@ -229,7 +254,9 @@ def _in_breach(kind: str, of: str = "") -> Column:
 def _same_settings(kind: str, of: str) -> Column:
     """Whether the neighbour ``of`` ("prev_" / "next_") has this observation's settings of the
     ``kind`` limit: its kind and level."""
-    return F.col(f"{of}limit_kind").eqNullSafe(F.col("limit_kind")) & F.col(f"{of}{_LEVEL[kind]}").eqNullSafe(F.col(_LEVEL[kind]))
+    return F.col(f"{of}limit_kind").eqNullSafe(F.col("limit_kind")) & F.col(
+        f"{of}{_LEVEL[kind]}"
+    ).eqNullSafe(F.col(_LEVEL[kind]))
 
 
 def _in_same_episode(kind: str, of: str) -> Column:
@@ -262,16 +289,27 @@ def _with_episode_numbers(rows: DataFrame) -> DataFrame:
     """Rows in breach only, numbered by episode. The neighbours are known by now, so the rows
     outside every episode can go before the running count (it counts starts, which are rows
     in breach); the rows stay in the window's order, so nothing is sorted again."""
-    running = Window.partitionBy(_VOLUME_ID).orderBy("t").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    running = (
+        Window.partitionBy(_VOLUME_ID)
+        .orderBy("t")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
     after_gap = F.coalesce((F.col("t") - F.col("prev_t")) > F.col("gap_limit"), F.lit(False))
     flags, numbers = {}, {}
     for kind in LIMIT_KINDS:
         inside = F.col(f"in_{kind}")
         flags[f"start_{kind}"] = inside & (~_in_same_episode(kind, "prev_") | after_gap)
-        flags[f"last_{kind}"] = inside & (F.col("next_t").isNull() | _gap_follows() | ~_in_same_episode(kind, "next_"))
+        flags[f"last_{kind}"] = inside & (
+            F.col("next_t").isNull() | _gap_follows() | ~_in_same_episode(kind, "next_")
+        )
         numbers[f"episode_{kind}"] = F.sum(F.col(f"start_{kind}").cast("int")).over(running)
     in_either = {f"in_{kind}": _in_breach(kind) for kind in LIMIT_KINDS}
-    return rows.withColumns(in_either).withColumns(flags).filter(F.col("in_hard") | F.col("in_soft")).withColumns(numbers)
+    return (
+        rows.withColumns(in_either)
+        .withColumns(flags)
+        .filter(F.col("in_hard") | F.col("in_soft"))
+        .withColumns(numbers)
+    )
 
 
 def _kept_left_view() -> Column:
@@ -286,7 +324,10 @@ def _end_reason(kind: str, end: HistoryEnd) -> Column:
     kept = F.col(_KEPT) > F.lit(0)
     gap_follows = _gap_follows()
     reason = (
-        F.when(F.col("next_t").isNull() & at_the_end, F.lit("unobserved" if end.unobserved else "ongoing"))
+        F.when(
+            F.col("next_t").isNull() & at_the_end,
+            F.lit("unobserved" if end.unobserved else "ongoing"),
+        )
         .when(kept & (F.col("next_t").isNull() | gap_follows), _kept_left_view())
         .when(F.col("next_t").isNull(), F.lit("volume-gone"))
         .when(gap_follows, F.lit("gap"))
@@ -300,7 +341,9 @@ def _end_reason(kind: str, end: HistoryEnd) -> Column:
 
 # Episodes that end at the next observation (the first outside them); the others end at their
 # last observation in breach.
-_ENDS_AT_NEXT = [END_REASONS.index(reason) + 1 for reason in ("recovered", "limit-changed", "back-with-room")]
+_ENDS_AT_NEXT = [
+    END_REASONS.index(reason) + 1 for reason in ("recovered", "limit-changed", "back-with-room")
+]
 
 
 def _one_row_per_kind(end: HistoryEnd):
@@ -341,12 +384,21 @@ _EPISODE_COLUMNS = (
 
 def _episodes(rows: DataFrame) -> DataFrame:
     last = F.col("kind.last")
-    grouped = rows.groupBy(_VOLUME_ID, F.col("kind.limit").alias("limit"), F.col("kind.episode").alias("episode")).agg(
+    grouped = rows.groupBy(
+        _VOLUME_ID, F.col("kind.limit").alias("limit"), F.col("kind.episode").alias("episode")
+    ).agg(
         F.min_by("limit_kind", "t").alias("limit_kind"),  # as at the start
         F.min_by("kind.level", "t").alias("level"),
         F.min("time_first").alias("start"),
         # The end time from the reason, once per segment: the reason is evaluated once, in the struct.
-        F.max(F.when(last, F.when(F.col("kind.end_reason").isin(*_ENDS_AT_NEXT), F.col("next_time")).otherwise(F.col("time_last")))).alias("end"),
+        F.max(
+            F.when(
+                last,
+                F.when(F.col("kind.end_reason").isin(*_ENDS_AT_NEXT), F.col("next_time")).otherwise(
+                    F.col("time_last")
+                ),
+            )
+        ).alias("end"),
         F.max(F.when(last, F.col("kind.end_reason"))).alias("end_reason"),
         *_rolled_up("worst_usable_bytes", "worst_available_ratio", "total_bytes", "observations"),
         # When the last log dir error of the episode was observed: its text is looked up after
@@ -362,7 +414,9 @@ def _episodes(rows: DataFrame) -> DataFrame:
         "start",
         "end",
         (epoch_seconds("end") - epoch_seconds("start")).alias("duration_seconds"),
-        F.col("end_reason").isin(*[END_REASONS.index(reason) + 1 for reason in STILL_IN_BREACH]).alias("ongoing"),
+        F.col("end_reason")
+        .isin(*[END_REASONS.index(reason) + 1 for reason in STILL_IN_BREACH])
+        .alias("ongoing"),
         _text("end_reason", END_REASONS).alias("end_reason"),
         "worst_usable_bytes",
         "worst_available_ratio",
@@ -376,7 +430,9 @@ def _errors(rows: DataFrame) -> DataFrame:
     """The log dir errors of the segments (``_with_status``), by volume and time: what an
     episode's ``_ERROR_T`` names."""
     with_error = rows.filter(F.col("log_dir_error").isNotNull())
-    return with_error.groupBy(_VOLUME_ID, _ERROR_T).agg(F.max("log_dir_error").alias("log_dir_error"))
+    return with_error.groupBy(_VOLUME_ID, _ERROR_T).agg(
+        F.max("log_dir_error").alias("log_dir_error")
+    )
 
 
 def _volume_ids(volumes: DataFrame) -> DataFrame:
@@ -384,16 +440,22 @@ def _volume_ids(volumes: DataFrame) -> DataFrame:
     summary (a few hundred rows, so one partition is fine): no rows go through Python, which
     would start a Python worker only for this."""
     in_order = Window.orderBy(*VOLUME)
-    return volumes.select((F.row_number().over(in_order) - 1).cast("int").alias(_VOLUME_ID), *VOLUME)
+    return volumes.select(
+        (F.row_number().over(in_order) - 1).cast("int").alias(_VOLUME_ID), *VOLUME
+    )
 
 
-def violation_episodes(rows: DataFrame, volumes: DataFrame, end: HistoryEnd, max_gap_seconds: float | None = None) -> DataFrame:
+def violation_episodes(
+    rows: DataFrame, volumes: DataFrame, end: HistoryEnd, max_gap_seconds: float | None = None
+) -> DataFrame:
     """One row per episode, ordered by volume, limit kind and start. ``volumes``: one row per
     volume (``broker_id``, ``log_dir``), e.g. ``brokers.volume_summary(rows)``."""
     return segment_episodes(as_segments(rows), volumes, end, max_gap_seconds)
 
 
-def segment_episodes(of: DataFrame, volumes: DataFrame, end: HistoryEnd, max_gap_seconds: float | None = None) -> DataFrame:
+def segment_episodes(
+    of: DataFrame, volumes: DataFrame, end: HistoryEnd, max_gap_seconds: float | None = None
+) -> DataFrame:
     """``violation_episodes`` of the rows the segments ``of`` stand for (SEGMENT_FIELDS; none
     with an ``inner_gap_seconds`` over the gap limit)."""
     ids = F.broadcast(_volume_ids(volumes))

@@ -38,7 +38,9 @@ _TREND = T.StructType(
 def fitted_rows() -> Column:
     """The rows the fill rate is fitted on: the volume reported its capacity and usable bytes
     and no log dir error."""
-    return (F.col("usable_bytes") >= 0) & (F.col("total_bytes") >= 0) & F.col("log_dir_error").isNull()
+    return (
+        (F.col("usable_bytes") >= 0) & (F.col("total_bytes") >= 0) & F.col("log_dir_error").isNull()
+    )
 
 
 def observed_seconds() -> Column:
@@ -51,7 +53,9 @@ def _in_window(volumes: DataFrame, end: HistoryEnd, window_seconds: float):
     and the GAIN_CONTEXT ones before them (what a gain at the window's start is judged against)."""
 
     def step(rows: DataFrame) -> DataFrame:
-        present = volumes.filter(still_present(epoch_seconds("last_seen"), end, F.col("gap_limit"))).select(*VOLUME)
+        present = volumes.filter(
+            still_present(epoch_seconds("last_seen"), end, F.col("gap_limit"))
+        ).select(*VOLUME)
         made = rows.withColumn("t", observed_seconds())
         once = made.dropDuplicates([*VOLUME, "t"])
         in_order = Window.partitionBy(*VOLUME).orderBy("t")
@@ -70,21 +74,37 @@ def _trend_fit(window_seconds: float):
     """The service's estimator on one volume's observations (a Python function: the same code
     as the live decision, not a second implementation in Spark's functions)."""
 
-    def fit(observations, usable_bytes, hard_bytes):  # no hints: Spark would read them as a pandas UDF's
-        trend = replay(((o["t"], o["usable_bytes"], o["total_bytes"]) for o in observations), window_seconds)
-        return trend.fill_rate, trend.start, trend.observations, seconds_to_limit(usable_bytes, hard_bytes, trend.fill_rate)
+    def fit(
+        observations, usable_bytes, hard_bytes
+    ):  # no hints: Spark would read them as a pandas UDF's
+        trend = replay(
+            ((o["t"], o["usable_bytes"], o["total_bytes"]) for o in observations), window_seconds
+        )
+        return (
+            trend.fill_rate,
+            trend.start,
+            trend.observations,
+            seconds_to_limit(usable_bytes, hard_bytes, trend.fill_rate),
+        )
 
     return F.udf(fit, _TREND, useArrow=False)
 
 
 def _fitted(window_seconds: float):
     def step(rows: DataFrame) -> DataFrame:
-        latest = F.max_by(F.struct("t", "usable_bytes", "total_bytes", "limit_kind", "hard_limit"), "t")
+        latest = F.max_by(
+            F.struct("t", "usable_bytes", "total_bytes", "limit_kind", "hard_limit"), "t"
+        )
         grouped = rows.groupBy(*VOLUME).agg(
-            F.sort_array(F.collect_list(F.struct("t", "usable_bytes", "total_bytes"))).alias("observations"), latest.alias("latest")
+            F.sort_array(F.collect_list(F.struct("t", "usable_bytes", "total_bytes"))).alias(
+                "observations"
+            ),
+            latest.alias("latest"),
         )
         last = F.col("latest")
-        hard_bytes = F.when(last["limit_kind"] == "min-available-ratio", last["hard_limit"] * last["total_bytes"]).otherwise(last["hard_limit"])
+        hard_bytes = F.when(
+            last["limit_kind"] == "min-available-ratio", last["hard_limit"] * last["total_bytes"]
+        ).otherwise(last["hard_limit"])
         return grouped.withColumn("hard_bytes", hard_bytes).withColumn(
             "trend", _trend_fit(window_seconds)("observations", last["usable_bytes"], "hard_bytes")
         )
@@ -114,7 +134,12 @@ def _projected(rows: DataFrame) -> DataFrame:
     )
 
 
-def fill_forecast(rows: DataFrame, volumes: DataFrame, end: HistoryEnd, window_seconds: float = FORECAST_WINDOW_SECONDS) -> DataFrame:
+def fill_forecast(
+    rows: DataFrame,
+    volumes: DataFrame,
+    end: HistoryEnd,
+    window_seconds: float = FORECAST_WINDOW_SECONDS,
+) -> DataFrame:
     """``volumes``: ``brokers.volume_summary(rows)``, whose ``last_fitted`` (the last row each
     volume's fit may use) places the windows, so that the rows are read once here."""
     return (

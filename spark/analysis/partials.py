@@ -51,13 +51,26 @@ from spark.reading.history import SKIP_REASON, epoch_seconds, most_first, valid
 
 HOLDS = "volume_holds"  # data / metadata: the episodes of each are apart
 METADATA = "metadata"
-DECISIONS, SKIPPED, VOLUMES, SEGMENTS, FENCED = "decisions", "skipped", "volumes", "segments", "fenced"
+DECISIONS, SKIPPED, VOLUMES, SEGMENTS, FENCED = (
+    "decisions",
+    "skipped",
+    "volumes",
+    "segments",
+    "fenced",
+)
 _SLICE = "slice"
 
 
 def _with_holds(lines: DataFrame) -> DataFrame:
-    holds = F.when(F.col("holds").isNull() | (F.col("holds") == F.lit(DATA)), F.lit(DATA)).when(F.col("holds").contains(METADATA), F.lit(METADATA))
-    return lines.filter(valid()).transform(volume_rows).withColumn(HOLDS, holds).filter(F.col(HOLDS).isNotNull())
+    holds = F.when(F.col("holds").isNull() | (F.col("holds") == F.lit(DATA)), F.lit(DATA)).when(
+        F.col("holds").contains(METADATA), F.lit(METADATA)
+    )
+    return (
+        lines.filter(valid())
+        .transform(volume_rows)
+        .withColumn(HOLDS, holds)
+        .filter(F.col(HOLDS).isNotNull())
+    )
 
 
 # The rows the episodes need are chosen per slice of SLICE_SECONDS of a file (see the module's
@@ -75,25 +88,38 @@ def derive(lines: DataFrame, persisted: list[DataFrame] | None = None) -> dict[s
     """The tables kept per file, from the lines (``History.lines``, with CHUNK) of some files.
     With ``persisted``, the slices two of the tables read are persisted and added to it (the
     caller unpersists them once the tables are written)."""
-    volume_lines = _with_holds(lines).withColumn(_SLICE, F.floor(F.unix_micros("time") / F.lit(SLICE_SECONDS * 1_000_000)))
+    volume_lines = _with_holds(lines).withColumn(
+        _SLICE, F.floor(F.unix_micros("time") / F.lit(SLICE_SECONDS * 1_000_000))
+    )
     per_volume = (CHUNK, HOLDS, *VOLUME)
     # One pass over the rows, per slice; the volumes' summaries are made of the slices'.
-    slices = (
-        volume_lines.groupBy(*per_volume, _SLICE)
-        .agg(
-            *volume_aggregates(),
-            F.max("check_interval_seconds").alias("check_interval_seconds"),
-            F.max(F.when(fitted_rows(), observed_seconds())).alias("last_fitted_t"),
-            F.max(blames()).alias("in_breach"),
-            F.max(F.array_position(_holds_values(), F.col("holds"))).cast("int").alias("holds"),
-        )
+    slices = volume_lines.groupBy(*per_volume, _SLICE).agg(
+        *volume_aggregates(),
+        F.max("check_interval_seconds").alias("check_interval_seconds"),
+        F.max(F.when(fitted_rows(), observed_seconds())).alias("last_fitted_t"),
+        F.max(blames()).alias("in_breach"),
+        F.max(F.array_position(_holds_values(), F.col("holds"))).cast("int").alias("holds"),
     )
     slices = kept(slices, persisted)
     volumes = _rolled_up(slices, *per_volume)
-    keep = F.broadcast(slices.select(*per_volume, _SLICE, F.col("first_seen").alias("_first"), F.col("last_seen").alias("_last"), "in_breach"))
-    needed = F.col("in_breach") | (F.col("time") == F.col("_first")) | (F.col("time") == F.col("_last"))
+    keep = F.broadcast(
+        slices.select(
+            *per_volume,
+            _SLICE,
+            F.col("first_seen").alias("_first"),
+            F.col("last_seen").alias("_last"),
+            "in_breach",
+        )
+    )
+    needed = (
+        F.col("in_breach") | (F.col("time") == F.col("_first")) | (F.col("time") == F.col("_last"))
+    )
     breach_rows = volume_lines.join(keep, [*per_volume, _SLICE]).filter(needed)
-    fenced = volume_lines.filter((F.col(HOLDS) == F.lit(DATA)) & (F.col("kept") == F.lit("fenced"))).select(CHUNK, "broker_id", "time").distinct()
+    fenced = (
+        volume_lines.filter((F.col(HOLDS) == F.lit(DATA)) & (F.col("kept") == F.lit("fenced")))
+        .select(CHUNK, "broker_id", "time")
+        .distinct()
+    )
     return {
         DECISIONS: decisions(lines, by=(CHUNK,)),
         SKIPPED: lines.filter(F.col(SKIP_REASON).isNotNull()).groupBy(CHUNK, SKIP_REASON).count(),
@@ -105,12 +131,16 @@ def derive(lines: DataFrame, persisted: list[DataFrame] | None = None) -> dict[s
 
 def round_decisions(derived: dict[str, DataFrame]) -> DataFrame:
     """``states.decisions`` of every line, from the files' shares."""
-    return derived[DECISIONS].groupBy("time", "state", "source").agg(
-        F.sum("lines").alias("lines"),
-        F.max("check_interval_seconds").alias("check_interval_seconds"),
-        F.max("round_complete").alias("round_complete"),
-        F.sum("blamed_volumes").alias("blamed_volumes"),
-        F.sum("breaching_volumes").alias("breaching_volumes"),
+    return (
+        derived[DECISIONS]
+        .groupBy("time", "state", "source")
+        .agg(
+            F.sum("lines").alias("lines"),
+            F.max("check_interval_seconds").alias("check_interval_seconds"),
+            F.max("round_complete").alias("round_complete"),
+            F.sum("blamed_volumes").alias("blamed_volumes"),
+            F.sum("breaching_volumes").alias("breaching_volumes"),
+        )
     )
 
 
@@ -136,7 +166,9 @@ _ROLL_UP = {
 
 
 def _rolled_up(parts: DataFrame, *by: str) -> DataFrame:
-    return parts.groupBy(*by).agg(*[combine(name).alias(name) for name, combine in _ROLL_UP.items()])
+    return parts.groupBy(*by).agg(
+        *[combine(name).alias(name) for name, combine in _ROLL_UP.items()]
+    )
 
 
 def _holds_values() -> Column:
@@ -147,39 +179,74 @@ def _of(holds: str):
     return lambda table: table.filter(F.col(HOLDS) == F.lit(holds))
 
 
-def volume_summary(derived: dict[str, DataFrame], holds: str = DATA, max_gap_seconds: float | None = None) -> DataFrame:
+def volume_summary(
+    derived: dict[str, DataFrame], holds: str = DATA, max_gap_seconds: float | None = None
+) -> DataFrame:
     """``brokers.volume_summary`` of the volumes that hold ``holds``, from the files' shares,
     with ``holds`` (the greatest text its rows had) and ``last_fitted_t`` (the time the
     last observation the forecast may fit was made)."""
     combined = _rolled_up(derived[VOLUMES].transform(_of(holds)), *VOLUME)
     return combined.select(
         *VOLUME,
-        *[name for name in _ROLL_UP if name not in ("check_interval_seconds", "in_breach", "holds")],
-        gap_limit(max_gap_seconds).alias("gap_limit"),  # the gap limit grows with the check interval: the greatest's
+        *[
+            name
+            for name in _ROLL_UP
+            if name not in ("check_interval_seconds", "in_breach", "holds")
+        ],
+        gap_limit(max_gap_seconds).alias(
+            "gap_limit"
+        ),  # the gap limit grows with the check interval: the greatest's
         F.element_at(_holds_values(), F.col("holds")).alias("holds"),
     )
 
 
 def chunk_ends(derived: dict[str, DataFrame]) -> dict[str, float]:
     """Each file's last round (epoch seconds), of the files with a valid line."""
-    ends = derived[DECISIONS].filter(valid()).groupBy(CHUNK).agg(F.max(F.unix_micros("time")).alias("end")).collect()
+    ends = (
+        derived[DECISIONS]
+        .filter(valid())
+        .groupBy(CHUNK)
+        .agg(F.max(F.unix_micros("time")).alias("end"))
+        .collect()
+    )
     return {row[CHUNK]: row["end"] / 1_000_000.0 for row in ends}
 
 
 def _interleaved(derived: dict[str, DataFrame], holds: str) -> list[tuple]:
     """The volumes with a file whose times reach into an earlier file's (by first observation)."""
-    earlier = Window.partitionBy(*VOLUME).orderBy("first_seen", "last_seen").rowsBetween(Window.unboundedPreceding, -1)
-    spans = derived[VOLUMES].transform(_of(holds)).withColumn("reached", F.max("last_seen").over(earlier))
-    return [tuple(row) for row in spans.filter(F.col("first_seen") <= F.col("reached")).select(*VOLUME).distinct().collect()]
+    earlier = (
+        Window.partitionBy(*VOLUME)
+        .orderBy("first_seen", "last_seen")
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
+    spans = (
+        derived[VOLUMES]
+        .transform(_of(holds))
+        .withColumn("reached", F.max("last_seen").over(earlier))
+    )
+    return [
+        tuple(row)
+        for row in spans.filter(F.col("first_seen") <= F.col("reached"))
+        .select(*VOLUME)
+        .distinct()
+        .collect()
+    ]
 
 
 def _among(table: DataFrame, volumes: list[tuple], among: bool = True) -> DataFrame:
     """The rows of ``table`` of the ``volumes`` listed (``among``), or of the others."""
-    listed = table.sparkSession.createDataFrame(volumes, T.StructType([table.schema[name] for name in VOLUME]))
+    listed = table.sparkSession.createDataFrame(
+        volumes, T.StructType([table.schema[name] for name in VOLUME])
+    )
     return table.join(F.broadcast(listed), list(VOLUME), "left_semi" if among else "left_anti")
 
 
-def episode_segments(derived: dict[str, DataFrame], rows: DataFrame, holds: str = DATA, max_gap_seconds: float | None = None) -> DataFrame:
+def episode_segments(
+    derived: dict[str, DataFrame],
+    rows: DataFrame,
+    holds: str = DATA,
+    max_gap_seconds: float | None = None,
+) -> DataFrame:
     """The segments (SEGMENT_FIELDS) the episodes of the volumes that hold ``holds`` need (see
     the module's note), from ``segments``; a volume whose files interleave in time, or with a
     segment whose gaps the gap limit counts, a segment per row of all its ``rows``
@@ -192,7 +259,9 @@ def episode_segments(derived: dict[str, DataFrame], rows: DataFrame, holds: str 
     whole = sorted(set(_interleaved(derived, holds)) | {tuple(row) for row in counted})
     if not whole:
         return from_files
-    read_whole = _among(rows.transform(data_rows if holds == DATA else metadata_rows), whole).transform(as_segments)
+    read_whole = _among(
+        rows.transform(data_rows if holds == DATA else metadata_rows), whole
+    ).transform(as_segments)
     return _among(from_files, whole, among=False).unionByName(read_whole)
 
 
@@ -205,17 +274,28 @@ def has_metadata(derived: dict[str, DataFrame]) -> bool:
     return not derived[VOLUMES].transform(_of(METADATA)).isEmpty()
 
 
-def forecast_rows(derived: dict[str, DataFrame], rows: DataFrame, volumes: DataFrame, end: HistoryEnd, window_seconds: float) -> DataFrame:
+def forecast_rows(
+    derived: dict[str, DataFrame],
+    rows: DataFrame,
+    volumes: DataFrame,
+    end: HistoryEnd,
+    window_seconds: float,
+) -> DataFrame:
     """Of the data volumes' ``rows``, those ``forecast.fill_forecast`` needs: every observation
     made from a little before the earliest window of a present volume (``volumes``:
     ``volume_summary(...)``), read from the files that reach that far only. Exact when each
     present volume has GAIN_CONTEXT observations between that start and its own window (the
     ones the fit looks back on, which are then the latest before its window, as from every
     row): checked, and all rows are given when one has not."""
-    present = still_present(epoch_seconds("last_seen"), end, F.col("gap_limit")) & F.col("last_fitted_t").isNotNull()
+    present = (
+        still_present(epoch_seconds("last_seen"), end, F.col("gap_limit"))
+        & F.col("last_fitted_t").isNotNull()
+    )
     cut = F.col("last_fitted_t") - F.lit(window_seconds)
     cuts = volumes.filter(present).select(*VOLUME, cut.alias("cut"))
-    bounds = volumes.agg(F.min(F.when(present, cut)).alias("cut"), F.max("gap_limit").alias("gap")).collect()[0]
+    bounds = volumes.agg(
+        F.min(F.when(present, cut)).alias("cut"), F.max("gap_limit").alias("gap")
+    ).collect()[0]
     if bounds["cut"] is None:  # no volume to forecast
         return rows
     start = bounds["cut"] - max(_LEAD_SECONDS, _LEAD_GAPS * (bounds["gap"] or 0.0))
@@ -228,7 +308,9 @@ def forecast_rows(derived: dict[str, DataFrame], rows: DataFrame, volumes: DataF
         .groupBy(*VOLUME)
         .agg(F.count_distinct(observed_seconds()).alias("n"))
     )
-    short = cuts.join(before_window, list(VOLUME), "left").filter(F.coalesce(F.col("n"), F.lit(0)) < F.lit(GAIN_CONTEXT))
+    short = cuts.join(before_window, list(VOLUME), "left").filter(
+        F.coalesce(F.col("n"), F.lit(0)) < F.lit(GAIN_CONTEXT)
+    )
     return rows if not short.isEmpty() else near
 
 

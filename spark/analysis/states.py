@@ -55,7 +55,9 @@ def blames(of: str = "volume_status") -> Column:
     """A row whose volume the round's decision blamed, and so whose episode is open in that
     round: breaching (a hard episode), or ramping with a soft limit set (a soft one)."""
     status = F.col(of)
-    return (status == F.lit("breaching")) | ((status == F.lit("ramping")) & F.col("soft_limit").isNotNull())
+    return (status == F.lit("breaching")) | (
+        (status == F.lit("ramping")) & F.col("soft_limit").isNotNull()
+    )
 
 
 # A round in THROTTLE or PAUSE is limited by its volumes when its factor is their own or the
@@ -74,7 +76,9 @@ def unexplained_rounds(round_rows: DataFrame) -> DataFrame:
 
     on_volumes = F.col("source").isin(*VOLUME_SOURCES)
     paused, throttled = F.col("state") == F.lit("PAUSE"), F.col("state") == F.lit("THROTTLE")
-    unexplained = on_volumes & ((paused & none("breaching_volumes")) | (throttled & none("blamed_volumes")))
+    unexplained = on_volumes & (
+        (paused & none("breaching_volumes")) | (throttled & none("blamed_volumes"))
+    )
     return round_rows.filter(unexplained).select("time", "state", "source")
 
 
@@ -86,16 +90,20 @@ def round_blame(rows: DataFrame) -> DataFrame:
         volume = F.when(F.col("volume_status") == F.lit(status), F.struct("broker_id", "log_dir"))
         return F.array_sort(F.collect_list(volume)).alias(status)
 
-    return rows.groupBy("time").agg(F.max("state").alias("state"), listed("breaching"), listed("ramping"))
+    return rows.groupBy("time").agg(
+        F.max("state").alias("state"), listed("breaching"), listed("ramping")
+    )
 
 
 def _with_held_until(max_gap_seconds: float | None):
     def step(round_rows: DataFrame) -> DataFrame:
         in_order = Window.orderBy("t")  # rounds are few next to rows: one partition is fine
-        with_next = round_rows.withColumns({"t": epoch_seconds("time"), "gap_limit": gap_limit(max_gap_seconds)}).withColumn(
-            "next_t", F.lead("t").over(in_order)
-        )
-        held = F.when((F.col("next_t") - F.col("t")) <= F.col("gap_limit"), F.col("next_t")).otherwise(F.col("t"))
+        with_next = round_rows.withColumns(
+            {"t": epoch_seconds("time"), "gap_limit": gap_limit(max_gap_seconds)}
+        ).withColumn("next_t", F.lead("t").over(in_order))
+        held = F.when(
+            (F.col("next_t") - F.col("t")) <= F.col("gap_limit"), F.col("next_t")
+        ).otherwise(F.col("t"))
         return with_next.withColumn("held_until", held)
 
     return step
@@ -105,8 +113,15 @@ def _split_at_midnight(round_rows: DataFrame) -> DataFrame:
     last_day = F.to_date(F.timestamp_micros((F.col("held_until") * 1_000_000).cast("long")))
     days = round_rows.withColumn("day", F.explode(F.sequence(F.to_date("time"), last_day)))
     day_start = F.unix_micros(F.col("day").cast("timestamp")) / F.lit(1_000_000.0)
-    piece = F.least(F.col("held_until"), day_start + F.lit(SECONDS_PER_DAY)) - F.greatest(F.col("t"), day_start)
-    return days.withColumns({"seconds": F.greatest(piece, F.lit(0.0)), "round_starts_here": F.to_date("time") == F.col("day")})
+    piece = F.least(F.col("held_until"), day_start + F.lit(SECONDS_PER_DAY)) - F.greatest(
+        F.col("t"), day_start
+    )
+    return days.withColumns(
+        {
+            "seconds": F.greatest(piece, F.lit(0.0)),
+            "round_starts_here": F.to_date("time") == F.col("day"),
+        }
+    )
 
 
 def source_column(source: str) -> str:
@@ -119,10 +134,18 @@ def _per_day(pieces: DataFrame) -> DataFrame:
 
     aggregates = [
         F.count(F.when(F.col("round_starts_here"), 1)).alias("rounds"),
-        F.count(F.when(F.col("round_starts_here") & ~F.col("round_complete"), 1)).alias("incomplete_rounds"),
+        F.count(F.when(F.col("round_starts_here") & ~F.col("round_complete"), 1)).alias(
+            "incomplete_rounds"
+        ),
         F.sum("seconds").alias("covered_seconds"),
-        *[seconds_where(F.col("state") == state).alias(f"{state.lower()}_seconds") for state in STATES],
-        *[seconds_where(F.col("source") == source).alias(source_column(source)) for source in SOURCES],
+        *[
+            seconds_where(F.col("state") == state).alias(f"{state.lower()}_seconds")
+            for state in STATES
+        ],
+        *[
+            seconds_where(F.col("source") == source).alias(source_column(source))
+            for source in SOURCES
+        ],
     ]
     return pieces.groupBy("day").agg(*aggregates).orderBy("day")
 
@@ -136,4 +159,8 @@ def held_rounds(round_rows: DataFrame, max_gap_seconds: float | None = None) -> 
 def time_in_states(round_rows: DataFrame, max_gap_seconds: float | None = None) -> DataFrame:
     """Per day, from the rounds (``rounds(decisions(lines))``): rounds, seconds covered by observations,
     seconds in OPEN / THROTTLE / PAUSE and per source."""
-    return round_rows.transform(_with_held_until(max_gap_seconds)).transform(_split_at_midnight).transform(_per_day)
+    return (
+        round_rows.transform(_with_held_until(max_gap_seconds))
+        .transform(_split_at_midnight)
+        .transform(_per_day)
+    )

@@ -24,7 +24,9 @@ def _limits(row: Row) -> Cell:
         return Cell("as recorded (changed over the history)", "text")
     hysteresis = "not recorded" if row["hysteresis"] is None else _level(kind, row["hysteresis"])
     shown = f"hard {_level(kind, row['hard_limit'])}, soft {_level(kind, row['soft_limit'])}, hysteresis {hysteresis}"
-    exact = f"{kind} hard {plain_decimal(row['hard_limit'])}" + (f" soft {plain_decimal(row['soft_limit'])}" if row["soft_limit"] is not None else "")
+    exact = f"{kind} hard {plain_decimal(row['hard_limit'])}" + (
+        f" soft {plain_decimal(row['soft_limit'])}" if row["soft_limit"] is not None else ""
+    )
     return Cell(("as recorded: " if row["limit_set"] == LIVE else "") + shown, "text", title=exact)
 
 
@@ -51,13 +53,19 @@ WORST: list[tuple[str, Callable[[Row], Cell]]] = [
     ("soft episodes", lambda r: number(r["soft_episodes"])),
     ("time in soft breach", lambda r: duration(r["soft_breach_seconds"])),
     ("first breach (UTC)", lambda r: instant(r["first_breach_at"])),
-    ("lowest available", lambda r: size_and_ratio(r["worst_usable_bytes"], r["worst_available_ratio"])),
+    (
+        "lowest available",
+        lambda r: size_and_ratio(r["worst_usable_bytes"], r["worst_available_ratio"]),
+    ),
 ]
 
 
 def _side_by_side(sets: list[Row]) -> str:
     head = "<th></th>" + "".join(f"<th>{escape(row['limit_set'])}</th>" for row in sets)
-    body = "".join(f"<tr><th>{escape(label)}</th>" + "".join(cell(row).html() for row in sets) + "</tr>" for label, cell in MEASURES)
+    body = "".join(
+        f"<tr><th>{escape(label)}</th>" + "".join(cell(row).html() for row in sets) + "</tr>"
+        for label, cell in MEASURES
+    )
     return f'<div class="table"><table data-table="backtest"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
@@ -65,7 +73,9 @@ def _worst(shown: list[Row]) -> str:
     if not shown:
         return '<p class="note">no volume breached a limit under any set</p>'
     head = "".join(f"<th>{escape(header)}</th>" for header, _ in WORST)
-    body = "".join("<tr>" + "".join(cell(row).html() for _, cell in WORST) + "</tr>" for row in shown)
+    body = "".join(
+        "<tr>" + "".join(cell(row).html() for _, cell in WORST) + "</tr>" for row in shown
+    )
     return f'<div class="table"><table data-table="backtest_volumes"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 

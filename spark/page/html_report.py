@@ -62,7 +62,11 @@ def _card(value: str, label: str) -> str:
 
 def render_page(report: Report) -> str:
     counts = report.episode_counts
-    gap_rule = human_duration(report.max_gap_seconds) if report.max_gap_seconds is not None else f"{GAP_INTERVALS:g} x the check interval"
+    gap_rule = (
+        human_duration(report.max_gap_seconds)
+        if report.max_gap_seconds is not None
+        else f"{GAP_INTERVALS:g} x the check interval"
+    )
     window = human_duration(report.forecast_window_seconds)
     cards = "".join(
         [
@@ -73,10 +77,22 @@ def render_page(report: Report) -> str:
             _card(f"{counts.get('soft', 0):,}", "soft limit episodes"),
             _card(f"{counts.get('ongoing', 0):,}", "episodes still ongoing"),
             # none in a history the service writes: shown only when an older one has some
-            *([_card(f"{report.unexplained_rounds:,}", "rounds in THROTTLE or PAUSE that no episode explains")] if report.unexplained_rounds else []),
+            *(
+                [
+                    _card(
+                        f"{report.unexplained_rounds:,}",
+                        "rounds in THROTTLE or PAUSE that no episode explains",
+                    )
+                ]
+                if report.unexplained_rounds
+                else []
+            ),
         ]
     )
-    volume_charts = "".join(f'<div class="panel">{volume_chart(s, report.first, report.last)}</div>' for s in report.series)
+    volume_charts = "".join(
+        f'<div class="panel">{volume_chart(s, report.first, report.last)}</div>'
+        for s in report.series
+    )
 
     def table(name: str) -> str:
         return table_html(name, report.tables[name], report.table_sizes[name])
@@ -84,8 +100,13 @@ def render_page(report: Report) -> str:
     ongoing = [row for row in report.tables["episodes"] if row["ongoing"]]
     ended = [row for row in report.tables["episodes"] if not row["ongoing"]]
     ended_total = report.table_sizes["episodes"] - len(ongoing)
-    reasons = "".join(f"<dt>{escape(reason)}</dt><dd>{escape(meaning)}</dd>" for reason, meaning in END_REASONS.items())
-    skipped = "; ".join(f"{escape(reason)}: {count:,}" for reason, count in report.skipped_by_reason.items())
+    reasons = "".join(
+        f"<dt>{escape(reason)}</dt><dd>{escape(meaning)}</dd>"
+        for reason, meaning in END_REASONS.items()
+    )
+    skipped = "; ".join(
+        f"{escape(reason)}: {count:,}" for reason, count in report.skipped_by_reason.items()
+    )
 
     sections = [
         "<h1>Kafka volume limits: history report</h1>",
@@ -94,9 +115,13 @@ def render_page(report: Report) -> str:
             f"gap limit {escape(gap_rule)} · forecast window {window}</p>"
         ),
         f'<div class="cards">{cards}</div>',
-        f'<p class="note">Lines skipped, by the first field that fails its check: {skipped}</p>' if skipped else "",
+        f'<p class="note">Lines skipped, by the first field that fails its check: {skipped}</p>'
+        if skipped
+        else "",
         "<h2>Available bytes of the volumes that came closest to the hard limit</h2>",
-        f'<div class="grid">{volume_charts}</div>' if volume_charts else '<p class="note">no volume with known capacity</p>',
+        f'<div class="grid">{volume_charts}</div>'
+        if volume_charts
+        else '<p class="note">no volume with known capacity</p>',
         "<h2>State timeline (UTC)</h2>",
         f'<div class="panel">{state_timeline_chart(report.timeline, report.first, report.last)}</div>',
         "<h2>Time per day (UTC) in each state and on the fallback</h2>",
@@ -105,7 +130,7 @@ def render_page(report: Report) -> str:
         "<h2>Violation episodes</h2>",
         f"<h3>Still in breach at the end: {len(ongoing):,}</h3>",
         table_html("episodes", ongoing, len(ongoing)),
-        f'<details><summary>Ended: {ended_total:,} episodes{" (the first " + format(len(ended), ",") + " shown)" if ended_total > len(ended) else ""}</summary>',
+        f"<details><summary>Ended: {ended_total:,} episodes{' (the first ' + format(len(ended), ',') + ' shown)' if ended_total > len(ended) else ''}</summary>",
         table_html("episodes", ended, ended_total, "ended episodes"),
         "</details>",
         (
@@ -115,7 +140,7 @@ def render_page(report: Report) -> str:
         ),
         "<h2>Fill rate and time to the hard limit</h2>",
         (
-            f'<p class="note">The service\'s own estimator: the median of the slopes across half of each volume\'s trend, '
+            f"<p class=\"note\">The service's own estimator: the median of the slopes across half of each volume's trend, "
             f"its observations since it last gained space (a delete, a retention run) within its last {window}; "
             "volumes no longer present have none.</p>"
         ),
@@ -127,5 +152,5 @@ def render_page(report: Report) -> str:
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>Kafka volume limits: history report</title>'
         f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{_STYLE}</style></head>'
-        f'<body>{"".join(sections)}</body></html>\n'
+        f"<body>{''.join(sections)}</body></html>\n"
     )

@@ -35,7 +35,9 @@ VOLUME_CHART_WIDTH = 600
 
 
 def _font(size: int = FONT_SIZE, bold: bool = False) -> str:
-    return f'font-family="{FONT_FAMILY}" font-size="{size}"' + (' font-weight="600"' if bold else "")
+    return f'font-family="{FONT_FAMILY}" font-size="{size}"' + (
+        ' font-weight="600"' if bold else ""
+    )
 
 
 def text_width(text: str, size: int = FONT_SIZE) -> float:
@@ -44,7 +46,16 @@ def text_width(text: str, size: int = FONT_SIZE) -> float:
     return len(text) * size * 0.62
 
 
-def _text(x: float, y: float, content: str, anchor: str = "start", size: int = FONT_SIZE, bold: bool = False, colour: str = LABEL_COLOUR, css: str = "") -> str:
+def _text(
+    x: float,
+    y: float,
+    content: str,
+    anchor: str = "start",
+    size: int = FONT_SIZE,
+    bold: bool = False,
+    colour: str = LABEL_COLOUR,
+    css: str = "",
+) -> str:
     css_class = f' class="{css}"' if css else ""
     return f'<text{css_class} x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" {_font(size, bold)} fill="{colour}">{escape(content)}</text>'
 
@@ -65,7 +76,17 @@ def _time_label(epoch: float) -> str:
 class _Frame:
     """Maps time and value onto a plot area and draws its axes."""
 
-    def __init__(self, width: int, height: int, first: float, last: float, top_value: float, top: int, left: int = 64, right: int = 20) -> None:
+    def __init__(
+        self,
+        width: int,
+        height: int,
+        first: float,
+        last: float,
+        top_value: float,
+        top: int,
+        left: int = 64,
+        right: int = 20,
+    ) -> None:
         self.width, self.height = width, height
         # below the plot: the tick labels, then the dates
         self.left, self.right, self.top, self.bottom = left, right, top, AXIS_BELOW
@@ -81,19 +102,27 @@ class _Frame:
         return self.height - self.bottom
 
     def x(self, t: float) -> float:
-        return self.left + (t - self.first) / (self.last - self.first) * (self.plot_right - self.left)
+        return self.left + (t - self.first) / (self.last - self.first) * (
+            self.plot_right - self.left
+        )
 
     def y(self, value: float) -> float:
-        return self.top + (self.plot_bottom - self.top) * (1 - min(max(value, 0.0), self.top_value) / self.top_value)
+        return self.top + (self.plot_bottom - self.top) * (
+            1 - min(max(value, 0.0), self.top_value) / self.top_value
+        )
 
     def time_axis(self) -> list[str]:
         """Ticks on round UTC times; under the first tick of each day, its date."""
         base = self.plot_bottom
-        parts = [f'<line x1="{self.left}" y1="{base}" x2="{self.plot_right}" y2="{base}" stroke="#888"/>']
+        parts = [
+            f'<line x1="{self.left}" y1="{base}" x2="{self.plot_right}" y2="{base}" stroke="#888"/>'
+        ]
         most = max(int((self.plot_right - self.left) / TICK_SPACING), 2)
         for tick in time_ticks(self.first, self.last, most):
             x = self.x(tick.t)
-            parts.append(f'<line x1="{x:.1f}" y1="{base}" x2="{x:.1f}" y2="{base + 4}" stroke="#888"/>')
+            parts.append(
+                f'<line x1="{x:.1f}" y1="{base}" x2="{x:.1f}" y2="{base + 4}" stroke="#888"/>'
+            )
             parts.append(self._centred(x, base + 18, tick.label, "tick"))
             if tick.date:
                 parts.append(self._centred(x, base + 18 + LINE_HEIGHT, tick.date, "date"))
@@ -112,7 +141,9 @@ class _Frame:
         parts = []
         for value, label in byte_ticks(self.top_value):
             y = self.y(value)
-            parts.append(f'<line x1="{self.left}" y1="{y:.1f}" x2="{self.plot_right}" y2="{y:.1f}" stroke="#eee"/>')
+            parts.append(
+                f'<line x1="{self.left}" y1="{y:.1f}" x2="{self.plot_right}" y2="{y:.1f}" stroke="#eee"/>'
+            )
             parts.append(_text(self.left - 6, y + 4, label, "end", css="value"))
         return parts
 
@@ -125,7 +156,9 @@ def _svg(width: int, height: int, kind: str, label: str, body: list[str]) -> str
     )
 
 
-def _legend(items: Sequence[tuple[str, str, str]], x: float, y: float, right: float) -> tuple[list[str], float]:
+def _legend(
+    items: Sequence[tuple[str, str, str]], x: float, y: float, right: float
+) -> tuple[list[str], float]:
     """Legend entries (name, colour, swatch: "box", "line", "dash" or "dot") from (x, y), wrapping
     before ``right``; returns the parts and the baseline of the last line."""
     parts = []
@@ -135,10 +168,16 @@ def _legend(items: Sequence[tuple[str, str, str]], x: float, y: float, right: fl
         if x + needed > right and x > start:
             x, y = start, y + LINE_HEIGHT
         if swatch == "box":
-            parts.append(f'<rect x="{x:.1f}" y="{y - 9:.1f}" width="10" height="10" fill="{colour}"/>')
+            parts.append(
+                f'<rect x="{x:.1f}" y="{y - 9:.1f}" width="10" height="10" fill="{colour}"/>'
+            )
         else:
-            dash = {"dash": ' stroke-dasharray="4 3"', "dot": ' stroke-dasharray="2 3"'}.get(swatch, "")
-            parts.append(f'<line x1="{x:.1f}" y1="{y - 4:.1f}" x2="{x + 11:.1f}" y2="{y - 4:.1f}" stroke="{colour}" stroke-width="2"{dash}/>')
+            dash = {"dash": ' stroke-dasharray="4 3"', "dot": ' stroke-dasharray="2 3"'}.get(
+                swatch, ""
+            )
+            parts.append(
+                f'<line x1="{x:.1f}" y1="{y - 4:.1f}" x2="{x + 11:.1f}" y2="{y - 4:.1f}" stroke="{colour}" stroke-width="2"{dash}/>'
+            )
         parts.append(_text(x + 15, y, name, css="legend"))
         x += needed + 12
     return parts, y
@@ -165,7 +204,9 @@ def _value_scale(series: VolumeSeries) -> float:
     levels = [level for _, level in series.hard + series.soft if level is not None]
     peak = max(v for _, v in series.points)
     highest = max(peak, *levels, 0.0)
-    return min(highest * 1.15, float(series.total_bytes)) if series.total_bytes > 0 else highest * 1.15
+    return (
+        min(highest * 1.15, float(series.total_bytes)) if series.total_bytes > 0 else highest * 1.15
+    )
 
 
 # How far past the end of the history a chart reaches to show where the forecast meets the
@@ -173,7 +214,9 @@ def _value_scale(series: VolumeSeries) -> float:
 PROJECTION_REACH = 0.25
 
 
-def _step_lines(steps: Sequence[tuple[float, float | None]], end: float, frame: _Frame) -> list[list[tuple[float, float]]]:
+def _step_lines(
+    steps: Sequence[tuple[float, float | None]], end: float, frame: _Frame
+) -> list[list[tuple[float, float]]]:
     """A limit's levels in force over time as the corners of step lines (x, y), one line per
     stretch where the limit was set."""
     lines: list[list[tuple[float, float]]] = []
@@ -206,7 +249,13 @@ def _projection(series: VolumeSeries, frame: _Frame) -> str:
     )
 
 
-def volume_chart(series: VolumeSeries, first: float, last: float, width: int = VOLUME_CHART_WIDTH, height: int = 270) -> str:
+def volume_chart(
+    series: VolumeSeries,
+    first: float,
+    last: float,
+    width: int = VOLUME_CHART_WIDTH,
+    height: int = 270,
+) -> str:
     """Usable bytes of one volume over time, against its hard and soft limits as they were in
     force (step lines, named in the legend above the plot, not on it), and the forecast's
     line to the hard limit when the volume is filling towards it."""
@@ -214,57 +263,106 @@ def volume_chart(series: VolumeSeries, first: float, last: float, width: int = V
     lowest = min(v for _, v in series.points)
     summary = f"lowest {human_bytes(lowest)} available of {human_bytes(series.total_bytes)}"
     head = [
-        _text(8, 16, _clipped(title, width - 16, 13), size=13, bold=True, colour="#222", css="title"),
+        _text(
+            8, 16, _clipped(title, width - 16, 13), size=13, bold=True, colour="#222", css="title"
+        ),
         _text(8, 16 + LINE_HEIGHT + 1, summary, colour="#555", css="summary"),
     ]
     changed = " (changed)" if len({level for _, level in series.hard}) > 1 else ""
-    legend = [("available", LINE_COLOUR, "line"), (f"hard limit {human_bytes(series.hard_bytes)}{changed}", STATE_COLOURS["PAUSE"], "dash")]
+    legend = [
+        ("available", LINE_COLOUR, "line"),
+        (f"hard limit {human_bytes(series.hard_bytes)}{changed}", STATE_COLOURS["PAUSE"], "dash"),
+    ]
     if any(level is not None for _, level in series.soft):
         now = f"{human_bytes(series.soft_bytes)}" if series.soft_bytes is not None else "removed"
-        soft_changed = " (changed)" if len({level for _, level in series.soft}) > 1 and series.soft_bytes is not None else ""
+        soft_changed = (
+            " (changed)"
+            if len({level for _, level in series.soft}) > 1 and series.soft_bytes is not None
+            else ""
+        )
         legend.append((f"soft limit {now}{soft_changed}", STATE_COLOURS["THROTTLE"], "dash"))
     if series.projected is not None:
         legend.append(("forecast", LINE_COLOUR, "dot"))
     legend_parts, legend_bottom = _legend(legend, 8, 16 + 2 * LINE_HEIGHT + 2, width - 8)
     top = int(legend_bottom) + 14
-    shown_until = last if series.projected is None else max(last, min(series.projected[0], last + PROJECTION_REACH * (last - first)))
+    shown_until = (
+        last
+        if series.projected is None
+        else max(last, min(series.projected[0], last + PROJECTION_REACH * (last - first)))
+    )
     frame = _Frame(width, height + top - 62, first, shown_until, _value_scale(series), top=top)
-    body = [f'<rect x="0" y="0" width="{frame.width}" height="{frame.height}" fill="white"/>', *head, *legend_parts]
+    body = [
+        f'<rect x="0" y="0" width="{frame.width}" height="{frame.height}" fill="white"/>',
+        *head,
+        *legend_parts,
+    ]
     body += frame.byte_axis()
     for corners in _step_lines(series.hard, frame.last, frame):
-        outline = " ".join(f"{x:.1f},{y:.1f}" for x, y in [(corners[0][0], frame.plot_bottom), *corners, (corners[-1][0], frame.plot_bottom)])
+        outline = " ".join(
+            f"{x:.1f},{y:.1f}"
+            for x, y in [
+                (corners[0][0], frame.plot_bottom),
+                *corners,
+                (corners[-1][0], frame.plot_bottom),
+            ]
+        )
         body.append(f'<polygon points="{outline}" fill="#d64545" opacity="0.08"/>')
-    for kind, steps, colour in (("hard", series.hard, STATE_COLOURS["PAUSE"]), ("soft", series.soft, STATE_COLOURS["THROTTLE"])):
+    for kind, steps, colour in (
+        ("hard", series.hard, STATE_COLOURS["PAUSE"]),
+        ("soft", series.soft, STATE_COLOURS["THROTTLE"]),
+    ):
         for corners in _step_lines(steps, frame.last, frame):
             points = " ".join(f"{x:.1f},{y:.1f}" for x, y in corners)
-            body.append(f'<polyline class="limit {kind}" points="{points}" fill="none" stroke="{colour}" stroke-dasharray="6 4" stroke-width="1.5"/>')
+            body.append(
+                f'<polyline class="limit {kind}" points="{points}" fill="none" stroke="{colour}" stroke-dasharray="6 4" stroke-width="1.5"/>'
+            )
     body.append(_projection(series, frame))
     for segment in _segments(series.points):
         if len(segment) == 1:
             ((t, v),) = segment
-            body.append(f'<circle cx="{frame.x(t):.1f}" cy="{frame.y(v):.1f}" r="2" fill="{LINE_COLOUR}"/>')
+            body.append(
+                f'<circle cx="{frame.x(t):.1f}" cy="{frame.y(v):.1f}" r="2" fill="{LINE_COLOUR}"/>'
+            )
         else:
             coordinates = " ".join(f"{frame.x(t):.1f},{frame.y(v):.1f}" for t, v in segment)
-            body.append(f'<polyline class="series" points="{coordinates}" fill="none" stroke="{LINE_COLOUR}" stroke-width="1.8"/>')
+            body.append(
+                f'<polyline class="series" points="{coordinates}" fill="none" stroke="{LINE_COLOUR}" stroke-width="1.8"/>'
+            )
     body += frame.time_axis()
-    return _svg(frame.width, frame.height, "volume", f"Available bytes of {title} against its limits", body)
+    return _svg(
+        frame.width, frame.height, "volume", f"Available bytes of {title} against its limits", body
+    )
 
 
-def state_timeline_chart(buckets: Sequence[StateBucket], first: float, last: float, width: int = WIDE_CHART) -> str:
+def state_timeline_chart(
+    buckets: Sequence[StateBucket], first: float, last: float, width: int = WIDE_CHART
+) -> str:
     """Two lanes over time: the state in force, and when the factor came from last-valid or fallback;
     as high as its legend and lanes need."""
     lane_names = ("state", "factor source")
     left = int(max(text_width(name) for name in lane_names)) + 16
-    legend = [*[(name, colour, "box") for name, colour in STATE_COLOURS.items()], ("fallback / last-valid", FALLBACK_COLOUR, "box"), ("observed", "#cfe8d8", "box"), ("no data", NO_DATA_COLOUR, "box")]
+    legend = [
+        *[(name, colour, "box") for name, colour in STATE_COLOURS.items()],
+        ("fallback / last-valid", FALLBACK_COLOUR, "box"),
+        ("observed", "#cfe8d8", "box"),
+        ("no data", NO_DATA_COLOUR, "box"),
+    ]
     legend_parts, legend_bottom = _legend(legend, left, 16, width - 8)
     lane_height, lane_gap = 22, 8
     lanes_top = int(legend_bottom) + 12
     lanes = [(name, lanes_top + i * (lane_height + lane_gap)) for i, name in enumerate(lane_names)]
-    frame = _Frame(width, lanes[-1][1] + lane_height + AXIS_BELOW, first, last, 1.0, top=lanes_top, left=left)
-    body = [f'<rect x="0" y="0" width="{width}" height="{frame.height}" fill="white"/>', *legend_parts]
+    frame = _Frame(
+        width, lanes[-1][1] + lane_height + AXIS_BELOW, first, last, 1.0, top=lanes_top, left=left
+    )
+    body = [
+        f'<rect x="0" y="0" width="{width}" height="{frame.height}" fill="white"/>',
+        *legend_parts,
+    ]
     for name, y in lanes:
         body.append(_text(left - 8, y + 15, name, "end", css="lane"))
-        body.append(f'<rect x="{left}" y="{y}" width="{frame.plot_right - left}" height="{lane_height}" fill="{NO_DATA_COLOUR}"/>')
+        body.append(
+            f'<rect x="{left}" y="{y}" width="{frame.plot_right - left}" height="{lane_height}" fill="{NO_DATA_COLOUR}"/>'
+        )
     for bucket in buckets:
         x0, x1 = frame.x(bucket.start), frame.x(bucket.end)
         w = max(x1 - x0, 0.8)
@@ -274,14 +372,19 @@ def state_timeline_chart(buckets: Sequence[StateBucket], first: float, last: flo
             f'<rect class="state {bucket.state}" x="{x0:.2f}" y="{lanes[0][1]}" width="{w:.2f}" height="{lane_height}" fill="{STATE_COLOURS[bucket.state]}" shape-rendering="crispEdges"><title>{escape(tip)}</title></rect>'
         )
         colour, css = (FALLBACK_COLOUR, "fallback") if bucket.fallback else ("#cfe8d8", "observed")
-        body.append(f'<rect class="{css}" x="{x0:.2f}" y="{lanes[1][1]}" width="{w:.2f}" height="{lane_height}" fill="{colour}" shape-rendering="crispEdges"><title>{escape(tip)}</title></rect>')
+        body.append(
+            f'<rect class="{css}" x="{x0:.2f}" y="{lanes[1][1]}" width="{w:.2f}" height="{lane_height}" fill="{colour}" shape-rendering="crispEdges"><title>{escape(tip)}</title></rect>'
+        )
     body += frame.time_axis()
     return _svg(width, frame.height, "timeline", "State timeline", body)
 
 
 def day_bars_chart(days: Sequence[dict], width: int = WIDE_CHART, height: int = 230) -> str:
     """Time per UTC day in OPEN / THROTTLE / PAUSE (stacked) and on the fallback (a mark)."""
-    legend = [*[(name, colour, "box") for name, colour in STATE_COLOURS.items()], ("on the fallback", FALLBACK_COLOUR, "line")]
+    legend = [
+        *[(name, colour, "box") for name, colour in STATE_COLOURS.items()],
+        ("on the fallback", FALLBACK_COLOUR, "line"),
+    ]
     left, right = 64, 20
     legend_parts, legend_bottom = _legend(legend, left, 16, width - 8)
     top, bottom = int(legend_bottom) + 14, AXIS_BELOW
@@ -291,7 +394,9 @@ def day_bars_chart(days: Sequence[dict], width: int = WIDE_CHART, height: int = 
     body = [f'<rect x="0" y="0" width="{width}" height="{height}" fill="white"/>', *legend_parts]
     for seconds, label in ticks:
         y = top + plot_h * (1 - seconds / scale)
-        body.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="#eee"/>')
+        body.append(
+            f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="#eee"/>'
+        )
         body.append(_text(left - 6, y + 4, label, "end", css="value"))
     slot = (width - left - right) / max(len(days), 1)
     bar = min(slot * 0.7, 48)
@@ -319,6 +424,12 @@ def day_bars_chart(days: Sequence[dict], width: int = WIDE_CHART, height: int = 
             body.append(_text(x + bar / 2, height - bottom + 18, name[5:], "middle", css="tick"))
             if name[:4] != year:
                 year = name[:4]
-                body.append(_text(x + bar / 2, height - bottom + 18 + LINE_HEIGHT, year, "middle", css="date"))
-    body.append(f'<line x1="{left}" y1="{top + plot_h}" x2="{width - right}" y2="{top + plot_h}" stroke="#888"/>')
+                body.append(
+                    _text(
+                        x + bar / 2, height - bottom + 18 + LINE_HEIGHT, year, "middle", css="date"
+                    )
+                )
+    body.append(
+        f'<line x1="{left}" y1="{top + plot_h}" x2="{width - right}" y2="{top + plot_h}" stroke="#888"/>'
+    )
     return _svg(width, height, "days", "Time per day in each state", body)

@@ -49,7 +49,9 @@ def duration(seconds: float | None) -> Cell:
 
 
 def size(value: float | None) -> Cell:
-    return EMPTY if value is None else Cell(human_bytes(value), title=f"{plain_decimal(value)} bytes")
+    return (
+        EMPTY if value is None else Cell(human_bytes(value), title=f"{plain_decimal(value)} bytes")
+    )
 
 
 # A forecast without a fill rate: too few points to fit one.
@@ -70,7 +72,9 @@ def size_and_ratio(value: float | None, ratio: float | None) -> Cell:
     if value is None:
         return EMPTY
     shown = human_bytes(value) + (f" ({ratio * 100:.1f} %)" if ratio is not None else "")
-    exact = f"{plain_decimal(value)} bytes" + (f", ratio {plain_decimal(ratio)}" if ratio is not None else "")
+    exact = f"{plain_decimal(value)} bytes" + (
+        f", ratio {plain_decimal(ratio)}" if ratio is not None else ""
+    )
     return Cell(shown, title=exact)
 
 
@@ -84,7 +88,10 @@ def _limit(row: Row) -> Cell:
     would_have = " (would have)" if row.get("enforced") is False else ""
     # A metadata log volume's episode: its limit is the metadata limit, and it held back partition mutations.
     metadata = " metadata" if "metadata" in (row.get("holds") or "") else ""
-    return Cell(f"{row['limit']}{metadata} {shown}{would_have}", title=f"{row['limit_kind']} {plain_decimal(level) if level is not None else ''}".strip())
+    return Cell(
+        f"{row['limit']}{metadata} {shown}{would_have}",
+        title=f"{row['limit_kind']} {plain_decimal(level) if level is not None else ''}".strip(),
+    )
 
 
 def _time_to_limit(row: Row) -> Cell:
@@ -98,7 +105,10 @@ def _time_to_limit(row: Row) -> Cell:
 
 def _trend(row: Row) -> Cell:
     points, seconds = row["trend_observations"], row["trend_seconds"]
-    return Cell(f"{points:,} points over {human_duration(seconds)}", title=f"observations since {row['trend_start']}, {exact_seconds(seconds)}")
+    return Cell(
+        f"{points:,} points over {human_duration(seconds)}",
+        title=f"observations since {row['trend_start']}, {exact_seconds(seconds)}",
+    )
 
 
 # What each end reason of an episode means, for the page's legend and the cells' tooltips.
@@ -124,7 +134,11 @@ def _end_reason(row: Row) -> Cell:
 def _lowest(row: Row) -> Cell:
     """The lowest available bytes; an offline log dir has none, and says so."""
     if row["worst_usable_bytes"] is None and row.get("log_dir_error"):
-        return Cell(f"log dir error: {row['log_dir_error']}", "text", title="the broker reported the log dir offline; it counts as a hard breach")
+        return Cell(
+            f"log dir error: {row['log_dir_error']}",
+            "text",
+            title="the broker reported the log dir offline; it counts as a hard breach",
+        )
     return size_and_ratio(row["worst_usable_bytes"], row["worst_available_ratio"])
 
 
@@ -182,7 +196,12 @@ BROKERS: list[Column] = [
     ("fastest fill rate", lambda r: rate(r["fastest_fill_rate_bytes_per_second"])),
 ]
 
-PAGE_COLUMNS: dict[str, list[Column]] = {"episodes": EPISODES, "time_in_states": TIME_IN_STATES, "forecast": FORECAST, "brokers": BROKERS}
+PAGE_COLUMNS: dict[str, list[Column]] = {
+    "episodes": EPISODES,
+    "time_in_states": TIME_IN_STATES,
+    "forecast": FORECAST,
+    "brokers": BROKERS,
+}
 
 
 def row_class(name: str, row: Row) -> str:
@@ -198,6 +217,15 @@ def table_html(name: str, rows: list[Row], total: int, what: str = "rows") -> st
         return '<p class="note">none</p>'
     columns = PAGE_COLUMNS[name]
     head = "".join(f"<th>{escape(header)}</th>" for header, _ in columns)
-    body = "".join(f'<tr class="{row_class(name, row)}">' + "".join(cell(row).html() for _, cell in columns) + "</tr>" for row in rows)
-    note = f'<p class="note">showing {len(rows):,} of {total:,} {what}; all are in {name}.csv and parquet/{name}/</p>' if total > len(rows) else ""
+    body = "".join(
+        f'<tr class="{row_class(name, row)}">'
+        + "".join(cell(row).html() for _, cell in columns)
+        + "</tr>"
+        for row in rows
+    )
+    note = (
+        f'<p class="note">showing {len(rows):,} of {total:,} {what}; all are in {name}.csv and parquet/{name}/</p>'
+        if total > len(rows)
+        else ""
+    )
     return f'<div class="table"><table data-table="{name}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>{note}'

@@ -74,7 +74,9 @@ class HistoryFile:
 
 @dataclass(frozen=True)
 class Cached:
-    tables: dict[str, DataFrame]  # LINES and each derived table, over every file, with CHUNK (empty when none has rows)
+    tables: dict[
+        str, DataFrame
+    ]  # LINES and each derived table, over every file, with CHUNK (empty when none has rows)
     files: tuple[HistoryFile, ...]
     parsed: tuple[HistoryFile, ...]  # the files parsed in this run (new or changed)
 
@@ -181,7 +183,9 @@ def make_folder(spark: SparkSession, path: str, what: str) -> None:
     try:
         made = fs.mkdirs(path)
     except Py4JJavaError as exc:
-        raise UnusablePath(f"{what} {path} cannot be made a folder: {exc.java_exception.getMessage()}") from None
+        raise UnusablePath(
+            f"{what} {path} cannot be made a folder: {exc.java_exception.getMessage()}"
+        ) from None
     if not made:
         raise UnusablePath(f"{what} {path} cannot be made a folder")
 
@@ -192,7 +196,9 @@ def _alive_here(owner: str) -> bool:
     host, pid, *_ = [*owner.split(" "), "", ""]
     if host != socket.gethostname() or not pid.isdigit():
         return True
-    if int(pid) == os.getpid():  # this process holds no lock yet: one left by an earlier life (a restarted container)
+    if (
+        int(pid) == os.getpid()
+    ):  # this process holds no lock yet: one left by an earlier life (a restarted container)
         return False
     try:
         os.kill(int(pid), 0)
@@ -210,14 +216,20 @@ def lock(spark: SparkSession, folder: str, what: str) -> Callable[[], None]:
     whose process has ended is taken over. Returns the release."""
     fs = _FileSystem(spark, folder)
     path = f"{folder.rstrip('/')}/{_LOCK}"
-    owner = f"{socket.gethostname()} {os.getpid()} {datetime.now(UTC).isoformat(timespec='seconds')}"
+    owner = (
+        f"{socket.gethostname()} {os.getpid()} {datetime.now(UTC).isoformat(timespec='seconds')}"
+    )
     if not fs.create_new(path, owner):
         holder = fs.read_text(path)
         if holder is None or _alive_here(holder):
-            raise UnusablePath(f"{what} {folder} is in use by another run of the report ({holder or 'unnamed'}); if no run is using it, remove {path}")
+            raise UnusablePath(
+                f"{what} {folder} is in use by another run of the report ({holder or 'unnamed'}); if no run is using it, remove {path}"
+            )
         fs.delete(path)  # its run has ended
         if not fs.create_new(path, owner):
-            raise UnusablePath(f"{what} {folder} is in use by another run of the report; if no run is using it, remove {path}")
+            raise UnusablePath(
+                f"{what} {folder} is in use by another run of the report; if no run is using it, remove {path}"
+            )
     return lambda: fs.delete(path)
 
 
@@ -227,9 +239,13 @@ def check_folders(spark: SparkSession, history: str, output: str, cache: str | N
     take the report's tables for files gone from the history."""
     fs = _FileSystem(spark, history)
     if fs.same(history, output):
-        raise UnusablePath(f"the output {output} is the history's folder: give the report a folder of its own")
+        raise UnusablePath(
+            f"the output {output} is the history's folder: give the report a folder of its own"
+        )
     if cache is not None and (fs.same(cache, history) or fs.same(cache, output)):
-        raise UnusablePath(f"the cache {cache} is the {'history' if fs.same(cache, history) else 'output'}'s folder: give the cache a folder of its own")
+        raise UnusablePath(
+            f"the cache {cache} is the {'history' if fs.same(cache, history) else 'output'}'s folder: give the cache a folder of its own"
+        )
 
 
 def _visible(name: str) -> bool:
@@ -237,7 +253,10 @@ def _visible(name: str) -> bool:
 
 
 def _in_range(date: str, since: datetime | None, until: datetime | None) -> bool:
-    return not ((since is not None and date < since.date().isoformat()) or (until is not None and date > until.date().isoformat()))
+    return not (
+        (since is not None and date < since.date().isoformat())
+        or (until is not None and date > until.date().isoformat())
+    )
 
 
 def _modified(fs: _FileSystem, status) -> int:
@@ -247,7 +266,9 @@ def _modified(fs: _FileSystem, status) -> int:
     return int(status.getModificationTime())
 
 
-def history_files(spark: SparkSession, path: str, since: datetime | None = None, until: datetime | None = None) -> list[HistoryFile]:
+def history_files(
+    spark: SparkSession, path: str, since: datetime | None = None, until: datetime | None = None
+) -> list[HistoryFile]:
     """The files of the history at ``path`` (one file, or a folder of files and of
     date=YYYY-MM-DD partitions), in order; only the partitions within [since, until] by day."""
     fs = _FileSystem(spark, path)
@@ -267,12 +288,20 @@ def history_files(spark: SparkSession, path: str, since: datetime | None = None,
             date = name.removeprefix(PARTITION_PREFIX)
             if _in_range(date, since, until):
                 folder = entry.getPath().toString()
-                found += [(file, f"{name}/{file.getPath().getName()}", date) for file in fs.list(folder) if file.isFile() and _visible(file.getPath().getName())]
+                found += [
+                    (file, f"{name}/{file.getPath().getName()}", date)
+                    for file in fs.list(folder)
+                    if file.isFile() and _visible(file.getPath().getName())
+                ]
     files = []
     for status, relative, date in found:
-        digest = hashlib.sha256(f"{CACHE_VERSION}\n{','.join(FIELD_NAMES)}\n{relative}\0{status.getLen()}\0{_modified(fs, status)}".encode())
+        digest = hashlib.sha256(
+            f"{CACHE_VERSION}\n{','.join(FIELD_NAMES)}\n{relative}\0{status.getLen()}\0{_modified(fs, status)}".encode()
+        )
         # A letter first: a key is never read back as a number.
-        path = status.getPath().toString()  # the reader is given this text, and names the file by its URI
+        path = (
+            status.getPath().toString()
+        )  # the reader is given this text, and names the file by its URI
         files.append(HistoryFile(path, fs.uri(path), date, "k" + digest.hexdigest()[:32]))
     return files
 
@@ -281,11 +310,20 @@ def _chunk_dir(cache: str, table: str, key: str) -> str:
     return f"{cache}/{table}/{CHUNK}={key}"
 
 
-def _parse_into(spark: SparkSession, staging: str, stale: list[HistoryFile], parse: Parse, derive: Derive, lines_schema: T.StructType) -> None:
+def _parse_into(
+    spark: SparkSession,
+    staging: str,
+    stale: list[HistoryFile],
+    parse: Parse,
+    derive: Derive,
+    lines_schema: T.StructType,
+) -> None:
     """Parse the stale files into ``staging``: their lines, and the tables derived from them
     (none when no file has a line). The lines are read back with ``lines_schema``, the schema
     they were written with: Spark would otherwise run a job to read it from the files' footers."""
-    keys = spark.createDataFrame([(f.uri, f.key) for f in stale], f"{_FILE_PATH} string, {CHUNK} string")
+    keys = spark.createDataFrame(
+        [(f.uri, f.key) for f in stale], f"{_FILE_PATH} string, {CHUNK} string"
+    )
     parsed = parse([f.path for f in stale]).join(F.broadcast(keys), _FILE_PATH, "left")
     unknown = F.raise_error(F.concat(F.lit("a line of a file not listed: "), F.col(_FILE_PATH)))
     parsed = parsed.withColumn(CHUNK, F.coalesce(F.col(CHUNK), unknown)).drop(_FILE_PATH)
@@ -295,7 +333,9 @@ def _parse_into(spark: SparkSession, staging: str, stale: list[HistoryFile], par
         return
     persisted: list[DataFrame] = []
     try:
-        for name, table in derive(spark.read.schema(lines_schema).parquet(f"{staging}/{LINES}"), persisted).items():
+        for name, table in derive(
+            spark.read.schema(lines_schema).parquet(f"{staging}/{LINES}"), persisted
+        ).items():
             spark.sparkContext.setJobDescription(f"derive {name} of {len(stale)} history files")
             table.write.partitionBy(CHUNK).parquet(f"{staging}/{name}")
     finally:
@@ -313,14 +353,26 @@ def _clear_staging(fs: _FileSystem, cache: str) -> None:
             fs.delete(leftover.getPath().toString())
 
 
-def _table_schemas(spark: SparkSession, derive: Derive, lines_schema: T.StructType) -> dict[str, T.StructType]:
+def _table_schemas(
+    spark: SparkSession, derive: Derive, lines_schema: T.StructType
+) -> dict[str, T.StructType]:
     """Every table with the schema it is written with: read back without Spark reading the
     files' footers to find it (a job per table)."""
-    return {LINES: lines_schema, **{name: table.schema for name, table in derive(empty(spark, lines_schema), None).items()}}
+    return {
+        LINES: lines_schema,
+        **{name: table.schema for name, table in derive(empty(spark, lines_schema), None).items()},
+    }
 
 
 def _cache_stale(
-    spark: SparkSession, fs: _FileSystem, cache: str, stale: list[HistoryFile], parse: Parse, derive: Derive, lines_schema: T.StructType, tables: list[str]
+    spark: SparkSession,
+    fs: _FileSystem,
+    cache: str,
+    stale: list[HistoryFile],
+    parse: Parse,
+    derive: Derive,
+    lines_schema: T.StructType,
+    tables: list[str],
 ) -> None:
     """Parse the ``stale`` files and move each of their ``tables`` into the cache (a table a
     file has no row of leaves the cache), then mark each file done."""
@@ -338,23 +390,44 @@ def _cache_stale(
     fs.delete(staging)
 
 
-def _cached_tables(spark: SparkSession, fs: _FileSystem, cache: str, files: list[HistoryFile], schemas: dict[str, T.StructType], prune: bool) -> dict[str, DataFrame]:
+def _cached_tables(
+    spark: SparkSession,
+    fs: _FileSystem,
+    cache: str,
+    files: list[HistoryFile],
+    schemas: dict[str, T.StructType],
+    prune: bool,
+) -> dict[str, DataFrame]:
     """The tables of ``files`` in the cache (with ``prune``, the chunks of other files leave it)."""
     current = {f"{CHUNK}={f.key}" for f in files}
     tables = {}
-    for table in (status.getPath().getName() for status in fs.list(cache) if status.isDirectory() and status.getPath().getName() != _DONE):
+    for table in (
+        status.getPath().getName()
+        for status in fs.list(cache)
+        if status.isDirectory() and status.getPath().getName() != _DONE
+    ):
         chunks = {status.getPath().getName() for status in fs.list(f"{cache}/{table}")}
         if prune:
             for gone in chunks - current:
                 fs.delete(f"{cache}/{table}/{gone}")
         present = [_chunk_dir(cache, table, f.key) for f in files if f"{CHUNK}={f.key}" in chunks]
         if table in schemas and present:  # not the tables a run of another version left
-            tables[table] = spark.read.option("basePath", f"{cache}/{table}").schema(schemas[table]).parquet(*present)
+            tables[table] = (
+                spark.read.option("basePath", f"{cache}/{table}")
+                .schema(schemas[table])
+                .parquet(*present)
+            )
     return tables
 
 
 def read_cached(
-    spark: SparkSession, files: list[HistoryFile], cache: str, parse: Parse, derive: Derive, lines_schema: T.StructType, prune: bool = True
+    spark: SparkSession,
+    files: list[HistoryFile],
+    cache: str,
+    parse: Parse,
+    derive: Derive,
+    lines_schema: T.StructType,
+    prune: bool = True,
 ) -> Cached:
     """The history's ``files`` from the cache at ``cache``: the files not in it (or changed)
     are parsed first, all in one Spark job, by ``parse``, and their tables derived by ``derive``

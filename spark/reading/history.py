@@ -55,8 +55,12 @@ from spark.reading.schema import (
 PARTITION_COLUMN = PARTITION_PREFIX.rstrip("=")
 # Why a line was skipped (schema.UNREADABLE or "<field>: <problem>"); null on a kept line.
 SKIP_REASON = "skip_reason"
-LINES_SCHEMA = T.StructType([*REPORT_SCHEMA.fields, T.StructField(SKIP_REASON, T.StringType(), nullable=True)])
-_FILE_PATH = "file_path"  # the file a line came from, as Spark names it (cache.read_cached maps it to CHUNK)
+LINES_SCHEMA = T.StructType(
+    [*REPORT_SCHEMA.fields, T.StructField(SKIP_REASON, T.StringType(), nullable=True)]
+)
+_FILE_PATH = (
+    "file_path"  # the file a line came from, as Spark names it (cache.read_cached maps it to CHUNK)
+)
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,9 @@ class History:
     # The tables ``derive`` made per file (``analysis.partials``), over the lines read; empty
     # without ``derive``.
     derived: dict[str, DataFrame] = field(default_factory=dict)
-    parsed_days: tuple[str, ...] = ()  # with a cache: the days with a file parsed in this run (YYYY-MM-DD)
+    parsed_days: tuple[
+        str, ...
+    ] = ()  # with a cache: the days with a file parsed in this run (YYYY-MM-DD)
     reused_days: tuple[str, ...] = ()  # and the days read whole from the cache
     parsed_files: int = 0  # with a cache: the files parsed in this run
     reused_files: int = 0  # and those read from the cache
@@ -90,13 +96,26 @@ def _json(spark: SparkSession, files: list[str]) -> DataFrame:
     JSON does. Blank lines are not lines. The text of a skipped line goes no further than
     ``checked_lines``."""
     text = spark.read.text(files).select("value", F.col("_metadata.file_path").alias(_FILE_PATH))
-    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": UNPARSED_LINE, "allowNonNumericNumbers": "false"}
-    parsed = text.filter(~F.col("value").rlike(r"^[ \t]*$")).select(F.from_json("value", READ_SCHEMA, options).alias("line"), _FILE_PATH)
+    options = {
+        "mode": "PERMISSIVE",
+        "columnNameOfCorruptRecord": UNPARSED_LINE,
+        "allowNonNumericNumbers": "false",
+    }
+    parsed = text.filter(~F.col("value").rlike(r"^[ \t]*$")).select(
+        F.from_json("value", READ_SCHEMA, options).alias("line"), _FILE_PATH
+    )
     return parsed.select("line.*", _FILE_PATH)
 
 
 _CARRIED, _ROUND_ONLY = "carried__", "round_only__"
-_BUCKET, _AT, _INDEX, _SEGMENT, _SEGMENT_END, _SHARED = "bucket__", "at__", "index__", "segment__", "segment_end__", "shared__"
+_BUCKET, _AT, _INDEX, _SEGMENT, _SEGMENT_END, _SHARED = (
+    "bucket__",
+    "at__",
+    "index__",
+    "segment__",
+    "segment_end__",
+    "shared__",
+)
 
 
 def parse_lines(spark: SparkSession, files: list[str]) -> DataFrame:
@@ -113,11 +132,17 @@ def expanded_lines(raw: DataFrame) -> DataFrame:
     lines = raw.filter(compact).withColumns(
         {
             # a file's hour: the unit a format 2 volume row stands in (each begins with a keyframe)
-            _BUCKET: F.concat_ws("|", F.coalesce(F.col(_FILE_PATH), F.lit("")), F.substring(F.col("time"), 1, 13)),
+            _BUCKET: F.concat_ws(
+                "|", F.coalesce(F.col(_FILE_PATH), F.lit("")), F.substring(F.col("time"), 1, 13)
+            ),
             _AT: F.col("time").try_cast("timestamp"),
         }
     )
-    by_time = Window.partitionBy(_BUCKET).orderBy(_AT).rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    by_time = (
+        Window.partitionBy(_BUCKET)
+        .orderBy(_AT)
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
     shared = F.struct(*[F.col(name) for name in SHARED_FIELDS])
     placed = lines.filter((kind == ROUND) & F.col(_AT).isNotNull()).withColumn(
         _SHARED, F.last(F.when(F.col("shared"), shared), ignorenulls=True).over(by_time)
@@ -144,7 +169,11 @@ def expanded_lines(raw: DataFrame) -> DataFrame:
     volumes = lines.filter(kind.isin(VOLUME, GONE))
     key = [F.col("broker_id"), F.try_variant_get(F.col("log_dir"), "$", "string"), F.col("holds")]
     own = (
-        volumes.join(round_side, (F.col(_BUCKET) == F.col(f"r__{_BUCKET}")) & (F.col(_AT) == F.col(f"r__{_AT}")), "left")
+        volumes.join(
+            round_side,
+            (F.col(_BUCKET) == F.col(f"r__{_BUCKET}")) & (F.col(_AT) == F.col(f"r__{_AT}")),
+            "left",
+        )
         .drop(f"r__{_BUCKET}")
         .withColumn("next__", F.lead(_INDEX).over(Window.partitionBy(_BUCKET, *key).orderBy(_AT)))
         .filter(kind == VOLUME)
@@ -153,21 +182,38 @@ def expanded_lines(raw: DataFrame) -> DataFrame:
     def full_row(time: Column, age: Column, carried: bool) -> list[Column]:
         """A volume row with its round's fields: READ_SCHEMA's columns."""
         metadata = F.coalesce(F.col("holds").contains("metadata"), F.lit(False))
-        columns = {"time": time, "observation_age_seconds": age, _CARRIED: F.lit(carried), _ROUND_ONLY: F.lit(False), _FILE_PATH: F.col(_FILE_PATH)}
-        columns |= {name: F.lit(None).cast(_RAW_TYPES[name]) for name in ("volumes", "shared", "keyframe", UNPARSED_LINE)}
+        columns = {
+            "time": time,
+            "observation_age_seconds": age,
+            _CARRIED: F.lit(carried),
+            _ROUND_ONLY: F.lit(False),
+            _FILE_PATH: F.col(_FILE_PATH),
+        }
+        columns |= {
+            name: F.lit(None).cast(_RAW_TYPES[name])
+            for name in ("volumes", "shared", "keyframe", UNPARSED_LINE)
+        }
         columns[ROW_KIND] = F.lit(VOLUME)
         columns |= {name: F.col(f"r__{name}") for name in ROUND_FIELDS}
         columns |= {name: F.col(f"{_SHARED}.{name}") for name in SHARED_FIELDS}
-        columns |= {name: F.when(metadata, F.col(name)).otherwise(F.col(f"{_SHARED}.{name}")) for name in ("limit_kind", "hard_limit", "soft_limit")}
+        columns |= {
+            name: F.when(metadata, F.col(name)).otherwise(F.col(f"{_SHARED}.{name}"))
+            for name in ("limit_kind", "hard_limit", "soft_limit")
+        }
         columns |= {name: F.col(name) for name in VOLUME_ROW_FIELDS if name not in columns}
         usable, total = F.col("usable_bytes"), F.col("total_bytes")
         # left out of format 2's volume rows: usable / total, as the service computes it
-        ratio = F.when((usable >= 0) & (total >= 0), F.when(total > 0, usable.cast("double") / total.cast("double")).otherwise(F.lit(0.0)))
+        ratio = F.when(
+            (usable >= 0) & (total >= 0),
+            F.when(total > 0, usable.cast("double") / total.cast("double")).otherwise(F.lit(0.0)),
+        )
         columns["available_ratio"] = F.coalesce(F.col("available_ratio"), ratio)
         return [columns[name].alias(name) for name in _OUTPUT_COLUMNS]
 
     own_rows = own.select(*full_row(F.col("time"), F.col("observation_age_seconds"), False))
-    stands_until = F.least(F.coalesce(F.col("next__") - 1, F.col(_SEGMENT_END)), F.col(_SEGMENT_END))
+    stands_until = F.least(
+        F.coalesce(F.col("next__") - 1, F.col(_SEGMENT_END)), F.col(_SEGMENT_END)
+    )
     spans = own.filter(F.col(_INDEX).isNotNull() & (stands_until > F.col(_INDEX))).select(
         *[F.col(name) for name in VOLUME_ROW_FIELDS if name != "time"],
         "limit_kind",
@@ -177,16 +223,37 @@ def expanded_lines(raw: DataFrame) -> DataFrame:
         _BUCKET,
         F.explode(F.sequence(F.col(_INDEX) + 1, stands_until)).alias(_INDEX),
     )
-    carried = spans.join(round_side.drop(_SEGMENT, _SEGMENT_END).withColumnRenamed(f"r__{_BUCKET}", _BUCKET), [_BUCKET, _INDEX])
+    carried = spans.join(
+        round_side.drop(_SEGMENT, _SEGMENT_END).withColumnRenamed(f"r__{_BUCKET}", _BUCKET),
+        [_BUCKET, _INDEX],
+    )
     observed = F.col("observed_at").try_cast("timestamp")
-    aged = F.round(F.greatest(F.lit(0.0), (F.unix_micros(F.col(f"r__{_AT}")) - F.unix_micros(observed)) / F.lit(1_000_000.0)), 3)
-    carried_rows = carried.select(*full_row(F.col("r__time"), F.coalesce(aged, F.col("observation_age_seconds")), True))
+    aged = F.round(
+        F.greatest(
+            F.lit(0.0),
+            (F.unix_micros(F.col(f"r__{_AT}")) - F.unix_micros(observed)) / F.lit(1_000_000.0),
+        ),
+        3,
+    )
+    carried_rows = carried.select(
+        *full_row(F.col("r__time"), F.coalesce(aged, F.col("observation_age_seconds")), True)
+    )
 
     round_rows = placed.select(
         *[
             (
                 F.col(name)
-                if name in (*ROUND_FIELDS, "time", UNPARSED_LINE, ROW_KIND, "volumes", "shared", "keyframe", _FILE_PATH)
+                if name
+                in (
+                    *ROUND_FIELDS,
+                    "time",
+                    UNPARSED_LINE,
+                    ROW_KIND,
+                    "volumes",
+                    "shared",
+                    "keyframe",
+                    _FILE_PATH,
+                )
                 else F.col(f"{_SHARED}.{name}")
                 if name in SHARED_FIELDS
                 else F.lit(None).cast(_RAW_TYPES[name])
@@ -199,7 +266,9 @@ def expanded_lines(raw: DataFrame) -> DataFrame:
     )
     # A round row whose time does not read: checked as it is (it is skipped).
     unplaced = lines.filter((kind == ROUND) & F.col(_AT).isNull()).select(
-        *[F.col(name) for name in _OUTPUT_COLUMNS if name not in (_CARRIED, _ROUND_ONLY)], F.lit(False).alias(_CARRIED), F.lit(False).alias(_ROUND_ONLY)
+        *[F.col(name) for name in _OUTPUT_COLUMNS if name not in (_CARRIED, _ROUND_ONLY)],
+        F.lit(False).alias(_CARRIED),
+        F.lit(False).alias(_ROUND_ONLY),
     )
     everything = (
         plain.withColumns({_CARRIED: F.lit(False), _ROUND_ONLY: F.lit(False)})
@@ -252,7 +321,11 @@ def read_history(
     if not whole:
         lines = _within(lines, since, until)
         derived = derive(lines, None)
-    counts = (len(cached.parsed), len(cached.files) - len(cached.parsed)) if cache is not None else (0, 0)
+    counts = (
+        (len(cached.parsed), len(cached.files) - len(cached.parsed))
+        if cache is not None
+        else (0, 0)
+    )
     days = (cached.parsed_days, cached.reused_days) if cache is not None else ((), ())
     return History(lines.filter(valid()), lines, derived, *days, *counts)
 
@@ -285,30 +358,60 @@ def _problem(name: str, typed: Column | None = None) -> Column:
     """Why the field fails its check (``schema.RULES`` and its kind), or null. ``typed``: the
     field's ``_typed`` value where the caller has it already (else the check casts again)."""
     value, rule_ = F.col(name), rule(name)
-    present = value.isNotNull() & ~F.is_variant_null(value) if free_text(name) else value.isNotNull()
+    present = (
+        value.isNotNull() & ~F.is_variant_null(value) if free_text(name) else value.isNotNull()
+    )
     checks: list[tuple[Column, str]] = []
     if rule_.required:
         checks.append((~present, MISSING))
     if name in TIMESTAMP_FIELDS:
-        checks.append((present & ~(value.rlike(INSTANT_PATTERN) & (_typed(name) if typed is None else typed).isNotNull()), NOT_INSTANT))
+        checks.append(
+            (
+                present
+                & ~(
+                    value.rlike(INSTANT_PATTERN)
+                    & (_typed(name) if typed is None else typed).isNotNull()
+                ),
+                NOT_INSTANT,
+            )
+        )
     elif free_text(name):
         checks.append((present & (F.schema_of_variant(value) != F.lit("STRING")), NOT_TEXT))
     if rule_.allowed:
         checks.append((present & ~value.isin(*rule_.allowed), NOT_ALLOWED))
     if KINDS[name] == "double":
-        checks.append((present & (F.isnan(value) | (F.abs(value) == F.lit(float("inf")))), OUT_OF_RANGE))
+        checks.append(
+            (present & (F.isnan(value) | (F.abs(value) == F.lit(float("inf")))), OUT_OF_RANGE)
+        )
     if rule_.minimum is not None:
-        checks.append((present & ((value <= rule_.minimum) if rule_.above_minimum else (value < rule_.minimum)), OUT_OF_RANGE))
+        checks.append(
+            (
+                present
+                & ((value <= rule_.minimum) if rule_.above_minimum else (value < rule_.minimum)),
+                OUT_OF_RANGE,
+            )
+        )
     if rule_.maximum is not None:
         checks.append((present & (value > rule_.maximum), OUT_OF_RANGE))
-    return F.coalesce(*[F.when(failed, F.lit(f"{name}: {problem}")) for failed, problem in checks], F.lit(None).cast("string"))
+    return F.coalesce(
+        *[F.when(failed, F.lit(f"{name}: {problem}")) for failed, problem in checks],
+        F.lit(None).cast("string"),
+    )
 
 
 def skip_reason(raw: DataFrame) -> Column:
     """Why a line of ``raw`` (read with READ_SCHEMA) is skipped, or null when it is kept. A
     timestamp field's check reads its cast from ``raw`` where ``raw`` has it (``checked_lines``)."""
-    casts = {name: F.col(_typed_column(name)) for name in TIMESTAMP_FIELDS if _typed_column(name) in raw.columns}
-    broker, log_dir = (F.col(name).isNotNull() & (~F.is_variant_null(F.col(name)) if free_text(name) else F.lit(True)) for name in VOLUME_FIELDS)
+    casts = {
+        name: F.col(_typed_column(name))
+        for name in TIMESTAMP_FIELDS
+        if _typed_column(name) in raw.columns
+    }
+    broker, log_dir = (
+        F.col(name).isNotNull()
+        & (~F.is_variant_null(F.col(name)) if free_text(name) else F.lit(True))
+        for name in VOLUME_FIELDS
+    )
     compact = []
     if ROW_KIND in raw.columns:  # format 2's own fields
         kind, count = F.col(ROW_KIND), F.col("volumes")
@@ -320,7 +423,11 @@ def skip_reason(raw: DataFrame) -> Column:
     return F.coalesce(
         F.when(F.col(UNPARSED_LINE).isNotNull(), F.lit(UNREADABLE)),
         *compact,
-        *[_problem(name, casts.get(name)) for name in HISTORY_SCHEMA.fieldNames() if name in raw.columns],
+        *[
+            _problem(name, casts.get(name))
+            for name in HISTORY_SCHEMA.fieldNames()
+            if name in raw.columns
+        ],
         F.when(broker != log_dir, F.lit(VOLUME_INCOMPLETE)),
     )
 
@@ -331,14 +438,19 @@ def checked_lines(raw: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
     and none of its values are used."""
     # Each timestamp is cast once, into a column of its own that its check and the line's value
     # both read: written in both, Spark would cast it twice (5-7% of this step's CPU).
-    cast = raw.withColumns({_typed_column(name): _typed(name) for name in TIMESTAMP_FIELDS if name in raw.columns})
+    cast = raw.withColumns(
+        {_typed_column(name): _typed(name) for name in TIMESTAMP_FIELDS if name in raw.columns}
+    )
     with_reason = cast.withColumn(SKIP_REASON, skip_reason(cast))
     kept = F.col(SKIP_REASON).isNull()
 
     def value(name: str) -> Column:
         return F.col(_typed_column(name)) if name in TIMESTAMP_FIELDS else _typed(name)
 
-    columns = [(F.when(kept, value(name)) if name == "time" else value(name)).alias(name) for name in REPORT_SCHEMA.fieldNames()]
+    columns = [
+        (F.when(kept, value(name)) if name == "time" else value(name)).alias(name)
+        for name in REPORT_SCHEMA.fieldNames()
+    ]
     typed = with_reason.select(*columns, SKIP_REASON, *keep)
     assert typed.schema.fields[: len(REPORT_SCHEMA.fields)] == REPORT_SCHEMA.fields, typed.schema
     return typed
@@ -352,7 +464,10 @@ def skipped_by_reason(lines: DataFrame) -> dict[str, int]:
 def most_first(counts: DataFrame) -> dict[str, int]:
     """Counts by SKIP_REASON (a ``count`` per reason), the most first."""
     rows = counts.collect()
-    return {row[SKIP_REASON]: row["count"] for row in sorted(rows, key=lambda row: (-row["count"], row[SKIP_REASON]))}
+    return {
+        row[SKIP_REASON]: row["count"]
+        for row in sorted(rows, key=lambda row: (-row["count"], row[SKIP_REASON]))
+    }
 
 
 def valid() -> Column:

@@ -55,13 +55,21 @@ VOLUME_FIELDS = ("broker_id", "log_dir")
 # A full instant: date, time to the second (fractions to the microsecond) and a zone, which
 # Spark's cast to timestamp and Python's datetime.fromisoformat read alike; the cast then
 # rejects what is not on the calendar (2026-02-30, 25:00).
-INSTANT_PATTERN = r"^(19[7-9]\d|2\d{3})-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-](0\d|1[0-7]):[0-5]\d)$"
+INSTANT_PATTERN = (
+    r"^(19[7-9]\d|2\d{3})-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?(Z|[+-](0\d|1[0-7]):[0-5]\d)$"
+)
 
 # Why a line was skipped: UNREADABLE when it is not a JSON object or a number or boolean
 # field holds a value of another JSON type (Spark's reader refuses the line whole), else the
 # first field, in the declared order, that fails its check ("<field>: <problem>").
 UNREADABLE = "unreadable"
-MISSING, NOT_TEXT, NOT_INSTANT, NOT_ALLOWED, OUT_OF_RANGE = "missing", "not text", "not an instant", "not allowed", "out of range"
+MISSING, NOT_TEXT, NOT_INSTANT, NOT_ALLOWED, OUT_OF_RANGE = (
+    "missing",
+    "not text",
+    "not an instant",
+    "not allowed",
+    "out of range",
+)
 VOLUME_INCOMPLETE = "volume: broker_id and log_dir not both given"
 
 _SPARK_TYPES = {
@@ -74,10 +82,21 @@ _SPARK_TYPES = {
 }
 KINDS = {field.name: field.kind for field in HISTORY_FIELDS}
 
-HISTORY_SCHEMA = T.StructType([T.StructField(field.name, _SPARK_TYPES[field.kind], nullable=True) for field in HISTORY_FIELDS])
+HISTORY_SCHEMA = T.StructType(
+    [T.StructField(field.name, _SPARK_TYPES[field.kind], nullable=True) for field in HISTORY_FIELDS]
+)
 
 # The fields the report uses and keeps after the checks (the others are checked, then dropped).
-UNUSED_FIELDS = frozenset({"volume_factor", "cluster_factor", "fill_rate_bytes_per_second", "seconds_to_hard_limit", "volume_rule", "rule"})
+UNUSED_FIELDS = frozenset(
+    {
+        "volume_factor",
+        "cluster_factor",
+        "fill_rate_bytes_per_second",
+        "seconds_to_hard_limit",
+        "volume_rule",
+        "rule",
+    }
+)
 REPORT_SCHEMA = T.StructType([f for f in HISTORY_SCHEMA.fields if f.name not in UNUSED_FIELDS])
 
 
@@ -94,7 +113,9 @@ def free_text(name: str) -> bool:
 # Format 2's own fields (app/history/compact.py): what kind of row a line is, and a round row's
 # count of volumes and its marks. Checked in ``history.skip_reason``, used to expand the rows.
 ROW_KINDS = (ROUND, VOLUME, GONE)
-COMPACT_SCHEMA = T.StructType([T.StructField(f.name, _SPARK_TYPES[f.kind], nullable=True) for f in COMPACT_FIELDS])
+COMPACT_SCHEMA = T.StructType(
+    [T.StructField(f.name, _SPARK_TYPES[f.kind], nullable=True) for f in COMPACT_FIELDS]
+)
 
 # Where the JSON reader puts a line it could not convert whole: one that does not parse, or
 # whose numbers and booleans do not fit the declared types ("broker_id":"x").
@@ -107,7 +128,11 @@ READ_SCHEMA = T.StructType(
         *[
             T.StructField(
                 f.name,
-                T.StringType() if isinstance(f.dataType, T.TimestampType) else T.VariantType() if free_text(f.name) else f.dataType,
+                T.StringType()
+                if isinstance(f.dataType, T.TimestampType)
+                else T.VariantType()
+                if free_text(f.name)
+                else f.dataType,
                 nullable=True,
             )
             for f in HISTORY_SCHEMA.fields
@@ -116,7 +141,9 @@ READ_SCHEMA = T.StructType(
         T.StructField(UNPARSED_LINE, T.StringType(), nullable=True),
     ]
 )
-TIMESTAMP_FIELDS = tuple(f.name for f in HISTORY_SCHEMA.fields if isinstance(f.dataType, T.TimestampType))
+TIMESTAMP_FIELDS = tuple(
+    f.name for f in HISTORY_SCHEMA.fields if isinstance(f.dataType, T.TimestampType)
+)
 
 
 def skip_reasons() -> tuple[str, ...]:
@@ -135,5 +162,10 @@ def skip_reasons() -> tuple[str, ...]:
             reasons.append(f"{f.name}: {NOT_ALLOWED}")
         if f.kind == "double" or rule_.minimum is not None or rule_.maximum is not None:
             reasons.append(f"{f.name}: {OUT_OF_RANGE}")
-    reasons += [f"row: {NOT_ALLOWED}", f"volumes: {MISSING}", f"volumes: {OUT_OF_RANGE}", VOLUME_INCOMPLETE]
+    reasons += [
+        f"row: {NOT_ALLOWED}",
+        f"volumes: {MISSING}",
+        f"volumes: {OUT_OF_RANGE}",
+        VOLUME_INCOMPLETE,
+    ]
     return tuple(reasons)

@@ -30,7 +30,9 @@ SCHEME = "kafka://"
 # range are read, and the rows then kept by their own time.
 SLACK = timedelta(hours=1)
 _SERVER = r"[A-Za-z0-9.\-]+:\d{1,5}|\[[0-9A-Fa-f:.]+\]:\d{1,5}"
-_URL = re.compile(rf"kafka://(?P<servers>(?:{_SERVER})(?:,(?:{_SERVER}))*)/(?P<topic>[A-Za-z0-9._\-]{{1,249}})")
+_URL = re.compile(
+    rf"kafka://(?P<servers>(?:{_SERVER})(?:,(?:{_SERVER}))*)/(?P<topic>[A-Za-z0-9._\-]{{1,249}})"
+)
 
 
 class BadTopic(ValueError):
@@ -63,13 +65,23 @@ def parse_topic(text: str, client: dict[str, str] | None = None) -> TopicInput:
     """``kafka://host:port[,host:port...]/topic``, or BadTopic saying what is expected."""
     match = _URL.fullmatch(text)
     if match is None:
-        raise BadTopic(f"not a topic: {text!r} (kafka://HOST:PORT[,HOST:PORT...]/TOPIC; a topic name of letters, digits, '.', '_' and '-')")
+        raise BadTopic(
+            f"not a topic: {text!r} (kafka://HOST:PORT[,HOST:PORT...]/TOPIC; a topic name of letters, digits, '.', '_' and '-')"
+        )
     return TopicInput(match["servers"], match["topic"], dict(client or {}))
 
 
 # The source's own options, and those that would change what it reads: not a client property.
 _PAIR = re.compile(r"([^=:\s]+)\s*[=:]\s*(.*)")
-_NOT_CLIENT = ("bootstrap.servers", "group.id", "key.deserializer", "value.deserializer", "auto.offset.reset", "enable.auto.commit", "interceptor.classes")
+_NOT_CLIENT = (
+    "bootstrap.servers",
+    "group.id",
+    "key.deserializer",
+    "value.deserializer",
+    "auto.offset.reset",
+    "enable.auto.commit",
+    "interceptor.classes",
+)
 
 
 def read_client_config(path: Path) -> dict[str, str]:
@@ -89,7 +101,9 @@ def read_client_config(path: Path) -> dict[str, str]:
             raise BadTopic(f"--kafka-config {path} line {number}: not a key=value line")
         key, value = pair.groups()
         if key in _NOT_CLIENT:
-            raise BadTopic(f"--kafka-config {path} line {number}: {key} is set by the report (allowed: the client's security and connection properties)")
+            raise BadTopic(
+                f"--kafka-config {path} line {number}: {key} is set by the report (allowed: the client's security and connection properties)"
+            )
         config[key] = value
     return config
 
@@ -98,7 +112,9 @@ def _millis(moment: datetime) -> str:
     return str(int(moment.timestamp() * 1000))
 
 
-def source_options(source: TopicInput, since: datetime | None, until: datetime | None) -> dict[str, str]:
+def source_options(
+    source: TopicInput, since: datetime | None, until: datetime | None
+) -> dict[str, str]:
     """The options of Spark's Kafka source for the records of [since - SLACK, until + SLACK)."""
     options = {f"kafka.{key}": value for key, value in source.client.items()}
     options.update({"kafka.bootstrap.servers": source.bootstrap_servers, "subscribe": source.topic})
@@ -110,21 +126,33 @@ def source_options(source: TopicInput, since: datetime | None, until: datetime |
         # A partition with no record that late starts at its end (Spark's default stops the job).
         options["startingOffsetsByTimestampStrategy"] = "latest"
     if until is not None:
-        options["endingTimestamp"] = _millis(until + SLACK)  # a partition with none that late: read to its end
+        options["endingTimestamp"] = _millis(
+            until + SLACK
+        )  # a partition with none that late: read to its end
     return options
 
 
-def copy_topic(spark: SparkSession, source: TopicInput, folder: str, since: datetime | None, until: datetime | None) -> None:
+def copy_topic(
+    spark: SparkSession,
+    source: TopicInput,
+    folder: str,
+    since: datetime | None,
+    until: datetime | None,
+) -> None:
     """Write the record values of ``source`` within the range into ``folder`` as history lines
     (text files, one per Spark task, each in its partition's order; records without a value are
     left out)."""
     spark.sparkContext.setJobDescription(f"copy the history of {source.url}")
     try:
         records = spark.read.format("kafka").options(**source_options(source, since, until)).load()
-        lines = records.filter(F.col("value").isNotNull()).select(F.col("value").cast("string").alias("value"))
+        lines = records.filter(F.col("value").isNotNull()).select(
+            F.col("value").cast("string").alias("value")
+        )
         lines.write.mode("overwrite").text(folder)
     except (PySparkException, Py4JJavaError) as exc:
-        raise UnreadableTopic(f"the topic {source.url} cannot be read: {_first_line(exc)}") from None
+        raise UnreadableTopic(
+            f"the topic {source.url} cannot be read: {_first_line(exc)}"
+        ) from None
 
 
 def _first_line(exc: Exception) -> str:
@@ -133,5 +161,15 @@ def _first_line(exc: Exception) -> str:
     text = str(exc)
     if "Failed to find data source: kafka" in text or "DATA_SOURCE_NOT_FOUND" in text:
         return "Spark has no Kafka source (under spark-submit, add --packages org.apache.spark:spark-sql-kafka-0-10_<scala>:<spark version>)"
-    causes = [line.strip() for line in text.splitlines() if "Exception:" in line and not line.strip().startswith("at ")]
-    return (causes[-1] if causes else text.strip().splitlines()[0] if text.strip() else type(exc).__name__)[:500]
+    causes = [
+        line.strip()
+        for line in text.splitlines()
+        if "Exception:" in line and not line.strip().startswith("at ")
+    ]
+    return (
+        causes[-1]
+        if causes
+        else text.strip().splitlines()[0]
+        if text.strip()
+        else type(exc).__name__
+    )[:500]

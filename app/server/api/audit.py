@@ -45,7 +45,10 @@ def entity_fields(scope: Scope) -> dict[str, str]:
     if path.startswith(GROUPS_PATH):
         return {"group": bounded(path[len(GROUPS_PATH) :])}
     query = parse_qsl(scope["query_string"].decode("latin-1"), keep_blank_values=True)
-    return {key: bounded(value) for key, value in [pair for pair in query if pair[0] in ENTITY_QUERY][:MAX_NAMED]}
+    return {
+        key: bounded(value)
+        for key, value in [pair for pair in query if pair[0] in ENTITY_QUERY][:MAX_NAMED]
+    }
 
 
 def entity_text(fields: dict[str, str]) -> str:
@@ -83,7 +86,9 @@ class AuditLog:
         path = logged_path(scope)
         named_fields = entity_fields(scope)
         named = entity_text(named_fields)
-        result = "abandoned" if status is None else outcome(status)  # the client left before an answer
+        result = (
+            "abandoned" if status is None else outcome(status)
+        )  # the client left before an answer
         if result != "refused" and is_node_report(scope):
             return  # a node's report of its volumes changes no quota: only its refusals are audited
         fields = {

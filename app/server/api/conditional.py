@@ -44,7 +44,11 @@ def parse_wait(text: str | None) -> float:
     if text is None:
         return 0.0
     if len(text) > WAIT_PARAMETER["schema"]["maxLength"] or not _WAIT.match(text):
-        raise ProblemError(422, "Invalid request", f"wait: expected seconds between 0 and {MAX_WAIT_SECONDS:g}, got {text[:32]!r}")
+        raise ProblemError(
+            422,
+            "Invalid request",
+            f"wait: expected seconds between 0 and {MAX_WAIT_SECONDS:g}, got {text[:32]!r}",
+        )
     return float(text.removesuffix("s"))
 
 
@@ -55,13 +59,17 @@ def matching_etag(if_none_match: str | None, etag: str) -> bool:
     if if_none_match.strip() == "*":
         return True
     opaque = etag.removeprefix("W/")
-    return any(candidate.strip().removeprefix("W/") == opaque for candidate in if_none_match.split(","))
+    return any(
+        candidate.strip().removeprefix("W/") == opaque for candidate in if_none_match.split(",")
+    )
 
 
 class _RawResponse(Response):
     """A response whose headers are given ready-made: the hot path skips header assembly."""
 
-    def __init__(self, status_code: int, body: bytes, raw_headers: list[tuple[bytes, bytes]]) -> None:
+    def __init__(
+        self, status_code: int, body: bytes, raw_headers: list[tuple[bytes, bytes]]
+    ) -> None:
         self.status_code = status_code
         self.body = body
         self.background = None
@@ -77,8 +85,14 @@ _VARY = (b"vary", b"accept-encoding")  # the body may come gzipped or not
 def conditional_responses(what: str, client: str, etag_covers: str) -> dict[int | str, dict]:
     """The OpenAPI description of a conditional GET's 200 and 304."""
     return {
-        200: {"description": f"{what}, with its ETag and validity", "headers": response_headers(etag_covers)},
-        304: {"description": f"Nothing {client} acts on changed since the ETag given in If-None-Match", "headers": response_headers(etag_covers)},
+        200: {
+            "description": f"{what}, with its ETag and validity",
+            "headers": response_headers(etag_covers),
+        },
+        304: {
+            "description": f"Nothing {client} acts on changed since the ETag given in If-None-Match",
+            "headers": response_headers(etag_covers),
+        },
     }
 
 
@@ -94,7 +108,10 @@ def response_headers(etag_covers: str) -> dict[str, dict]:
             "to it. Absent when nothing expires (fallback, observation off).",
             "schema": {"type": "string", "format": "date-time"},
         },
-        "Cache-Control": {"description": "no-cache, with max-age: the seconds left until Throttle-Valid-Until", "schema": {"type": "string"}},
+        "Cache-Control": {
+            "description": "no-cache, with max-age: the seconds left until Throttle-Valid-Until",
+            "schema": {"type": "string"},
+        },
         "Content-Encoding": {
             "description": f"gzip on a 200 whose body is {GZIP_MIN_BYTES} bytes or more, when the request's Accept-Encoding takes gzip",
             "schema": {"type": "string", "enum": ["gzip"]},
@@ -138,7 +155,9 @@ def validity_headers(published: Published, now: float) -> list[tuple[bytes, byte
     ]
 
 
-async def _until_disconnected(request: Request, wait: Coroutine[Any, Any, Published], unchanged: Published) -> Published:
+async def _until_disconnected(
+    request: Request, wait: Coroutine[Any, Any, Published], unchanged: Published
+) -> Published:
     """``wait``'s result, or ``unchanged`` as soon as the client goes: a closed connection (a
     client gone, or closed by the edge at its cap) must not leave its wait behind for minutes."""
     waiting = asyncio.ensure_future(wait)
@@ -160,12 +179,18 @@ async def _disconnect(request: Request) -> None:
 
 
 async def conditional_get(request: Request, publication: Publication, clock: Clock) -> Response:
-    seconds = parse_wait(query_values(request.scope).get("wait")) if request.scope["query_string"] else 0.0
+    seconds = (
+        parse_wait(query_values(request.scope).get("wait"))
+        if request.scope["query_string"]
+        else 0.0
+    )
     if_none_match = request.headers.get("if-none-match")
     if seconds > 0 and if_none_match:
         published = publication.current()
         if matching_etag(if_none_match, published.etag):
-            published = await _until_disconnected(request, publication.wait_for_change(published.etag, seconds), published)
+            published = await _until_disconnected(
+                request, publication.wait_for_change(published.etag, seconds), published
+            )
     else:
         published = publication.current()
     validity = validity_headers(published, clock())
@@ -173,6 +198,10 @@ async def conditional_get(request: Request, publication: Publication, clock: Clo
         return _RawResponse(304, b"", [published.etag_header, _VARY, *validity])
     if published.gzipped is not None and accepts_gzip(request.headers.get("accept-encoding")):
         length = (b"content-length", str(len(published.gzipped)).encode())
-        return _RawResponse(200, published.gzipped, [published.etag_header, length, _JSON, _GZIP, _VARY, *validity])
+        return _RawResponse(
+            200, published.gzipped, [published.etag_header, length, _JSON, _GZIP, _VARY, *validity]
+        )
     length = (b"content-length", str(len(published.body)).encode())
-    return _RawResponse(200, published.body, [published.etag_header, length, _JSON, _VARY, *validity])
+    return _RawResponse(
+        200, published.body, [published.etag_header, length, _JSON, _VARY, *validity]
+    )

@@ -26,7 +26,21 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.server.api.conditional import WAIT_PARAMETER
 from app.server.edge.methods import metric_method
 
-HTTP_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 300.0)
+HTTP_LATENCY_BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.5,
+    1.0,
+    5.0,
+    30.0,
+    300.0,
+)
 # Long-polls are held up to the wait asked for (at most 300 s): their own histogram, so that
 # the latency of the answers given at once is not buried under the time spent waiting.
 LONG_POLL_BUCKETS = (0.01, 0.1, 1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
@@ -58,7 +72,9 @@ _WAIT = WAIT_PARAMETER["name"].encode()
 
 def _long_poll(query_string: bytes) -> bool:
     """The query names the wait parameter (strict_query refuses it given twice or encoded)."""
-    return _WAIT in query_string and any(part.partition(b"=")[0] == _WAIT for part in query_string.split(b"&"))
+    return _WAIT in query_string and any(
+        part.partition(b"=")[0] == _WAIT for part in query_string.split(b"&")
+    )
 
 
 class HttpMetrics:

@@ -79,7 +79,12 @@ class WhatIfBudget:
     """A bucket of event loop seconds: filled at ``share`` of a second per second up to
     ``burst`` seconds; each new candidate's computation takes what it cost."""
 
-    def __init__(self, share: float = WHAT_IF_SHARE, burst: float = WHAT_IF_BURST_SECONDS, clock: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(
+        self,
+        share: float = WHAT_IF_SHARE,
+        burst: float = WHAT_IF_BURST_SECONDS,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self._share = share
         self._burst = burst
         self._clock = clock
@@ -108,7 +113,11 @@ class ReadPace:
     1/``rate`` seconds after the previous one, with ``burst`` of them allowed at once."""
 
     def __init__(
-        self, rate: float = READS_PER_SECOND, burst: int = READ_BURST, max_delay: float = MAX_PACE_DELAY_SECONDS, clock: Callable[[], float] = time.monotonic
+        self,
+        rate: float = READS_PER_SECOND,
+        burst: int = READ_BURST,
+        max_delay: float = MAX_PACE_DELAY_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._interval = 1.0 / rate
         self._tolerance = (burst - 1) * self._interval
@@ -160,7 +169,9 @@ class ViewCache:
     def _shows(answer: Rendered, version: tuple[object, ...], now: float) -> bool:
         return answer.version == version and not _passed(answer.changes_at, now)
 
-    def volumes(self, service: Service, render: Callable[[float], tuple[BaseModel, float | None]]) -> Rendered:
+    def volumes(
+        self, service: Service, render: Callable[[float], tuple[BaseModel, float | None]]
+    ) -> Rendered:
         """The /volumes answer; ``render(now)`` gives the view and when it changes by itself.
         One that no longer shows the view is kept until rendering it again is affordable."""
         now = service.clock()
@@ -171,7 +182,12 @@ class ViewCache:
         assert self._volumes is not None
         return self._volumes
 
-    def what_if(self, service: Service, candidate: str, render: Callable[[float], tuple[BaseModel, float | None]]) -> Rendered | int:
+    def what_if(
+        self,
+        service: Service,
+        candidate: str,
+        render: Callable[[float], tuple[BaseModel, float | None]],
+    ) -> Rendered | int:
         """The what-if answer for ``candidate`` (its validated body, as JSON). Computed when it
         is new or no longer shows the view and the budget allows; else the answer kept, or for a
         new candidate the seconds to wait."""
@@ -193,9 +209,17 @@ class ViewCache:
         return answer
 
     def _affordable(self, kept: Rendered) -> bool:
-        return kept.cost < CHEAP_RENDER_SECONDS or self._timer() - kept.rendered >= kept.cost * self._rerender_after_cost
+        return (
+            kept.cost < CHEAP_RENDER_SECONDS
+            or self._timer() - kept.rendered >= kept.cost * self._rerender_after_cost
+        )
 
-    def _timed(self, render: Callable[[float], tuple[BaseModel, float | None]], now: float, version: tuple[object, ...]) -> Rendered:
+    def _timed(
+        self,
+        render: Callable[[float], tuple[BaseModel, float | None]],
+        now: float,
+        version: tuple[object, ...],
+    ) -> Rendered:
         started = self._timer()
         answer = rendered(*render(now))
         finished = self._timer()

@@ -27,7 +27,11 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Environment variables override the file: a property's name upper-cased, dots as underscores.",
     )
     parser.add_argument("--config", type=Path, metavar="FILE", help="Kafka-style properties file")
-    parser.add_argument("--check-config", action="store_true", help="validate the configuration and exit (0 valid, 2 invalid)")
+    parser.add_argument(
+        "--check-config",
+        action="store_true",
+        help="validate the configuration and exit (0 valid, 2 invalid)",
+    )
     parser.add_argument(
         "--accept-empty-store",
         action="store_true",
@@ -35,20 +39,45 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     migrate = commands.add_parser(
-        "migrate-store", help="copy the SQLite store's overrides and groups into the Kafka-backed store (throttle.service.quota.store=kafka)"
+        "migrate-store",
+        help="copy the SQLite store's overrides and groups into the Kafka-backed store (throttle.service.quota.store=kafka)",
     )
-    migrate.add_argument("--config", type=Path, metavar="FILE", default=argparse.SUPPRESS, help="Kafka-style properties file")
-    migrate.add_argument("--from", dest="source", type=Path, metavar="FILE", help="the SQLite file (default: quotas.sqlite3 in the data dir)")
+    migrate.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help="Kafka-style properties file",
+    )
+    migrate.add_argument(
+        "--from",
+        dest="source",
+        type=Path,
+        metavar="FILE",
+        help="the SQLite file (default: quotas.sqlite3 in the data dir)",
+    )
     backup_command = commands.add_parser(
-        "backup", help="copy the SQLite quota store into FILE, also while the service runs; restore by copying FILE into its place"
+        "backup",
+        help="copy the SQLite quota store into FILE, also while the service runs; restore by copying FILE into its place",
     )
-    backup_command.add_argument("--config", type=Path, metavar="FILE", default=argparse.SUPPRESS, help="Kafka-style properties file")
-    backup_command.add_argument("target", type=Path, metavar="FILE", help="the backup to write (replaced if it exists)")
+    backup_command.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help="Kafka-style properties file",
+    )
+    backup_command.add_argument(
+        "target", type=Path, metavar="FILE", help="the backup to write (replaced if it exists)"
+    )
     return parser
 
 
 def _invalid(exc: ConfigurationError) -> SystemExit:
-    print(f"throttle-service: invalid configuration ({len(exc.problems)} problem(s)):", file=sys.stderr)
+    print(
+        f"throttle-service: invalid configuration ({len(exc.problems)} problem(s)):",
+        file=sys.stderr,
+    )
     for problem in exc.problems:
         print(f"  {problem}", file=sys.stderr)
     return SystemExit(EXIT_INVALID_CONFIG)
@@ -104,12 +133,20 @@ def _check_quota_store(settings: Settings, accept_loss: bool) -> None:
     log = logging.getLogger("app.quotas")
     if store.accepted_loss is not None:
         log.warning("accepted as it is (--accept-empty-store): %s", store.accepted_loss)
-    log.info("quota store %s checked: %s (change %d)", store.path, store.generation.holding(), store.generation.number)
+    log.info(
+        "quota store %s checked: %s (change %d)",
+        store.path,
+        store.generation.holding(),
+        store.generation.number,
+    )
 
 
 def _backup(settings: Settings, target: Path) -> int:
     if settings.quota_store != "sqlite":
-        print("throttle-service backup: the quota store is the Kafka topic (throttle.service.quota.store=kafka), kept by Kafka's replicas: nothing to back up here", file=sys.stderr)
+        print(
+            "throttle-service backup: the quota store is the Kafka topic (throttle.service.quota.store=kafka), kept by Kafka's replicas: nothing to back up here",
+            file=sys.stderr,
+        )
         return EXIT_INVALID_CONFIG
     store = store_file(settings.data_dir)
     try:

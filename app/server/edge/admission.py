@@ -69,7 +69,9 @@ class AdminToken:
     """Writes need ``Authorization: Bearer <admin token>``, node reports ``Bearer <node
     token>`` (each compared in constant time; the two are never interchangeable)."""
 
-    def __init__(self, app: ASGIApp, token: SecretStr | None, node_token: SecretStr | None = None) -> None:
+    def __init__(
+        self, app: ASGIApp, token: SecretStr | None, node_token: SecretStr | None = None
+    ) -> None:
         self.app = app
         self.token = token.get_secret_value().encode() if token is not None else None
         self.node_token = node_token.get_secret_value().encode() if node_token is not None else None
@@ -82,16 +84,26 @@ class AdminToken:
         path = scope["path"]
         if self.token is None:
             refusal = problem_json(
-                path, 403, "Changes disabled",
+                path,
+                403,
+                "Changes disabled",
                 f"quota changes are refused because no admin token is configured; set {TOKEN_SETTING} "
                 f"({env_name(TOKEN_SETTING)}) to enable them",
             )
         else:
             credentials = _bearer(scope)
             if credentials is None:
-                refusal = problem_json(path, 401, "Unauthorized", "send Authorization: Bearer <admin token>", headers={"WWW-Authenticate": "Bearer"})
+                refusal = problem_json(
+                    path,
+                    401,
+                    "Unauthorized",
+                    "send Authorization: Bearer <admin token>",
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
             elif not hmac.compare_digest(credentials, self.token):
-                refusal = problem_json(path, 403, "Forbidden", "the bearer token is not the admin token")
+                refusal = problem_json(
+                    path, 403, "Forbidden", "the bearer token is not the admin token"
+                )
             else:
                 return await self.app(scope, receive, send)
         await refusal(scope, receive, send)
@@ -101,15 +113,23 @@ class AdminToken:
         if self.node_token is None:
             # As if the path did not exist: a service without the node token takes no reports.
             refusal = problem_json(
-                path, 404, "Not found",
+                path,
+                404,
+                "Not found",
                 f"this service takes no node reports; set {NODE_TOKEN_SETTING} ({env_name(NODE_TOKEN_SETTING)}) to take them",
             )
         else:
             credentials = _bearer(scope)
             if credentials is not None and hmac.compare_digest(credentials, self.node_token):
                 return await self.app(scope, receive, send)
-            detail = "send Authorization: Bearer <node token>" if credentials is None else "the bearer token is not the node token"
-            refusal = problem_json(path, 401, "Unauthorized", detail, headers={"WWW-Authenticate": "Bearer"})
+            detail = (
+                "send Authorization: Bearer <node token>"
+                if credentials is None
+                else "the bearer token is not the node token"
+            )
+            refusal = problem_json(
+                path, 401, "Unauthorized", detail, headers={"WWW-Authenticate": "Bearer"}
+            )
         await refusal(scope, receive, send)
 
 
@@ -124,8 +144,12 @@ class BodyLimit:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not has_body(scope):
             return await self.app(scope, receive, send)
-        max_bytes = min(self.max_bytes, NODE_REPORT_MAX_BYTES) if is_node_report(scope) else self.max_bytes
-        declared = header(scope, b"content-length")  # a malformed or repeated one never gets past the parser
+        max_bytes = (
+            min(self.max_bytes, NODE_REPORT_MAX_BYTES) if is_node_report(scope) else self.max_bytes
+        )
+        declared = header(
+            scope, b"content-length"
+        )  # a malformed or repeated one never gets past the parser
         if declared is not None and int(declared) > max_bytes:
             return await self._too_large(scope, receive, send, max_bytes)
         chunks: list[bytes] = []

@@ -61,7 +61,15 @@ MAX_REQUEST_HEAD_BYTES = 16 * 1024
 # Descriptors kept for what is not an HTTP connection: the quota store, history files, the
 # Kafka admin client's connection to every broker, the listening socket.
 RESERVED_DESCRIPTORS = 256
-REFUSAL_REASONS = ("connection_cap", "evicted", "head_timeout", "body_timeout", "head_too_large", "ambiguous_framing", "malformed")
+REFUSAL_REASONS = (
+    "connection_cap",
+    "evicted",
+    "head_timeout",
+    "body_timeout",
+    "head_too_large",
+    "ambiguous_framing",
+    "malformed",
+)
 # Requests that reserve their connection whoever sends them: the probes and the scrape answer
 # at once and hold nothing (a slow reader of them is bounded per client like a token holder).
 RESERVED_PATHS = frozenset({b"/healthz", b"/readyz", b"/metrics"})
@@ -83,7 +91,9 @@ class Refusal:
 def _canned(status: int, phrase: str, detail: str) -> bytes:
     """A complete problem+json answer that closes the connection, dated now (RFC 9110 6.6.1,
     as uvicorn dates the app's answers)."""
-    body = json.dumps({"type": "about:blank", "title": phrase, "status": status, "detail": detail}).encode()
+    body = json.dumps(
+        {"type": "about:blank", "title": phrase, "status": status, "detail": detail}
+    ).encode()
     head = (
         f"HTTP/1.1 {status} {phrase}\r\ndate: {formatdate(usegmt=True)}\r\ncontent-type: application/problem+json\r\n"
         f"connection: close\r\ncontent-length: {len(body)}\r\n\r\n"
@@ -91,7 +101,13 @@ def _canned(status: int, phrase: str, detail: str) -> bytes:
     return head.encode() + body
 
 
-PHRASES = {400: "Bad Request", 408: "Request Timeout", 431: "Request Header Fields Too Large", 501: "Not Implemented", 503: "Service Unavailable"}
+PHRASES = {
+    400: "Bad Request",
+    408: "Request Timeout",
+    431: "Request Header Fields Too Large",
+    501: "Not Implemented",
+    503: "Service Unavailable",
+}
 
 
 def at_capacity() -> bytes:
@@ -173,7 +189,9 @@ class ConnectionGuard(Collector):
         if not self.tokens:
             return False
         credentials = bearer_credentials(headers)
-        return credentials is not None and any(hmac.compare_digest(credentials, token) for token in self.tokens)
+        return credentials is not None and any(
+            hmac.compare_digest(credentials, token) for token in self.tokens
+        )
 
     def reserve(self, connection: Evictable, client: str) -> bool:
         """Keep ``connection`` from being closed at the cap while it serves its request, unless
@@ -204,15 +222,28 @@ class ConnectionGuard(Collector):
 
     def refuse(self, refusal: Refusal, client: str) -> None:
         self.refused[refusal.reason] += 1
-        self.refusals.log(logger, logging.WARNING, client, refusal.reason, "refused a request from %s: %s (%d)", client, refusal.detail, refusal.status)
+        self.refusals.log(
+            logger,
+            logging.WARNING,
+            client,
+            refusal.reason,
+            "refused a request from %s: %s (%d)",
+            client,
+            refusal.detail,
+            refusal.status,
+        )
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         yield GaugeMetricFamily("http_connections_open", "HTTP connections open", value=self.open)
         yield GaugeMetricFamily(
-            "http_connections_max", "HTTP connections served at once; past it the oldest one not reserved is closed", value=self.max_connections
+            "http_connections_max",
+            "HTTP connections served at once; past it the oldest one not reserved is closed",
+            value=self.max_connections,
         )
         yield GaugeMetricFamily(
-            "http_connections_reserved", "HTTP connections serving a token holder's or a probe's request (never closed at the cap)", value=len(self._reserved)
+            "http_connections_reserved",
+            "HTTP connections serving a token holder's or a probe's request (never closed at the cap)",
+            value=len(self._reserved),
         )
         refused = CounterMetricFamily(
             "http_edge_refusals",
@@ -241,7 +272,10 @@ def connection_cap(configured: int) -> int:
     cap = max(1, soft - RESERVED_DESCRIPTORS)
     logger.warning(
         "the process may open %d files: at most %d HTTP connections (of the %d configured) leave %d descriptors for the rest",
-        soft, cap, configured, RESERVED_DESCRIPTORS,
+        soft,
+        cap,
+        configured,
+        RESERVED_DESCRIPTORS,
     )
     return cap
 
@@ -274,10 +308,14 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         self.head_deadline: asyncio.TimerHandle | None = None
         self.body_deadline: asyncio.TimerHandle | None = None
         self.in_head = False
-        self.head_received = 0  # bytes of the pieces that arrived while the head being read was incomplete
+        self.head_received = (
+            0  # bytes of the pieces that arrived while the head being read was incomplete
+        )
         self.piece_size = 0  # of the piece being parsed
         self.refusal: Refusal | None = None
-        self.upgrade_body: bytes | None = None  # the framing of an upgrade request's body, still to read
+        self.upgrade_body: bytes | None = (
+            None  # the framing of an upgrade request's body, still to read
+        )
         self.replaying = False
 
     # Connections: the cap and the deadlines
@@ -330,7 +368,11 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         self.head_deadline = None
         if self.transport.is_closing():
             return
-        refusal = Refusal(408, "head_timeout", f"the request head was not complete within {self.guard.head_timeout:g}s")
+        refusal = Refusal(
+            408,
+            "head_timeout",
+            f"the request head was not complete within {self.guard.head_timeout:g}s",
+        )
         if self.in_head:  # a client that sent part of a head learns why
             self._refuse(refusal)
         else:
@@ -350,7 +392,11 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         self.body_deadline = None
         if self.transport.is_closing():
             return
-        refusal = Refusal(408, "body_timeout", f"the request body was not complete within {self.guard.body_timeout:g}s of its head")
+        refusal = Refusal(
+            408,
+            "body_timeout",
+            f"the request body was not complete within {self.guard.body_timeout:g}s of its head",
+        )
         if self.cycle is None or not self.cycle.response_started:
             self._refuse(refusal)
         else:  # answered already (a token refused before the body): only the connection is left
@@ -361,7 +407,9 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         self.guard.refuse(refusal, self._client_host())
         self._disarm_head_deadline()
         self._disarm_body_deadline()
-        self.transport.write(_canned(refusal.status, PHRASES.get(refusal.status, "Bad Request"), refusal.detail))
+        self.transport.write(
+            _canned(refusal.status, PHRASES.get(refusal.status, "Bad Request"), refusal.detail)
+        )
         self.transport.close()
 
     def _client_host(self) -> str:
@@ -380,12 +428,18 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
             self._refuse(self.refusal or llhttp_refusal(exc))
             return
         if not self.in_head:
-            if self.head_deadline is not None:  # none is waiting: a head that arrives whole arms no timer
+            if (
+                self.head_deadline is not None
+            ):  # none is waiting: a head that arrives whole arms no timer
                 self._disarm_head_deadline()
             return
         # A head still incomplete: every byte of a piece that began inside it is the head's; of
         # the piece it began in, what the parser has handed over so far.
-        self.head_received = self.head_received + len(data) if started_in_head else max(1, head_size(self.url, self.headers))
+        self.head_received = (
+            self.head_received + len(data)
+            if started_in_head
+            else max(1, head_size(self.url, self.headers))
+        )
         if self.head_received > self.max_head_bytes:
             self._refuse(_head_too_large(self.max_head_bytes))
         elif self.head_deadline is None and not self.transport.is_closing():
@@ -393,10 +447,14 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
 
     def _ignore_upgrade(self, rest: bytes) -> None:
         self.parser = httptools.HttpRequestParser(self)
-        self.parser.set_dangerous_leniencies(lenient_data_after_close=True)  # as uvicorn's own parser
+        self.parser.set_dangerous_leniencies(
+            lenient_data_after_close=True
+        )  # as uvicorn's own parser
         if self.upgrade_body is not None:
             self.replaying = True
-            self.parser.feed_data(_REPLAYED_HEAD % self.upgrade_body)  # its url and headers go to a scope of their own
+            self.parser.feed_data(
+                _REPLAYED_HEAD % self.upgrade_body
+            )  # its url and headers go to a scope of their own
             self.upgrade_body = None
         if rest:
             self._feed(rest)
@@ -415,11 +473,17 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
             return
         # A head that arrived in one piece no larger than the limit is within it: measured
         # only when it came in pieces or in a larger one.
-        if (self.head_received or self.piece_size > self.max_head_bytes) and head_size(self.url, self.headers) > self.max_head_bytes:
+        if (self.head_received or self.piece_size > self.max_head_bytes) and head_size(
+            self.url, self.headers
+        ) > self.max_head_bytes:
             self.refusal = _head_too_large(self.max_head_bytes)
             raise _Refused
-        if self.parser.get_http_version() == "1.0" and any(name == b"transfer-encoding" for name, _ in self.headers):
-            self.refusal = Refusal(400, "ambiguous_framing", "Transfer-Encoding in an HTTP/1.0 request (RFC 9112 6.1)")
+        if self.parser.get_http_version() == "1.0" and any(
+            name == b"transfer-encoding" for name, _ in self.headers
+        ):
+            self.refusal = Refusal(
+                400, "ambiguous_framing", "Transfer-Encoding in an HTTP/1.0 request (RFC 9112 6.1)"
+            )
             raise _Refused
         framing = body_framing(self.headers)
         if self.parser.should_upgrade():
@@ -461,7 +525,9 @@ def body_framing(headers: list[tuple[bytes, bytes]]) -> bytes | None:
 def llhttp_refusal(exc: httptools.HttpParserError) -> Refusal:
     detail = str(exc)
     if isinstance(exc, httptools.HttpParserInvalidMethodError):
-        return Refusal(501, "malformed", f"the API serves the methods {', '.join(SERVED_METHODS)} ({detail})")
+        return Refusal(
+            501, "malformed", f"the API serves the methods {', '.join(SERVED_METHODS)} ({detail})"
+        )
     if detail == "Transfer-Encoding can't be present with Content-Length":
         return Refusal(400, "ambiguous_framing", CL_WITH_TE)
     if "Content-Length" in detail or "Transfer-Encoding" in detail:

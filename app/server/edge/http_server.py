@@ -31,7 +31,11 @@ HTTP_PROTOCOL = EdgeHttpToolsProtocol
 def edge_guard(settings: Settings, registry: CollectorRegistry) -> ConnectionGuard:
     """The edge's limits for ``settings``, counted in ``registry``. The node and admin tokens
     reserve the connection of a request that carries them."""
-    tokens = [token.get_secret_value().encode() for token in (settings.node_token, settings.admin_token) if token is not None]
+    tokens = [
+        token.get_secret_value().encode()
+        for token in (settings.node_token, settings.admin_token)
+        if token is not None
+    ]
     guard = ConnectionGuard(
         connection_cap(settings.http_max_connections),
         settings.http_head_timeout.total_seconds(),
@@ -82,7 +86,9 @@ def _stopped(signum: int, frame: object) -> None:
     raise SystemExit(0)
 
 
-def serve(app: FastAPI, settings: Settings, listener: socket.socket, on_stop: Callable[[], None]) -> None:
+def serve(
+    app: FastAPI, settings: Settings, listener: socket.socket, on_stop: Callable[[], None]
+) -> None:
     """Serve ``app`` on ``listener`` until SIGTERM or SIGINT; ``on_stop`` is called as the stop
     begins. A requested stop exits 0: uvicorn, once stopped, raises the signal again for the
     handler it found, which ends the process with status 0 here (and stops it at once if the
@@ -107,5 +113,7 @@ def serve(app: FastAPI, settings: Settings, listener: socket.socket, on_stop: Ca
         log_config=None if settings.log_format == "json" else LOGGING_CONFIG,
     )
     scheme = "https" if settings.http_ssl_certfile else "http"
-    logging.getLogger("app.server").info("serving on %s://%s", scheme, listen_address(settings.http_host, settings.http_port))
+    logging.getLogger("app.server").info(
+        "serving on %s://%s", scheme, listen_address(settings.http_host, settings.http_port)
+    )
     _Server(config, on_stop).run(sockets=[listener])

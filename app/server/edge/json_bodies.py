@@ -41,7 +41,9 @@ def refuse_duplicate_keys(body: bytes) -> None:
         json.loads(body, object_pairs_hook=_object_without_duplicates)
     except _DuplicateKey as duplicate:
         message = "is given more than once in one object; give each key once"
-        raise InvalidRequest([field_error(duplicate.key[:SHOWN_KEY_CHARACTERS], "body", message)]) from None
+        raise InvalidRequest(
+            [field_error(duplicate.key[:SHOWN_KEY_CHARACTERS], "body", message)]
+        ) from None
     except (ValueError, RecursionError):
         return
 

@@ -31,7 +31,9 @@ class AllowedMethods:
     paths asked most recently (a name in a path makes them unbounded)."""
 
     def __init__(self, routes: Sequence[BaseRoute], remembered: int = 1024) -> None:
-        self.routes = [route for route in routes if not isinstance(route, Mount)]  # a mount takes any method
+        self.routes = [
+            route for route in routes if not isinstance(route, Mount)
+        ]  # a mount takes any method
         self.of = functools.lru_cache(maxsize=remembered)(self._of)
 
     def _of(self, path: str) -> tuple[str, ...] | None:
@@ -40,11 +42,23 @@ class AllowedMethods:
         return _allow_list(served) if served else None
 
     def _routed(self, path: str, method: str) -> bool:
-        scope = {"type": "http", "path": path, "method": method, "root_path": "", "headers": [], "query_string": b""}
+        scope = {
+            "type": "http",
+            "path": path,
+            "method": method,
+            "root_path": "",
+            "headers": [],
+            "query_string": b"",
+        }
         return any(route.matches(scope)[0] is Match.FULL for route in self.routes)
 
 
-PROBED_METHODS = ("GET", "POST", "PUT", "DELETE")  # what the API serves anywhere (HEAD and OPTIONS follow)
+PROBED_METHODS = (
+    "GET",
+    "POST",
+    "PUT",
+    "DELETE",
+)  # what the API serves anywhere (HEAD and OPTIONS follow)
 
 
 def _allow_list(methods: set[str]) -> tuple[str, ...]:
@@ -80,7 +94,9 @@ class MethodGate:
             return await self.app(scope, receive, send)
         else:
             detail = f"{path} serves {', '.join(allowed)}"
-            answer = problem_json(path, 405, "Method not allowed", detail, headers={"Allow": ", ".join(allowed)})
+            answer = problem_json(
+                path, 405, "Method not allowed", detail, headers={"Allow": ", ".join(allowed)}
+            )
         await answer(scope, receive, send)
 
 

@@ -35,7 +35,10 @@ MAX_PROBLEM_BYTES = 32 * 1024
 def logged_path(scope: Scope) -> str:
     """The request's path for a log line: the raw path, percent-encoded as sent, so a hostile
     path holds no control characters and cannot break the line; its first 200 characters."""
-    return bounded((scope.get("raw_path") or b"").decode("ascii", "backslashreplace") or scope["path"])
+    return bounded(
+        (scope.get("raw_path") or b"").decode("ascii", "backslashreplace") or scope["path"]
+    )
+
 
 class Problem(BaseModel):
     model_config = ConfigDict(
@@ -47,26 +50,45 @@ class Problem(BaseModel):
                     "status": 422,
                     "detail": "produce: Input should be greater than 0",
                     "instance": "/quotas/overrides",
-                    "errors": [{"field": "produce", "in": "body", "message": "Input should be greater than 0"}],
+                    "errors": [
+                        {
+                            "field": "produce",
+                            "in": "body",
+                            "message": "Input should be greater than 0",
+                        }
+                    ],
                 }
             ]
         }
     )
 
-    type: str = Field(default="about:blank", description="A URI reference identifying the problem type")
+    type: str = Field(
+        default="about:blank", description="A URI reference identifying the problem type"
+    )
     title: str
     status: int
     detail: str | None = None
     instance: str | None = None
     errors: list[dict[str, Any]] | None = Field(
-        default=None, description=f"Per-field validation errors, naming each field: the first {MAX_ERRORS}", max_length=MAX_ERRORS
+        default=None,
+        description=f"Per-field validation errors, naming each field: the first {MAX_ERRORS}",
+        max_length=MAX_ERRORS,
     )
-    more_errors: int | None = Field(default=None, ge=1, description=f"How many errors there were beyond the {MAX_ERRORS} listed in errors")
+    more_errors: int | None = Field(
+        default=None,
+        ge=1,
+        description=f"How many errors there were beyond the {MAX_ERRORS} listed in errors",
+    )
 
 
 class ProblemError(Exception):
     def __init__(
-        self, status: int, title: str, detail: str, headers: dict[str, str] | None = None, errors: list[dict[str, Any]] | None = None
+        self,
+        status: int,
+        title: str,
+        detail: str,
+        headers: dict[str, str] | None = None,
+        errors: list[dict[str, Any]] | None = None,
     ) -> None:
         super().__init__(detail)
         self.status = status
@@ -82,7 +104,10 @@ def field_error(field: str, location: str, message: str) -> dict[str, str]:
 
 def errors_detail(errors: list[dict[str, Any]]) -> str:
     """The errors in one sentence: the first MAX_ERRORS, then how many more."""
-    listed = "; ".join(f"{_shown(str(e['field']), SHOWN_CHARS)}: {_shown(str(e['message']), MESSAGE_CHARS)}" for e in errors[:MAX_ERRORS])
+    listed = "; ".join(
+        f"{_shown(str(e['field']), SHOWN_CHARS)}: {_shown(str(e['message']), MESSAGE_CHARS)}"
+        for e in errors[:MAX_ERRORS]
+    )
     more = len(errors) - MAX_ERRORS
     return listed if more <= 0 else f"{listed}; and {more:,} more"
 
@@ -96,7 +121,12 @@ def _shown(text: str, limit: int) -> str:
 
 def _bounded_errors(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
-        {key: _shown(value, MESSAGE_CHARS if key == "message" else SHOWN_CHARS) if isinstance(value, str) else value for key, value in error.items()}
+        {
+            key: _shown(value, MESSAGE_CHARS if key == "message" else SHOWN_CHARS)
+            if isinstance(value, str)
+            else value
+            for key, value in error.items()
+        }
         for error in errors[:MAX_ERRORS]
     ]
 
@@ -109,7 +139,12 @@ class InvalidRequest(ProblemError):
 
 
 def problem_json(
-    instance: str, status: int, title: str, detail: str | None, errors: list[dict[str, Any]] | None = None, headers: dict[str, str] | None = None
+    instance: str,
+    status: int,
+    title: str,
+    detail: str | None,
+    errors: list[dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> JSONResponse:
     """The answer to a request for ``instance`` (its path); also an ASGI app, for middleware.
     Bounded: MAX_ERRORS errors and the count of the rest, texts cut (MAX_PROBLEM_BYTES)."""
@@ -124,20 +159,35 @@ def problem_json(
             errors=listed,
             more_errors=more or None,
         )
-        answer = JSONResponse(body.model_dump(exclude_none=True), status_code=status, media_type=PROBLEM_JSON, headers=headers)
+        answer = JSONResponse(
+            body.model_dump(exclude_none=True),
+            status_code=status,
+            media_type=PROBLEM_JSON,
+            headers=headers,
+        )
         if len(answer.body) <= MAX_PROBLEM_BYTES or not listed:
             return answer
         listed, more = listed[:-1], more + 1
 
 
-def problem_response(request: Request, status: int, title: str, detail: str | None, errors: list[dict[str, Any]] | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
+def problem_response(
+    request: Request,
+    status: int,
+    title: str,
+    detail: str | None,
+    errors: list[dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
     return problem_json(request.url.path, status, title, detail, errors, headers)
 
 
 def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI entries for problem+json answers."""
     schema = {"$ref": "#/components/schemas/Problem"}
-    return {status: {"model": Problem, "content": {PROBLEM_JSON: {"schema": schema}}} for status in statuses}
+    return {
+        status: {"model": Problem, "content": {PROBLEM_JSON: {"schema": schema}}}
+        for status in statuses
+    }
 
 
 def install_problem_handlers(app: FastAPI) -> None:
@@ -145,7 +195,12 @@ def install_problem_handlers(app: FastAPI) -> None:
     async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [
             field_error(
-                ".".join(str(part) for part in error["loc"] if part not in ("body", "query", "path", "header")) or "body",
+                ".".join(
+                    str(part)
+                    for part in error["loc"]
+                    if part not in ("body", "query", "path", "header")
+                )
+                or "body",
                 str(error["loc"][0]) if error["loc"] else "request",
                 error["msg"],
             )
@@ -160,13 +215,19 @@ def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(StoreUnavailable)
     async def _store_unavailable(request: Request, exc: StoreUnavailable) -> JSONResponse:
         # Writes need the shared store; reads keep serving the last table.
-        return problem_response(request, 503, "Quota store unavailable", str(exc), headers={"Retry-After": "5"})
+        return problem_response(
+            request, 503, "Quota store unavailable", str(exc), headers={"Retry-After": "5"}
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = exc.detail if isinstance(exc.detail, str) else None
-        title = {400: "Bad request", 404: "Not found", 405: "Method not allowed"}.get(exc.status_code, "HTTP error")
-        return problem_response(request, exc.status_code, title, detail, headers=getattr(exc, "headers", None))
+        title = {400: "Bad request", 404: "Not found", 405: "Method not allowed"}.get(
+            exc.status_code, "HTTP error"
+        )
+        return problem_response(
+            request, exc.status_code, title, detail, headers=getattr(exc, "headers", None)
+        )
 
 
 # A request the stop cut off: asked again in a second, of this replica once it is back or of another.
@@ -202,10 +263,14 @@ class UnexpectedErrors:
             task = asyncio.current_task()
             if task is not None:
                 task.uncancel()  # answered here: the request's task ends as answered
-            logger.warning("%s %s cut off by the stop: answered 503", scope["method"], logged_path(scope))
+            logger.warning(
+                "%s %s cut off by the stop: answered 503", scope["method"], logged_path(scope)
+            )
             detail = "the service is stopping and gave up on this request; send it again"
             headers = {"Retry-After": str(STOPPING_RETRY_AFTER_SECONDS), "Connection": "close"}
-            await problem_json(scope["path"], 503, "Service stopping", detail, headers=headers)(scope, receive, send)
+            await problem_json(scope["path"], 503, "Service stopping", detail, headers=headers)(
+                scope, receive, send
+            )
         except Exception:
             logger.exception("%s %s failed", scope["method"], logged_path(scope))
             if started:

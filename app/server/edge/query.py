@@ -36,7 +36,11 @@ def query_values(scope: Mapping[str, Any]) -> dict[str, str]:
             errors.append(field_error(shown, "query", "is not valid UTF-8 once percent-decoded"))
             continue
         if name in values:
-            errors.append(field_error(name[:SHOWN_NAME_CHARACTERS], "query", "is given more than once; give it once"))
+            errors.append(
+                field_error(
+                    name[:SHOWN_NAME_CHARACTERS], "query", "is given more than once; give it once"
+                )
+            )
         values[name] = value
     if errors:
         raise InvalidRequest(errors)

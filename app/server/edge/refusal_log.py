@@ -37,10 +37,16 @@ class RefusalLog:
     """Whether a refusal of ``reason`` to ``source`` is logged now, and how many of them were
     left out since the last line."""
 
-    def __init__(self, interval_seconds: float = DEFAULT_INTERVAL_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        interval_seconds: float = DEFAULT_INTERVAL_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.interval = interval_seconds
         self.clock = clock
-        self._last: dict[tuple[str, str], tuple[float, int]] = {}  # (source, reason) -> (logged at, left out since)
+        self._last: dict[
+            tuple[str, str], tuple[float, int]
+        ] = {}  # (source, reason) -> (logged at, left out since)
 
     def admit(self, source: str, reason: str) -> int | None:
         """None when this refusal is left out; else the number left out before it."""
@@ -56,7 +62,14 @@ class RefusalLog:
         return 0 if last is None else last[1]
 
     def log(
-        self, logger: logging.Logger, level: int, source: str, reason: str, message: str, *args: object, extra: dict[str, object] | None = None
+        self,
+        logger: logging.Logger,
+        level: int,
+        source: str,
+        reason: str,
+        message: str,
+        *args: object,
+        extra: dict[str, object] | None = None,
     ) -> None:
         """Log ``message % args`` unless a line of this source and reason was logged within the
         interval; a line after left-out ones says how many."""
@@ -66,7 +79,9 @@ class RefusalLog:
         if left_out:
             extra = {**(extra or {}), "left_out": left_out}
             # Two templates joined, not a formatted message: the arguments are still formatted lazily.
-            template = message + " (%d more like it from this client left out since the previous line)"
+            template = (
+                message + " (%d more like it from this client left out since the previous line)"
+            )
             logger.log(level, template, *args, left_out, extra=extra)
         else:
             logger.log(level, message, *args, extra=extra)

@@ -21,4 +21,6 @@ def tune_garbage_collector() -> None:
     """Call once, after start-up built what lives as long as the process."""
     gc.collect()
     gc.freeze()
-    gc.set_threshold(YOUNG_GENERATION_THRESHOLD, MIDDLE_GENERATION_THRESHOLD, OLD_GENERATION_THRESHOLD)
+    gc.set_threshold(
+        YOUNG_GENERATION_THRESHOLD, MIDDLE_GENERATION_THRESHOLD, OLD_GENERATION_THRESHOLD
+    )

@@ -33,7 +33,10 @@ def json_formatter() -> logging.Formatter:
         "%(levelname)s %(name)s %(message)s",
         rename_fields={"levelname": "level", "name": "logger"},
         timestamp="time",
-        reserved_attrs=[*RESERVED_ATTRS, "color_message"],  # uvicorn's copy of the message with terminal colours
+        reserved_attrs=[
+            *RESERVED_ATTRS,
+            "color_message",
+        ],  # uvicorn's copy of the message with terminal colours
     )
 
 

@@ -47,7 +47,9 @@ class _SourceThread:
     admin request's whole timeout (up to 30 s, a supervisor's whole grace period)."""
 
     def __init__(self) -> None:
-        self._calls: queue.SimpleQueue[tuple[Callable[[], object], Future] | None] = queue.SimpleQueue()
+        self._calls: queue.SimpleQueue[tuple[Callable[[], object], Future] | None] = (
+            queue.SimpleQueue()
+        )
         self.busy = False  # a call is running
         self._thread = threading.Thread(target=self._run, name="volume-source", daemon=True)
         self._thread.start()
@@ -107,8 +109,12 @@ class ObservationLoop:
     def apply_round(self, round_: ObservationRound) -> Decision:
         self.rounds += 1
         evaluation = self.decider.apply_round(round_, self.applied_factor(round_))
-        self.metrics.record_round(round_, evaluation, len(self.decider.active_brokers), len(self.decider.fenced_brokers))
-        for change in self._cluster_changes.after_round(round_, self.decider.evicted, self.decider.cache.brokers()):
+        self.metrics.record_round(
+            round_, evaluation, len(self.decider.active_brokers), len(self.decider.fenced_brokers)
+        )
+        for change in self._cluster_changes.after_round(
+            round_, self.decider.evicted, self.decider.cache.brokers()
+        ):
             log.log(change.level, change.message, extra=dict(change.fields))
         decision = self.publisher.publish()
         if self.history is not None:
@@ -150,15 +156,25 @@ class ObservationLoop:
                 started = loop.time()
                 if self.may_observe():
                     try:
-                        round_ = await self._publishing_changes_until(worker.submit(self.source.observe))
-                    except Exception as exc:  # a source must not raise; if one does, the round failed
+                        round_ = await self._publishing_changes_until(
+                            worker.submit(self.source.observe)
+                        )
+                    except (
+                        Exception
+                    ) as exc:  # a source must not raise; if one does, the round failed
                         log.exception("volume source raised")
                         now = self.clock()
-                        round_ = ObservationRound(now, now, error=f"volume source raised {type(exc).__name__}: {exc}")
-                    if self.may_observe():  # a replica that stopped being the decider meanwhile drops it
+                        round_ = ObservationRound(
+                            now, now, error=f"volume source raised {type(exc).__name__}: {exc}"
+                        )
+                    if (
+                        self.may_observe()
+                    ):  # a replica that stopped being the decider meanwhile drops it
                         self.apply_round(round_)
                 self._wake = asyncio.Event()
-                await self._publishing_changes_until(self._pause(self._wake, started + self.interval_seconds - loop.time()))
+                await self._publishing_changes_until(
+                    self._pause(self._wake, started + self.interval_seconds - loop.time())
+                )
         finally:
             # After the round in progress, if any: that one is abandoned, not awaited.
             abandoning = worker.busy

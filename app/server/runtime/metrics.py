@@ -72,7 +72,11 @@ def _revision() -> str:
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "--short=12", "HEAD"],
-            cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=5, check=False,
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
         )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -85,9 +89,11 @@ class ServiceMetrics:
         disable_created_metrics()  # process-wide; the service's registries are the only ones
         for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
             registry.register(collector)
-        Info("kafka_throttle_build", "The running service's version and the revision it was built from", registry=registry).info(
-            {"version": _package_version(), "revision": _revision()}
-        )
+        Info(
+            "kafka_throttle_build",
+            "The running service's version and the revision it was built from",
+            registry=registry,
+        ).info({"version": _package_version(), "revision": _revision()})
         self.fallback_applied = Counter(  # [FallbackThrottleFactorApplied]
             "kafka_throttle_fallback_applied",
             "Times the fallback factor took over after the last valid factor expired",
@@ -100,7 +106,9 @@ class ServiceMetrics:
             registry=registry,
         )
         self.active_brokers = Gauge(  # [ActiveBrokers]
-            "kafka_throttle_active_brokers", "Active brokers in the latest successful round", registry=registry
+            "kafka_throttle_active_brokers",
+            "Active brokers in the latest successful round",
+            registry=registry,
         )
         self.fenced_brokers = Gauge(
             "kafka_throttle_fenced_brokers",
@@ -108,10 +116,14 @@ class ServiceMetrics:
             registry=registry,
         )
         self.active_log_dirs = Gauge(  # [ActiveLogDirs]
-            "kafka_throttle_active_log_dirs", "Log dirs in the cached cluster view", registry=registry
+            "kafka_throttle_active_log_dirs",
+            "Log dirs in the cached cluster view",
+            registry=registry,
         )
         self.unjudged_log_dirs = Gauge(
-            "kafka_throttle_unjudged_log_dirs", "Log dirs reporting no TotalBytes/UsableBytes (-1)", registry=registry
+            "kafka_throttle_unjudged_log_dirs",
+            "Log dirs reporting no TotalBytes/UsableBytes (-1)",
+            registry=registry,
         )
         self.offline_log_dirs = Gauge(
             "kafka_throttle_offline_log_dirs",
@@ -125,7 +137,9 @@ class ServiceMetrics:
             registry=registry,
         )
         self.admin_connected = Gauge(  # "Connection status"
-            "kafka_throttle_admin_connected", "1 if the latest round reached the cluster, else 0", registry=registry
+            "kafka_throttle_admin_connected",
+            "1 if the latest round reached the cluster, else 0",
+            registry=registry,
         )
         self.round_duration = Histogram(
             "kafka_throttle_round_duration_seconds",
@@ -134,7 +148,9 @@ class ServiceMetrics:
             registry=registry,
         )
         self.history_rows_written = Counter(
-            "kafka_throttle_history_rows_written", "History rows written to the history files", registry=registry
+            "kafka_throttle_history_rows_written",
+            "History rows written to the history files",
+            registry=registry,
         )
         self.history_rows_dropped = Counter(
             "kafka_throttle_history_rows_dropped",
@@ -185,17 +201,23 @@ class ServiceMetrics:
 
     def bind_decision(self, decision: Callable[[], Decision]) -> None:
         """The decision in force, judged at scrape time on the event loop and frozen there."""
-        self.registry.register(DecisionCollector(lambda: self._on_event_loop(lambda: decision().frozen())))
+        self.registry.register(
+            DecisionCollector(lambda: self._on_event_loop(lambda: decision().frozen()))
+        )
 
     def bind_volumes(self, volumes: Callable[[], Iterable[VolumeObservation]]) -> None:
         """The cached volumes, copied on the event loop at scrape time."""
-        self.registry.register(VolumeCollector(lambda: self._on_event_loop(lambda: tuple(volumes()))))
+        self.registry.register(
+            VolumeCollector(lambda: self._on_event_loop(lambda: tuple(volumes())))
+        )
 
     def history_written(self, at: float) -> None:
         """The history writer wrote rows at ``at`` (epoch seconds), or started."""
         self.history_written_at = at
 
-    def bind_saved_state(self, saved: Callable[[], SavedState | None], deciding: Callable[[], bool]) -> None:
+    def bind_saved_state(
+        self, saved: Callable[[], SavedState | None], deciding: Callable[[], bool]
+    ) -> None:
         """Whether this process observes (the decider among replicas), and the snapshots of its
         state that could not be kept."""
         self.registry.register(SavedStateCollector(saved, deciding))
@@ -204,7 +226,13 @@ class ServiceMetrics:
         """The quota table and its store, once the app has opened it."""
         self.registry.register(QuotaStoreCollector(quotas))
 
-    def record_round(self, round_: ObservationRound, evaluation: Evaluation, active_brokers: int, fenced_brokers: int) -> None:
+    def record_round(
+        self,
+        round_: ObservationRound,
+        evaluation: Evaluation,
+        active_brokers: int,
+        fenced_brokers: int,
+    ) -> None:
         self.round_duration.observe(max(0.0, round_.finished_at - round_.started_at))
         self.admin_connected.set(1 if round_.cluster_answered else 0)
         if round_.failed:
@@ -215,7 +243,9 @@ class ServiceMetrics:
         self.fenced_brokers.set(fenced_brokers)
         self.active_log_dirs.set(evaluation.volume_count)
         self.unjudged_log_dirs.set(len(evaluation.unjudged))
-        self.offline_log_dirs.set(sum(1 for verdict in evaluation.breaching if verdict.volume.error is not None))
+        self.offline_log_dirs.set(
+            sum(1 for verdict in evaluation.breaching if verdict.volume.error is not None)
+        )
         if evaluation.breaching:
             self.limit_violations.labels("hard").inc(len(evaluation.breaching))
         if evaluation.ramping:
@@ -233,7 +263,9 @@ class DecisionCollector(Collector):
         decision = self._decision()
         reading = decision.reading
         yield GaugeMetricFamily(  # [ThrottleFactor]
-            "kafka_throttle_factor", "Throttle factor in force (1 = no throttling, 0 = producers paused)", value=reading.factor
+            "kafka_throttle_factor",
+            "Throttle factor in force (1 = no throttling, 0 = producers paused)",
+            value=reading.factor,
         )
         yield StateSetMetricFamily(
             "kafka_throttle_state",
@@ -283,13 +315,25 @@ def _metadata(decision: Decision) -> Iterator[GaugeMetricFamily]:
         value=1.0 if metadata.source is FactorSource.FALLBACK else 0.0,
     )
     yield GaugeMetricFamily(
-        "kafka_throttle_reporting_nodes", "Nodes whose report of their own volumes is in the view", value=len(metadata.reporting_nodes)
+        "kafka_throttle_reporting_nodes",
+        "Nodes whose report of their own volumes is in the view",
+        value=len(metadata.reporting_nodes),
     )
     labels = ["node_id", "log_dir", "holds"]
-    available = GaugeMetricFamily("kafka_throttle_metadata_volume_available_bytes", "Usable bytes of a node's metadata log volume", labels=labels)
-    total = GaugeMetricFamily("kafka_throttle_metadata_volume_total_bytes", "Total bytes of a node's metadata log volume", labels=labels)
+    available = GaugeMetricFamily(
+        "kafka_throttle_metadata_volume_available_bytes",
+        "Usable bytes of a node's metadata log volume",
+        labels=labels,
+    )
+    total = GaugeMetricFamily(
+        "kafka_throttle_metadata_volume_total_bytes",
+        "Total bytes of a node's metadata log volume",
+        labels=labels,
+    )
     breaching = GaugeMetricFamily(
-        "kafka_throttle_metadata_volume_breaching", "1 while a metadata log volume is at or below its hard metadata limit, else 0", labels=labels
+        "kafka_throttle_metadata_volume_breaching",
+        "1 while a metadata log volume is at or below its hard metadata limit, else 0",
+        labels=labels,
     )
     for volume in metadata.volumes:
         observed = volume.verdict.volume
@@ -314,7 +358,9 @@ def _metadata(decision: Decision) -> Iterator[GaugeMetricFamily]:
         yield levels
 
 
-def _rule_and_time_to_full(decision: Decision) -> Iterator[GaugeMetricFamily | StateSetMetricFamily]:
+def _rule_and_time_to_full(
+    decision: Decision,
+) -> Iterator[GaugeMetricFamily | StateSetMetricFamily]:
     """Which rule set the factor, and the fill rate and time to the hard limit of the volumes the
     horizon rule lists (a handful at most: reading every volume's trend at each scrape would cost
     what a round costs)."""
@@ -349,7 +395,9 @@ def _rule_and_time_to_full(decision: Decision) -> Iterator[GaugeMetricFamily | S
 
 
 class SavedStateCollector(Collector):
-    def __init__(self, saved: Callable[[], SavedState | None], deciding: Callable[[], bool]) -> None:
+    def __init__(
+        self, saved: Callable[[], SavedState | None], deciding: Callable[[], bool]
+    ) -> None:
         self._saved = saved
         self._deciding = deciding
 
@@ -383,8 +431,16 @@ class QuotaStoreCollector(Collector):
         if quotas is None:
             return
         table = quotas.table
-        yield GaugeMetricFamily("kafka_throttle_quota_overrides", "Quota overrides the quota store holds", value=len(table.overrides))
-        yield GaugeMetricFamily("kafka_throttle_quota_groups", "Quota groups the quota store holds", value=len(table.groups))
+        yield GaugeMetricFamily(
+            "kafka_throttle_quota_overrides",
+            "Quota overrides the quota store holds",
+            value=len(table.overrides),
+        )
+        yield GaugeMetricFamily(
+            "kafka_throttle_quota_groups",
+            "Quota groups the quota store holds",
+            value=len(table.groups),
+        )
         yield CounterMetricFamily(
             "kafka_throttle_quota_store_write_failures",
             "Changes through the API (quotas, groups, enforcement) the store did not take (unreachable, not authorised, timed out, a disk error)",
@@ -468,8 +524,16 @@ class VolumeCollector(Collector):
         self._volumes = volumes
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        available = GaugeMetricFamily("kafka_throttle_volume_available_bytes", "Usable bytes of a log dir's volume", labels=["broker_id", "log_dir"])
-        total = GaugeMetricFamily("kafka_throttle_volume_total_bytes", "Total bytes of a log dir's volume", labels=["broker_id", "log_dir"])
+        available = GaugeMetricFamily(
+            "kafka_throttle_volume_available_bytes",
+            "Usable bytes of a log dir's volume",
+            labels=["broker_id", "log_dir"],
+        )
+        total = GaugeMetricFamily(
+            "kafka_throttle_volume_total_bytes",
+            "Total bytes of a log dir's volume",
+            labels=["broker_id", "log_dir"],
+        )
         for volume in self._volumes():
             if not volume.capacity_known:
                 continue

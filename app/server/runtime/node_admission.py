@@ -26,7 +26,9 @@ class NodeAdmission:
         self._round: object | None = None
         self._registered: frozenset[int] = frozenset()
 
-    def admits(self, node_id: int, decider: ThrottleDecider, now: float, observing: bool = True) -> bool:
+    def admits(
+        self, node_id: int, decider: ThrottleDecider, now: float, observing: bool = True
+    ) -> bool:
         """Whether ``node_id``'s report is taken at ``now`` (and, for an unlisted node, counted);
         ``observing``: rounds list the cluster's brokers."""
         if node_id in self._registered_brokers(decider):
@@ -34,7 +36,9 @@ class NodeAdmission:
             return True
         limit = self._unlisted_nodes if observing else UNOBSERVED_NODES
         if node_id not in self._unlisted and len(self._unlisted) >= limit:
-            validity = decider.validity_seconds  # places held by reports expired since are free again
+            validity = (
+                decider.validity_seconds
+            )  # places held by reports expired since are free again
             self._unlisted = {n: at for n, at in self._unlisted.items() if now - at <= validity}
             if len(self._unlisted) >= limit:
                 return False

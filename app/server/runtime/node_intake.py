@@ -40,7 +40,9 @@ def _what_shims_act_on(step: MetadataStep) -> tuple[object, ...]:
 
 
 class NodeIntake:
-    def __init__(self, decider: ThrottleDecider, loop: ObservationLoop, publisher: Publisher, observing: bool) -> None:
+    def __init__(
+        self, decider: ThrottleDecider, loop: ObservationLoop, publisher: Publisher, observing: bool
+    ) -> None:
         self._decider = decider
         self._loop = loop
         self._publisher = publisher
@@ -56,7 +58,9 @@ class NodeIntake:
         """Reports taken so far: the node view may have changed when it moves."""
         return self.rate.taken
 
-    def offer(self, node_id: int, report: Callable[[float], NodeReport], now: float) -> Refusal | None:
+    def offer(
+        self, node_id: int, report: Callable[[float], NodeReport], now: float
+    ) -> Refusal | None:
         """Take node ``node_id``'s report (made by ``report`` at ``now``), or say why not."""
         if not self.admission.admits(node_id, self._decider, now, observing=self._observing):
             return UnknownNode()

@@ -22,7 +22,13 @@ log = logging.getLogger("app.decision")
 
 
 class Publisher:
-    def __init__(self, decider: ThrottleDecider, enforcement: EnforcementInForce, metrics: ServiceMetrics, clock: Clock) -> None:
+    def __init__(
+        self,
+        decider: ThrottleDecider,
+        enforcement: EnforcementInForce,
+        metrics: ServiceMetrics,
+        clock: Clock,
+    ) -> None:
         self._decider = decider
         self._enforcement = enforcement
         self._metrics = metrics

@@ -85,8 +85,12 @@ class Publication(Generic[Model]):
         previous = self._current
         etag = weak_etag(rendering.etag_basis)
         body = rendering.model.model_dump_json().encode()
-        gzipped = gzip.compress(body, compresslevel=1, mtime=0) if len(body) >= GZIP_MIN_BYTES else None
-        self._current = Published(rendering.model, body, etag, rendering.valid_until, rendering.changes_at, gzipped)
+        gzipped = (
+            gzip.compress(body, compresslevel=1, mtime=0) if len(body) >= GZIP_MIN_BYTES else None
+        )
+        self._current = Published(
+            rendering.model, body, etag, rendering.valid_until, rendering.changes_at, gzipped
+        )
         if previous is None or previous.etag != etag:
             changed, self._changed = self._changed, asyncio.Event()
             changed.set()
@@ -102,7 +106,9 @@ class Publication(Generic[Model]):
 
     def current(self) -> Published[Model]:
         published = self._current
-        if published is None or (published.expires_at is not None and self._clock() > published.expires_at):
+        if published is None or (
+            published.expires_at is not None and self._clock() > published.expires_at
+        ):
             return self.publish()
         return published
 
@@ -120,7 +126,11 @@ class Publication(Generic[Model]):
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         held_until = self.current().valid_until
-        renew_at = None if held_until is None else held_until - min(RENEW_MARGIN, max(0.0, held_until - self._clock()) / 2)
+        renew_at = (
+            None
+            if held_until is None
+            else held_until - min(RENEW_MARGIN, max(0.0, held_until - self._clock()) / 2)
+        )
         while True:
             published = self.current()
             remaining = deadline - loop.time()

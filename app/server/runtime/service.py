@@ -65,7 +65,12 @@ class Service:
         ends at each expiry), as objects whose identity tells a change; the node reports taken;
         the published decision's ETag."""
         decider = self.decider
-        return (decider.latest_round, decider.view_at(now), self.intake.taken, self.decisions.current().etag)
+        return (
+            decider.latest_round,
+            decider.view_at(now),
+            self.intake.taken,
+            self.decisions.current().etag,
+        )
 
     def readiness(self) -> Readiness:
         """A first round succeeded (here, or on the replica whose decision this one mirrors, or
@@ -89,7 +94,9 @@ class Service:
     def registered_brokers(self) -> set[int]:
         return self.decider.registered_brokers()
 
-    def offer_node_report(self, node_id: int, report: Callable[[float], NodeReport]) -> Refusal | None:
+    def offer_node_report(
+        self, node_id: int, report: Callable[[float], NodeReport]
+    ) -> Refusal | None:
         """Take node ``node_id``'s report, or say why not (app/server/runtime/node_intake.py)."""
         return self.intake.offer(node_id, report, self.clock())
 

@@ -60,7 +60,9 @@ SNAPSHOT_KEY = b"snapshot"
 NODE_KEY_PREFIX = b"node/"
 # A snapshot of 12,000 volumes with their trends is a few MiB; the topic takes up to this.
 MAX_RECORD_BYTES = 64 * 1024 * 1024
-SESSION_TIMEOUT_MS = 6000  # the least a broker allows by default: how long a dead decider holds its place
+SESSION_TIMEOUT_MS = (
+    6000  # the least a broker allows by default: how long a dead decider holds its place
+)
 
 
 def state_topic_name(quota_store_topic: str) -> str:
@@ -74,7 +76,9 @@ class SharedState:
     other replicas wrote; ``on_leadership(leading)`` when this replica becomes or stops being
     the decider."""
 
-    def __init__(self, topic: str, client_config: dict[str, Any], write_timeout_seconds: float = 5.0) -> None:
+    def __init__(
+        self, topic: str, client_config: dict[str, Any], write_timeout_seconds: float = 5.0
+    ) -> None:
         self.topic = topic
         self.replica_id = uuid.uuid4().hex
         self._client_config = dict(client_config)
@@ -93,7 +97,9 @@ class SharedState:
         self.on_node_report: Callable[[NodeReport, int], None] = lambda report, offset: None
         self.on_leadership: Callable[[bool], None] = lambda leading: None
         self.on_loaded: Callable[[], None] = lambda: None  # the topic read to its end at start-up
-        self._latest_at_load: tuple[bytes, int] | None = None  # the newest snapshot while reading to the end
+        self._latest_at_load: tuple[bytes, int] | None = (
+            None  # the newest snapshot while reading to the end
+        )
         self.reports_through = -1  # the offset of the last node report this replica applied
         self.snapshots_written = 0
         self.failures = 0  # records the topic did not take
@@ -157,7 +163,10 @@ class SharedState:
         """Write the decider's snapshot, while this replica is the decider."""
         if not self.leading or self._producer is None:
             return
-        headers = [("replica", self.replica_id.encode()), ("reports-through", str(self.reports_through).encode())]
+        headers = [
+            ("replica", self.replica_id.encode()),
+            ("reports-through", str(self.reports_through).encode()),
+        ]
         self._produce(SNAPSHOT_KEY, snapshot, headers)
         self.snapshots_written += 1
 
@@ -166,11 +175,22 @@ class SharedState:
         if self._producer is None:
             return
         value = json.dumps(encode_node_report(report), separators=(",", ":")).encode()
-        self._produce(NODE_KEY_PREFIX + str(report.node_id).encode(), value, [("replica", self.replica_id.encode())])
+        self._produce(
+            NODE_KEY_PREFIX + str(report.node_id).encode(),
+            value,
+            [("replica", self.replica_id.encode())],
+        )
 
     def _produce(self, key: bytes, value: bytes, headers: list[tuple[str, bytes]]) -> None:
         try:
-            self._producer.produce(self.topic, key=key, value=value, partition=PARTITION, headers=headers, on_delivery=self._delivered)
+            self._producer.produce(
+                self.topic,
+                key=key,
+                value=value,
+                partition=PARTITION,
+                headers=headers,
+                on_delivery=self._delivered,
+            )
             self._producer.poll(0)
         except BufferError as exc:  # the topic is not taking writes; the next snapshot tries again
             self.failures += 1
@@ -220,7 +240,9 @@ class SharedState:
                     )
                     consumer.assign([TopicPartition(self.topic, PARTITION, next_offset)])
                     if end_at_start is None:
-                        _, end_at_start = consumer.get_watermark_offsets(TopicPartition(self.topic, PARTITION), timeout=self._write_timeout)
+                        _, end_at_start = consumer.get_watermark_offsets(
+                            TopicPartition(self.topic, PARTITION), timeout=self._write_timeout
+                        )
                         if end_at_start <= next_offset:
                             self._mark_loaded()
                 message = consumer.poll(POLL_SECONDS)
@@ -242,7 +264,11 @@ class SharedState:
                 # (str values too, or a dict); librdkafka hands (str, bytes) pairs.
                 headers = dict(message.headers() or [])
                 self._read(offset, message.key() or b"", message.value(), headers)  # type: ignore[arg-type]
-                if not self._loaded.is_set() and end_at_start is not None and next_offset >= end_at_start:
+                if (
+                    not self._loaded.is_set()
+                    and end_at_start is not None
+                    and next_offset >= end_at_start
+                ):
                     self._mark_loaded()
             # Unreachable or not authorised: keep what was read, try again. Blind, because an
             # exception leaving this thread would stop following the topic for good.
@@ -255,7 +281,9 @@ class SharedState:
         if consumer is not None:
             consumer.close()
 
-    def _read(self, offset: int, key: bytes, value: bytes | None, headers: dict[str, bytes]) -> None:
+    def _read(
+        self, offset: int, key: bytes, value: bytes | None, headers: dict[str, bytes]
+    ) -> None:
         if value is None:
             return
         own = headers.get("replica") == self.replica_id.encode()
@@ -265,14 +293,21 @@ class SharedState:
             except ValueError:
                 through = -1
             if not self._loaded.is_set():
-                self._latest_at_load = (value, through)  # only the newest one is mirrored, once loaded
+                self._latest_at_load = (
+                    value,
+                    through,
+                )  # only the newest one is mirrored, once loaded
             elif not own:
                 if self.leading and not self._assigned_place:
-                    self._set_leading(False)  # another replica decides now: its snapshot is the truth
+                    self._set_leading(
+                        False
+                    )  # another replica decides now: its snapshot is the truth
                 try:  # decoded here, off the event loop (a 12,000-volume snapshot takes ~0.1 s)
                     prepared = self.prepare(value)
                 except SnapshotError as exc:
-                    log.warning("cannot mirror the decider's snapshot at offset %d: %s", offset, exc)
+                    log.warning(
+                        "cannot mirror the decider's snapshot at offset %d: %s", offset, exc
+                    )
                     return
                 self._call_on_loop(lambda: self._mirror(prepared, through))
         elif key.startswith(NODE_KEY_PREFIX):
@@ -301,7 +336,11 @@ class SharedState:
             return
         self._loaded.set()
         self._call_on_loop(self.on_loaded)
-        log.info("state topic %r read%s; following it", self.topic, "" if self._latest_at_load else " (no snapshot in it yet)")
+        log.info(
+            "state topic %r read%s; following it",
+            self.topic,
+            "" if self._latest_at_load else " (no snapshot in it yet)",
+        )
 
     # -- the election --------------------------------------------------------------------------
     def _elect(self) -> None:
@@ -326,11 +365,18 @@ class SharedState:
                             "error_cb": self._on_client_error,
                         }
                     )
-                    consumer.subscribe([self.topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked)
+                    consumer.subscribe(
+                        [self.topic],
+                        on_assign=self._assigned,
+                        on_revoke=self._revoked,
+                        on_lost=self._revoked,
+                    )
                 consumer.poll(0.5)  # heartbeats and rebalances; records are not read here
                 assigned = consumer.assignment()
                 if assigned:
-                    consumer.pause(assigned)  # the follower reads the topic; this member only holds its place
+                    consumer.pause(
+                        assigned
+                    )  # the follower reads the topic; this member only holds its place
             # Blind, because an exception leaving this thread would end this replica's candidacy
             # for good; whatever it is, the replica stops deciding and joins again.
             except Exception as exc:  # noqa: BLE001
@@ -358,7 +404,9 @@ class SharedState:
         if any(p.partition == PARTITION for p in partitions):
             self._assigned_place = False
             if self.leading:
-                log.info("this replica lost its place as the decider; it decides until another replica's snapshot is read")
+                log.info(
+                    "this replica lost its place as the decider; it decides until another replica's snapshot is read"
+                )
 
     def _set_leading(self, leading: bool) -> None:
         if leading == self._leading.is_set():
@@ -367,7 +415,11 @@ class SharedState:
             self._leading.set()
         else:
             self._leading.clear()
-        log.info("this replica %s the decider (state topic %r)", "is now" if leading else "is no longer", self.topic)
+        log.info(
+            "this replica %s the decider (state topic %r)",
+            "is now" if leading else "is no longer",
+            self.topic,
+        )
         self._call_on_loop(lambda: self.on_leadership(leading))
 
     def _ensure_topic(self) -> None:
@@ -377,14 +429,19 @@ class SharedState:
             "segment.ms": "600000",
             "min.cleanable.dirty.ratio": "0.1",
         }
-        ensure_compacted_topic(self._client_config, self.topic, config, self._write_timeout, "state topic")
+        ensure_compacted_topic(
+            self._client_config, self.topic, config, self._write_timeout, "state topic"
+        )
+
 
 class Replica:
     """Binds the state topic to this replica's loop and decider: mirrors the decider's snapshots
     while another replica decides, applies the node reports other replicas took, and takes over
     when elected."""
 
-    def __init__(self, shared: SharedState, loop: ObservationLoop, intake: NodeIntake, clock: Clock) -> None:
+    def __init__(
+        self, shared: SharedState, loop: ObservationLoop, intake: NodeIntake, clock: Clock
+    ) -> None:
         self.shared = shared
         self.loop = loop
         self.intake = intake

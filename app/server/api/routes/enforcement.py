@@ -20,10 +20,17 @@ CHANGE_ERRORS = problem_responses(400, 401, 403, 409, 413, 422, 503)
 def _current(request: Request) -> EnforcementModel:
     state = service_state(request)
     service = quota_service(request)
-    return EnforcementModel.of(service.enforcement, service.enforcement_source, state.settings.initial_enforcement)
+    return EnforcementModel.of(
+        service.enforcement, service.enforcement_source, state.settings.initial_enforcement
+    )
 
 
-@routes.get("/enforcement", response_model=EnforcementModel, summary="The enforcement in force and where it comes from", responses=problem_responses(503))
+@routes.get(
+    "/enforcement",
+    response_model=EnforcementModel,
+    summary="The enforcement in force and where it comes from",
+    responses=problem_responses(503),
+)
 async def get_enforcement(request: Request) -> EnforcementModel:
     return _current(request)
 
@@ -42,7 +49,14 @@ async def put_enforcement(request: Request, body: EnforcementBody) -> Enforcemen
     unknown = sorted(set(body.canary_brokers) - known)
     if unknown:
         listed = ", ".join(map(str, sorted(known))) or "none yet"
-        errors = [field_error("canary_brokers", "body", f"broker {b} is not registered in the cluster view (registered: {listed})") for b in unknown]
+        errors = [
+            field_error(
+                "canary_brokers",
+                "body",
+                f"broker {b} is not registered in the cluster view (registered: {listed})",
+            )
+            for b in unknown
+        ]
         raise ProblemError(409, "Conflict", errors_detail(errors), errors=errors)
     await service.set_enforcement(Enforcement.of(body.mode, body.canary_brokers))
     return _current(request)

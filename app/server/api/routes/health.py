@@ -21,9 +21,13 @@ async def healthz() -> Health:
     "/readyz",
     response_model=Readiness,
     summary="Readiness: a first observation succeeded, or the fallback is in force",
-    responses={503: {"model": Readiness, "description": "Not ready yet: no observation has succeeded"}},
+    responses={
+        503: {"model": Readiness, "description": "Not ready yet: no observation has succeeded"}
+    },
 )
 async def readyz(request: Request) -> JSONResponse:
     now = service_state(request).readiness()
     readiness = Readiness(ready=now.ready, source=now.source, rounds=now.rounds)
-    return JSONResponse(readiness.model_dump(mode="json"), status_code=200 if readiness.ready else 503)
+    return JSONResponse(
+        readiness.model_dump(mode="json"), status_code=200 if readiness.ready else 503
+    )

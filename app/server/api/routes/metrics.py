@@ -20,9 +20,16 @@ kafka_throttle_factor 1.0
     "/metrics",
     summary="Prometheus metrics",
     response_class=Response,
-    responses={200: {"description": "Prometheus text exposition format", "content": {"text/plain": {"schema": {"type": "string"}, "example": EXAMPLE}}}},
+    responses={
+        200: {
+            "description": "Prometheus text exposition format",
+            "content": {"text/plain": {"schema": {"type": "string"}, "example": EXAMPLE}},
+        }
+    },
 )
 def metrics(request: Request) -> Response:
     # A plain function: FastAPI runs it on the thread pool, so a large scrape never holds
     # up the event loop; the collectors it reads are safe to read from another thread.
-    return Response(generate_latest(service_state(request).registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(
+        generate_latest(service_state(request).registry), media_type=CONTENT_TYPE_LATEST
+    )

@@ -18,7 +18,11 @@ from app.server.runtime.node_intake import TooSoon, UnknownNode
 
 routes = RouteSet(tags=["nodes"])
 # Declares the node token in the OpenAPI document; app.server.edge.admission checks it before the body is read.
-node_bearer = HTTPBearer(auto_error=False, scheme_name="NodeToken", description="The token of throttle.service.node.token")
+node_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="NodeToken",
+    description="The token of throttle.service.node.token",
+)
 
 
 @routes.put(
@@ -30,7 +34,12 @@ node_bearer = HTTPBearer(auto_error=False, scheme_name="NodeToken", description=
     dependencies=[Depends(node_bearer), Depends(strict_query)],
     responses={
         **problem_responses(400, 401, 404, 409, 413, 422),
-        429: {**problem_responses(429)[429], "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait"}}},
+        429: {
+            **problem_responses(429)[429],
+            "headers": {
+                "Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait"}
+            },
+        },
     },
 )
 async def put_node_volumes(
@@ -38,7 +47,9 @@ async def put_node_volumes(
     body: NodeVolumesBody,
     node_id: Annotated[int, Path(ge=0, le=2**31 - 1, description="The node's node.id")],
 ) -> Response:
-    refusal = service_state(request).offer_node_report(node_id, lambda now: body.report(node_id, now))
+    refusal = service_state(request).offer_node_report(
+        node_id, lambda now: body.report(node_id, now)
+    )
     if isinstance(refusal, UnknownNode):
         detail = (
             f"node {node_id} is not a broker the cluster has registered, and {UNLISTED_NODES} other nodes DescribeCluster "
@@ -47,5 +58,7 @@ async def put_node_volumes(
         raise ProblemError(409, "Unknown node", detail)
     if isinstance(refusal, TooSoon):
         detail = f"node {node_id} reported less than a second ago; one report per node per second is taken"
-        raise ProblemError(429, "Too many requests", detail, headers={"Retry-After": str(refusal.retry_after)})
+        raise ProblemError(
+            429, "Too many requests", detail, headers={"Retry-After": str(refusal.retry_after)}
+        )
     return Response(status_code=204)

@@ -42,12 +42,30 @@ bearer = HTTPBearer(auto_error=False, description="The token of throttle.service
 
 TYPE_NAMES = [t.value for t in QuotaType]
 _RESOLVE_PARAMETERS = [
-    {"name": "user", "in": "query", "required": False, "schema": {"type": "string", "default": ""},
-     "description": "The user principal name (without User:); empty for none", "example": "alice"},
-    {"name": "client-id", "in": "query", "required": False, "schema": {"type": "string", "default": ""},
-     "description": "The client id", "example": "billing-producer"},
-    {"name": "type", "in": "query", "required": True, "schema": {"type": "string", "enum": TYPE_NAMES},
-     "description": "The quota type", "example": "produce"},
+    {
+        "name": "user",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "string", "default": ""},
+        "description": "The user principal name (without User:); empty for none",
+        "example": "alice",
+    },
+    {
+        "name": "client-id",
+        "in": "query",
+        "required": False,
+        "schema": {"type": "string", "default": ""},
+        "description": "The client id",
+        "example": "billing-producer",
+    },
+    {
+        "name": "type",
+        "in": "query",
+        "required": True,
+        "schema": {"type": "string", "enum": TYPE_NAMES},
+        "description": "The quota type",
+        "example": "produce",
+    },
 ]
 
 
@@ -70,7 +88,10 @@ def quota_service(request: Request) -> QuotaService:
     "/quotas",
     response_model=QuotaTableModel,
     summary="The whole quota table and the factor in force",
-    responses={**conditional_responses("The table", "a shim", TABLE_ETAG_FIELDS), **problem_responses(422, 503)},
+    responses={
+        **conditional_responses("The table", "a shim", TABLE_ETAG_FIELDS),
+        **problem_responses(422, 503),
+    },
     openapi_extra={"parameters": [WAIT_PARAMETER]},
 )
 async def quota_table(request: Request) -> Response:
@@ -91,7 +112,11 @@ async def resolve_quota(request: Request) -> Response:
     query = query_values(request.scope)
     type_name = query.get("type")
     if type_name not in TYPE_NAMES:
-        raise ProblemError(422, "Invalid request", f"type: expected one of {', '.join(TYPE_NAMES)}, got {type_name!r}")
+        raise ProblemError(
+            422,
+            "Invalid request",
+            f"type: expected one of {', '.join(TYPE_NAMES)}, got {type_name!r}",
+        )
     user, client_id = query.get("user", ""), query.get("client-id", "")
     resolution = quota_service(request).resolve(user, client_id, QuotaType(type_name))
     body = ResolutionModel.of(user, client_id, resolution).model_dump_json().encode()
@@ -109,7 +134,13 @@ PUT_ERRORS = problem_responses(400, 401, 403, 413, 422, 503)
 DELETE_ERRORS = problem_responses(401, 403, 404, 413, 422, 503)
 
 _ENTITY_NAMES = (
-    ("user", "User principal name without User:", DEFAULT_NAME + " for the default user", user_name_problem, True),
+    (
+        "user",
+        "User principal name without User:",
+        DEFAULT_NAME + " for the default user",
+        user_name_problem,
+        True,
+    ),
     ("client-id", "Client id", DEFAULT_NAME + " for the default client id", name_problem, False),
 )
 
@@ -122,11 +153,21 @@ def _entity_parameters(new: bool) -> list[dict]:
         schema: dict = {"type": "string", "minLength": 1}
         if new:
             name_schema(users, members=False)(schema)
-        rules = f"; {NAME_RULES}" if new else "; any name, so that one stored under older rules can be removed"
-        parameters.append({
-            "name": field, "in": "query", "required": False, "schema": schema, "example": "alice" if users else DEFAULT_NAME,
-            "description": f"{what}, or {default}{rules}. Name a user, a client-id or both (a request naming neither is answered 422)",
-        })
+        rules = (
+            f"; {NAME_RULES}"
+            if new
+            else "; any name, so that one stored under older rules can be removed"
+        )
+        parameters.append(
+            {
+                "name": field,
+                "in": "query",
+                "required": False,
+                "schema": schema,
+                "example": "alice" if users else DEFAULT_NAME,
+                "description": f"{what}, or {default}{rules}. Name a user, a client-id or both (a request naming neither is answered 422)",
+            }
+        )
     return parameters
 
 
@@ -147,15 +188,30 @@ def _entity(request: Request, new: bool) -> QuotaEntity:
     return QuotaEntity(entity_name(query.get("user")), entity_name(query.get("client-id")))
 
 
-def _quotas_to_set(limits: QuotaLimitsBody, service: QuotaService, field_prefix: str) -> QuotaValues:
+def _quotas_to_set(
+    limits: QuotaLimitsBody, service: QuotaService, field_prefix: str
+) -> QuotaValues:
     """The body's quotas, once each is at or above the floor of its type."""
     values = limits.to_limits()
     if not values:
         field = field_prefix.rstrip(".") or "body"
-        raise InvalidRequest([field_error(field, "body", "set at least one quota (produce, fetch, request, controller_mutation)")])
+        raise InvalidRequest(
+            [
+                field_error(
+                    field,
+                    "body",
+                    "set at least one quota (produce, fetch, request, controller_mutation)",
+                )
+            ]
+        )
     problems = floor_problems(values, service.table.floors)
     if problems:
-        raise InvalidRequest([field_error(field_prefix + quota_type.value, "body", problem) for quota_type, problem in problems.items()])
+        raise InvalidRequest(
+            [
+                field_error(field_prefix + quota_type.value, "body", problem)
+                for quota_type, problem in problems.items()
+            ]
+        )
     return values
 
 
@@ -201,7 +257,11 @@ async def _changing_table(change: Awaitable[None]) -> None:
 
 
 GroupName = Path(
-    min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._-]+$", description="The group's name; not . or ..", examples=["analytics"]
+    min_length=1,
+    max_length=200,
+    pattern=r"^[A-Za-z0-9._-]+$",
+    description="The group's name; not . or ..",
+    examples=["analytics"],
 )
 
 
@@ -213,20 +273,31 @@ GroupName = Path(
     # 404: a name with a slash (%2F) names no group path.
     responses=problem_responses(400, 401, 403, 404, 409, 413, 422, 503),
 )
-async def put_group(request: Request, name: Annotated[str, GroupName], body: GroupBody) -> GroupModel:
+async def put_group(
+    request: Request, name: Annotated[str, GroupName], body: GroupBody
+) -> GroupModel:
     problem = group_name_problem(name)
     if problem:
         raise InvalidRequest([field_error("name", "path", problem)])
     service = quota_service(request)
     _check_members(body, service_state(request).settings.quota_group_max_members)
-    group = QuotaGroup(name, frozenset(body.users), frozenset(body.client_ids), _quotas_to_set(body.limits, service, "limits."))
+    group = QuotaGroup(
+        name,
+        frozenset(body.users),
+        frozenset(body.client_ids),
+        _quotas_to_set(body.limits, service, "limits."),
+    )
     await _changing_table(service.put_group(group))
     return GroupModel.of(group)
 
 
 def _check_members(body: GroupBody, max_members: int) -> None:
     errors = [
-        field_error(field, "body", f"lists {len(names)} names, more than {max_members} ({property_name('quota_group_max_members')})")
+        field_error(
+            field,
+            "body",
+            f"lists {len(names)} names, more than {max_members} ({property_name('quota_group_max_members')})",
+        )
         for field, names in (("users", body.users), ("client_ids", body.client_ids))
         if len(names) > max_members
     ]

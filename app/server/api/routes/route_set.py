@@ -33,7 +33,9 @@ class RouteSet:
         self._routes: list[tuple[str, Callable[..., Any], dict[str, Any]]] = []
         self._hot: list[Route] = []
 
-    def _route(self, path: str, methods: list[str], options: dict[str, Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def _route(
+        self, path: str, methods: list[str], options: dict[str, Any]
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         def register(endpoint: Callable[..., Any]) -> Callable[..., Any]:
             self._routes.append((path, endpoint, {**options, "methods": methods}))
             return endpoint
@@ -59,13 +61,22 @@ class RouteSet:
     def put(self, path: str, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         return self._route(path, ["PUT"], options)
 
-    def delete(self, path: str, **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def delete(
+        self, path: str, **options: Any
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         return self._route(path, ["DELETE"], options)
 
     def install(self, app: FastAPI) -> None:
         for path, endpoint, options in self._routes:
             given = dict(options)  # the set is installed in every app made from it
             responses = {**self._responses, **given.pop("responses", {})}
-            app.router.add_api_route(path, endpoint, tags=list(self._tags), responses=responses, route_class_override=StrictJsonRoute, **given)
+            app.router.add_api_route(
+                path,
+                endpoint,
+                tags=list(self._tags),
+                responses=responses,
+                route_class_override=StrictJsonRoute,
+                **given,
+            )
         # Starlette matches routes in order: the plain routes answer before the documented ones.
         app.router.routes[0:0] = self._hot

@@ -17,7 +17,10 @@ routes = RouteSet(tags=["throttle"])
     "/throttle-factor",
     response_model=ThrottleDecision,
     summary="The throttle factor in force and why",
-    responses={**conditional_responses("The decision", "a client", DECISION_ETAG_FIELDS), **problem_responses(422)},
+    responses={
+        **conditional_responses("The decision", "a client", DECISION_ETAG_FIELDS),
+        **problem_responses(422),
+    },
     openapi_extra={"parameters": [WAIT_PARAMETER]},
 )
 async def throttle_factor(request: Request) -> Response:

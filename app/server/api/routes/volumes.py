@@ -26,7 +26,14 @@ routes = RouteSet(tags=["volumes"])
 
 def paced_responses() -> dict[int | str, dict]:
     """The OpenAPI description of a large answer refused to a client asking too fast."""
-    return {429: {**problem_responses(429)[429], "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait"}}}}
+    return {
+        429: {
+            **problem_responses(429)[429],
+            "headers": {
+                "Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait"}
+            },
+        }
+    }
 
 
 def _render(state: Service, now: float) -> tuple[VolumesView, float | None]:
@@ -40,7 +47,10 @@ def _render(state: Service, now: float) -> tuple[VolumesView, float | None]:
     "/volumes",
     response_model=VolumesView,
     summary="The cached cluster view of every log dir volume",
-    responses={304: {"description": "The view is the one of the ETag given in If-None-Match"}, **paced_responses()},
+    responses={
+        304: {"description": "The view is the one of the ETag given in If-None-Match"},
+        **paced_responses(),
+    },
 )
 async def volumes(request: Request) -> Response:
     state = service_state(request)
@@ -56,7 +66,11 @@ def rendered_response(request: Request, answer: Rendered, conditional: bool) -> 
     if conditional and matching_etag(request.headers.get("if-none-match"), answer.etag):
         return Response(status_code=304, headers=headers)
     if answer.gzipped is not None and accepts_gzip(request.headers.get("accept-encoding")):
-        return Response(answer.gzipped, media_type="application/json", headers={**headers, "content-encoding": "gzip"})
+        return Response(
+            answer.gzipped,
+            media_type="application/json",
+            headers={**headers, "content-encoding": "gzip"},
+        )
     return Response(answer.body, media_type="application/json", headers=headers)
 
 
@@ -65,7 +79,11 @@ async def take_turn(request: Request, state: Service) -> None:
     A request with the node or admin token is not paced."""
     credentials = bearer_credentials(request.scope["headers"])
     if credentials is not None:
-        tokens = [t.get_secret_value().encode() for t in (state.settings.node_token, state.settings.admin_token) if t is not None]
+        tokens = [
+            t.get_secret_value().encode()
+            for t in (state.settings.node_token, state.settings.admin_token)
+            if t is not None
+        ]
         if any(hmac.compare_digest(credentials, token) for token in tokens):
             return
     client = request.client.host if request.client else "-"

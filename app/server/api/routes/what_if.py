@@ -53,12 +53,23 @@ async def what_if(candidate: CandidateLimits, request: Request) -> Response:
     try:
         limits = check_limits(limit_values(candidate))
     except ConfigurationError as exc:
-        errors = [field_error(_BODY_FIELDS[p.key], "body", f"allowed: {p.allowed} (as the setting {p.key})") for p in exc.problems]
+        errors = [
+            field_error(
+                _BODY_FIELDS[p.key], "body", f"allowed: {p.allowed} (as the setting {p.key})"
+            )
+            for p in exc.problems
+        ]
     horizon = None
     if candidate.horizon is not None:
-        horizon, problem = _horizon_seconds(candidate.horizon, state.settings, state.view().keeps_trends)
+        horizon, problem = _horizon_seconds(
+            candidate.horizon, state.settings, state.view().keeps_trends
+        )
         if problem is not None:
-            errors.append(field_error("horizon", "body", f"allowed: {problem} (as the setting {_HORIZON_SETTING})"))
+            errors.append(
+                field_error(
+                    "horizon", "body", f"allowed: {problem} (as the setting {_HORIZON_SETTING})"
+                )
+            )
     if errors:
         raise InvalidRequest(errors)
     await take_turn(request, state)
@@ -68,7 +79,9 @@ async def what_if(candidate: CandidateLimits, request: Request) -> Response:
         twin = state.view().judged_by(policy, horizon)
         decision = twin.decision(now)
         answer = WhatIf(decision=decision_response(decision), volumes=volumes_view(twin, now))
-        return answer, earliest(decision.reading.next_change_at, node_reports_change_at(state.view(), now))
+        return answer, earliest(
+            decision.reading.next_change_at, node_reports_change_at(state.view(), now)
+        )
 
     # Computed once per candidate and change of the view; a new candidate within a budget.
     answer = view_cache(request).what_if(state, candidate.model_dump_json(), render)
@@ -78,7 +91,9 @@ async def what_if(candidate: CandidateLimits, request: Request) -> Response:
     return rendered_response(request, answer, conditional=False)
 
 
-def _horizon_seconds(text: str, settings: Settings, trends_kept: bool) -> tuple[float | None, str | None]:
+def _horizon_seconds(
+    text: str, settings: Settings, trends_kept: bool
+) -> tuple[float | None, str | None]:
     """The candidate horizon in seconds, or what is allowed: the setting's own rules (a duration,
     at least the minimum and 12 check intervals), and a service that keeps fill trends."""
     least = timedelta(seconds=MIN_HORIZON_SECONDS)
@@ -86,7 +101,10 @@ def _horizon_seconds(text: str, settings: Settings, trends_kept: bool) -> tuple[
         least = max(least, settings.storage_check_interval * HORIZON_CHECK_INTERVALS)
     allowed = f"{DURATION_HINT}, at least {format_duration(least)} (PT1M and {HORIZON_CHECK_INTERVALS} check intervals)"
     if not trends_kept:  # whatever the horizon: nothing to judge it on
-        return None, f"a horizon only where the service keeps fill trends: set {_HORIZON_SETTING} to try one"
+        return (
+            None,
+            f"a horizon only where the service keeps fill trends: set {_HORIZON_SETTING} to try one",
+        )
     if re.fullmatch(HORIZON_PATTERN, text) is None:  # as the document states it: no spaces
         return None, allowed
     horizon = parse_duration(text)

@@ -30,15 +30,20 @@ class VolumeEntry(BaseModel):
     available_ratio: float | None = Field(description="usable / total; null when not reported")
     observed_at: str
     factor: float = Field(description="The factor this volume asks for")
-    reason: str = Field(description="Why the volume is listed: hard limit, soft limit, time to full, log dir error, ...")
+    reason: str = Field(
+        description="Why the volume is listed: hard limit, soft limit, time to full, log dir error, ..."
+    )
     fill_rate_bytes_per_second: float | None = Field(
-        None, description="Net fill rate from the recent observations (positive while filling); null without a horizon or too few observations"
+        None,
+        description="Net fill rate from the recent observations (positive while filling); null without a horizon or too few observations",
     )
     seconds_to_hard_limit: float | None = Field(
-        None, description="Seconds until the hard limit at that rate; null without a horizon or while not filling"
+        None,
+        description="Seconds until the hard limit at that rate; null without a horizon or while not filling",
     )
     broker_fenced: bool = Field(
-        False, description="The broker is registered but fenced (stopped or halted): this is its last observation, kept"
+        False,
+        description="The broker is registered but fenced (stopped or halted): this is its last observation, kept",
     )
     holds: list[Holding] = Field(
         ["data"],
@@ -51,7 +56,9 @@ class VolumeEntry(BaseModel):
 class LimitLevels(BaseModel):
     kind: LimitKind
     hard: float = Field(description="Hard limit level: a volume at or below it pauses producers")
-    soft: float | None = Field(description="Soft limit level: below it the factor ramps down; null when not set")
+    soft: float | None = Field(
+        description="Soft limit level: below it the factor ramps down; null when not set"
+    )
     hysteresis: float
 
 
@@ -74,15 +81,23 @@ class RoundSummary(BaseModel):
 
 
 class MetadataDecision(BaseModel):
-    mutation_factor: float = Field(ge=0.0, le=1.0, description="Multiplier for CONTROLLER_MUTATION quotas (0: mutations refused)")
+    mutation_factor: float = Field(
+        ge=0.0,
+        le=1.0,
+        description="Multiplier for CONTROLLER_MUTATION quotas (0: mutations refused)",
+    )
     source: FactorSource = Field(
         description="observed: metadata volumes are in the view; initial: none reported yet since start-up (1.0 for one "
         "validity duration); fallback: none in the view since, so the fallback factor applies to mutations"
     )
-    limits: LimitLevels | None = Field(description="The metadata limits; null when none is set (the factor is then always 1)")
+    limits: LimitLevels | None = Field(
+        description="The metadata limits; null when none is set (the factor is then always 1)"
+    )
     breaching: list[VolumeEntry]
     ramping: list[VolumeEntry]
-    reporting_nodes: list[int] = Field(description="The nodes whose report of their volumes is in the view")
+    reporting_nodes: list[int] = Field(
+        description="The nodes whose report of their volumes is in the view"
+    )
 
 
 class ThrottleDecision(BaseModel):
@@ -95,21 +110,30 @@ class ThrottleDecision(BaseModel):
     )
     state: State
     source: FactorSource
-    computed_at: str | None = Field(description="When the factor in force was computed (for fallback: when it took over)")
-    valid_until: str | None = Field(description="When this factor expires unless renewed; null for fallback/disabled")
+    computed_at: str | None = Field(
+        description="When the factor in force was computed (for fallback: when it took over)"
+    )
+    valid_until: str | None = Field(
+        description="When this factor expires unless renewed; null for fallback/disabled"
+    )
     fallback_factor: float
     limits: LimitLevels
     breaching: list[VolumeEntry]
     ramping: list[VolumeEntry]
-    unjudged: list[VolumeEntry] = Field(description="Log dirs without TotalBytes/UsableBytes (-1), counted but not judged")
-    active_brokers: int = Field(description="Brokers listed by DescribeCluster in the latest successful round")
+    unjudged: list[VolumeEntry] = Field(
+        description="Log dirs without TotalBytes/UsableBytes (-1), counted but not judged"
+    )
+    active_brokers: int = Field(
+        description="Brokers listed by DescribeCluster in the latest successful round"
+    )
     active_log_dirs: int = Field(description="Log dirs in the cached cluster view")
     fenced_brokers: list[FencedBroker] = Field(
         description="Registered but fenced brokers (stopped, or halted by a failed disk) whose last observation is in the view"
     )
     round: RoundSummary
     rule: str | None = Field(
-        None, description="The rule that set the factor: hard limit, soft limit, time to full (or a log dir error); null when open"
+        None,
+        description="The rule that set the factor: hard limit, soft limit, time to full (or a log dir error); null when open",
     )
     enforced: bool = Field(
         description="Whether enforcement is on: the brokers' shims apply this factor (all of them, or the canary_brokers); "
@@ -141,7 +165,12 @@ class ThrottleDecision(BaseModel):
                     "computed_at": "2026-11-21T16:40:00.000Z",
                     "valid_until": "2026-11-21T16:45:00.000Z",
                     "fallback_factor": 1.0,
-                    "limits": {"kind": "min-available-bytes", "hard": 8388608, "soft": None, "hysteresis": 0},
+                    "limits": {
+                        "kind": "min-available-bytes",
+                        "hard": 8388608,
+                        "soft": None,
+                        "hysteresis": 0,
+                    },
                     "breaching": [
                         {
                             "broker_id": 2,
@@ -159,7 +188,12 @@ class ThrottleDecision(BaseModel):
                     "active_brokers": 3,
                     "active_log_dirs": 3,
                     "fenced_brokers": [],
-                    "round": {"observed_at": "2026-11-21T16:40:00.000Z", "complete": True, "missing_brokers": [], "error": None},
+                    "round": {
+                        "observed_at": "2026-11-21T16:40:00.000Z",
+                        "complete": True,
+                        "missing_brokers": [],
+                        "error": None,
+                    },
                     "enforced": True,
                     "canary_brokers": [],
                 }
@@ -169,7 +203,10 @@ class ThrottleDecision(BaseModel):
 
 
 def volume_entry(
-    verdict: VolumeVerdict, fenced: Collection[int] = (), time_to_full: TimeToFull | None = None, holds: Collection[str] = ("data",)
+    verdict: VolumeVerdict,
+    fenced: Collection[int] = (),
+    time_to_full: TimeToFull | None = None,
+    holds: Collection[str] = ("data",),
 ) -> VolumeEntry:
     volume = verdict.volume
     estimate = time_to_full or verdict.time_to_full
@@ -201,8 +238,12 @@ def metadata_decision(step: MetadataStep, policy: StoragePolicy | None) -> Metad
         mutation_factor=step.mutation_factor,
         source=step.source,
         limits=limit_levels(policy) if policy is not None else None,
-        breaching=[metadata_entry(v) for v in step.judged if v.verdict.status is VolumeStatus.BREACHING],
-        ramping=[metadata_entry(v) for v in step.judged if v.verdict.status is VolumeStatus.RAMPING],
+        breaching=[
+            metadata_entry(v) for v in step.judged if v.verdict.status is VolumeStatus.BREACHING
+        ],
+        ramping=[
+            metadata_entry(v) for v in step.judged if v.verdict.status is VolumeStatus.RAMPING
+        ],
         reporting_nodes=step.reporting_nodes,
     )
 
@@ -222,7 +263,12 @@ def fenced_brokers(fenced: Collection[VolumeObservation]) -> list[FencedBroker]:
 
 
 def limit_levels(policy: StoragePolicy) -> LimitLevels:
-    return LimitLevels(kind=policy.kind, hard=policy.hard_level, soft=policy.soft_level, hysteresis=policy.hysteresis)
+    return LimitLevels(
+        kind=policy.kind,
+        hard=policy.hard_level,
+        soft=policy.soft_level,
+        hysteresis=policy.hysteresis,
+    )
 
 
 def round_summary(latest_round: ObservationRound | None) -> RoundSummary:
@@ -231,7 +277,10 @@ def round_summary(latest_round: ObservationRound | None) -> RoundSummary:
     return RoundSummary(
         observed_at=iso_instant(latest_round.finished_at),
         complete=latest_round.complete,
-        missing_brokers=[MissingBroker(broker_id=b, reason=r) for b, r in sorted(latest_round.missing_brokers.items())],
+        missing_brokers=[
+            MissingBroker(broker_id=b, reason=r)
+            for b, r in sorted(latest_round.missing_brokers.items())
+        ],
         error=latest_round.error,
     )
 
@@ -270,21 +319,36 @@ DECISION_ETAG_FIELDS = "factor, state, source, fallback_factor, limits, enforced
 
 def decision_etag_basis(model: ThrottleDecision) -> bytes:
     listed = {
-        name: [(v.broker_id, v.log_dir, v.reason) for v in getattr(model, name)] for name in ("breaching", "ramping", "unjudged")
+        name: [(v.broker_id, v.log_dir, v.reason) for v in getattr(model, name)]
+        for name in ("breaching", "ramping", "unjudged")
     }
     basis = {
         "decision": model.model_dump(
-            mode="json", include={"factor", "state", "source", "fallback_factor", "limits", "enforced", "canary_brokers"}
+            mode="json",
+            include={
+                "factor",
+                "state",
+                "source",
+                "fallback_factor",
+                "limits",
+                "enforced",
+                "canary_brokers",
+            },
         ),
         "listed": listed,
         "fenced": [f.broker_id for f in model.fenced_brokers],
     }
     metadata = model.metadata
-    if metadata is not None and metadata.limits is not None:  # without metadata limits, today's ETags
+    if (
+        metadata is not None and metadata.limits is not None
+    ):  # without metadata limits, today's ETags
         basis["metadata"] = {
             "mutation_factor": model.mutation_factor,
             "source": metadata.source.value,
             "limits": metadata.limits.model_dump(mode="json"),
-            "listed": {name: [(v.broker_id, v.log_dir, v.reason) for v in getattr(metadata, name)] for name in ("breaching", "ramping")},
+            "listed": {
+                name: [(v.broker_id, v.log_dir, v.reason) for v in getattr(metadata, name)]
+                for name in ("breaching", "ramping")
+            },
         }
     return json.dumps(basis, sort_keys=True).encode()

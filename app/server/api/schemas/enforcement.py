@@ -23,10 +23,18 @@ class EnforcementBody(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{"mode": "shadow"}, {"mode": "enforce", "canary_brokers": [1]}, {"mode": "enforce", "canary_brokers": []}]},
+        json_schema_extra={
+            "examples": [
+                {"mode": "shadow"},
+                {"mode": "enforce", "canary_brokers": [1]},
+                {"mode": "enforce", "canary_brokers": []},
+            ]
+        },
     )
 
-    mode: Literal["enforce", "shadow"] = Field(description="enforce: the shims apply the factor; shadow: none does")
+    mode: Literal["enforce", "shadow"] = Field(
+        description="enforce: the shims apply the factor; shadow: none does"
+    )
     canary_brokers: list[BrokerId] = Field(
         default_factory=list,
         description="With mode enforce, the only brokers whose shims apply the factor (each registered in the cluster view "
@@ -55,13 +63,19 @@ class EnforcementModel(BaseModel):
     )
 
     mode: Literal["enforce", "shadow"] = Field(description="The mode in force")
-    canary_brokers: list[int] = Field(description="In enforce mode, the only brokers that enforce; empty: every broker")
-    enforced: bool = Field(description="Whether enforcement is on (mode enforce), as /throttle-factor and /quotas say")
+    canary_brokers: list[int] = Field(
+        description="In enforce mode, the only brokers that enforce; empty: every broker"
+    )
+    enforced: bool = Field(
+        description="Whether enforcement is on (mode enforce), as /throttle-factor and /quotas say"
+    )
     source: Literal["settings", "store"] = Field(
         description="store: set with PUT /enforcement and kept in the quota store, which wins over the settings; "
         "settings: throttle.service.enforcement and its canary list (nothing stored, or returned with DELETE)"
     )
-    settings: EnforcementSetting = Field(description="What the settings say; in force again after DELETE /enforcement")
+    settings: EnforcementSetting = Field(
+        description="What the settings say; in force again after DELETE /enforcement"
+    )
 
     @classmethod
     def of(cls, enforcement: Enforcement, source: str, configured: Enforcement) -> EnforcementModel:
@@ -70,5 +84,7 @@ class EnforcementModel(BaseModel):
             canary_brokers=list(enforcement.canary_brokers),
             enforced=enforcement.enforced,
             source=source,  # type: ignore[arg-type]
-            settings=EnforcementSetting(mode=configured.mode.value, canary_brokers=list(configured.canary_brokers)),
+            settings=EnforcementSetting(
+                mode=configured.mode.value, canary_brokers=list(configured.canary_brokers)
+            ),
         )

@@ -14,7 +14,9 @@ class Health(BaseModel):
 
 
 class Readiness(BaseModel):
-    model_config = ConfigDict(json_schema_extra={"examples": [{"ready": True, "source": "observed", "rounds": 42}]})
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"ready": True, "source": "observed", "rounds": 42}]}
+    )
 
     ready: bool
     source: FactorSource = Field(description="Source of the factor in force (see /throttle-factor)")

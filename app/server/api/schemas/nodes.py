@@ -19,10 +19,17 @@ class NodeVolumeEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     log_dir: str = Field(
-        min_length=2, max_length=MAX_LOG_DIR_CHARS, pattern=r"^/", description="The directory as configured (absolute path)"
+        min_length=2,
+        max_length=MAX_LOG_DIR_CHARS,
+        pattern=r"^/",
+        description="The directory as configured (absolute path)",
     )
-    total_bytes: ByteCount = Field(description="The file store's total space (FileStore.getTotalSpace())")
-    usable_bytes: ByteCount = Field(description="The file store's usable space (FileStore.getUsableSpace()), at most total_bytes")
+    total_bytes: ByteCount = Field(
+        description="The file store's total space (FileStore.getTotalSpace())"
+    )
+    usable_bytes: ByteCount = Field(
+        description="The file store's usable space (FileStore.getUsableSpace()), at most total_bytes"
+    )
     holds: list[Literal["data", "metadata"]] = Field(
         min_length=1,
         max_length=2,
@@ -49,7 +56,14 @@ class NodeVolumesBody(BaseModel):
             "examples": [
                 {
                     "roles": ["controller"],
-                    "volumes": [{"log_dir": "/var/lib/kafka/meta", "total_bytes": 68719476736, "usable_bytes": 1234567890, "holds": ["metadata"]}],
+                    "volumes": [
+                        {
+                            "log_dir": "/var/lib/kafka/meta",
+                            "total_bytes": 68719476736,
+                            "usable_bytes": 1234567890,
+                            "holds": ["metadata"],
+                        }
+                    ],
                 }
             ]
         },
@@ -57,7 +71,9 @@ class NodeVolumesBody(BaseModel):
 
     # Each role and each holds entry once: said in the descriptions and answered 422, not as
     # uniqueItems, which openapi-generator's Java client turns into a Set it cannot compile.
-    roles: list[Literal["broker", "controller"]] = Field(min_length=1, max_length=2, description="The node's process.roles, each once")
+    roles: list[Literal["broker", "controller"]] = Field(
+        min_length=1, max_length=2, description="The node's process.roles, each once"
+    )
     volumes: list[NodeVolumeEntry] = Field(
         max_length=MAX_NODE_VOLUMES,
         description=f"At most {MAX_NODE_VOLUMES} entries, each log_dir once; an entry holding data needs the broker role among roles",
@@ -78,6 +94,9 @@ class NodeVolumesBody(BaseModel):
         return NodeReport(
             node_id,
             frozenset(self.roles),
-            tuple(NodeVolume(v.log_dir, v.total_bytes, v.usable_bytes, frozenset(v.holds)) for v in self.volumes),
+            tuple(
+                NodeVolume(v.log_dir, v.total_bytes, v.usable_bytes, frozenset(v.holds))
+                for v in self.volumes
+            ),
             received_at,
         )

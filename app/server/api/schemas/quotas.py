@@ -42,7 +42,9 @@ Limit = Annotated[Quota | None, Field()]
 class QuotaLimits(BaseModel):
     """Quotas per type in Kafka's units; null or absent: no quota of that type at this level."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"produce": 1048576, "fetch": 2097152}]})
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"produce": 1048576, "fetch": 2097152}]}
+    )
 
     produce: Limit = Field(None, description="bytes/s per broker")
     fetch: Limit = Field(None, description="bytes/s per broker")
@@ -50,7 +52,9 @@ class QuotaLimits(BaseModel):
     controller_mutation: Limit = Field(None, description="partition mutations/s (KIP-599)")
 
     def to_limits(self) -> QuotaValues:
-        return {QuotaType(name): value for name, value in self.model_dump().items() if value is not None}
+        return {
+            QuotaType(name): value for name, value in self.model_dump().items() if value is not None
+        }
 
     @classmethod
     def of(cls, limits: QuotaValues) -> QuotaLimits:
@@ -81,7 +85,9 @@ class QuotaLimitsBody(QuotaLimits):
     # return its default's type, so the type checker cannot be told; hence the ignores.
     produce: StrictQuota = Field(None, description="bytes/s per broker")  # type: ignore[assignment]
     fetch: StrictQuota = Field(None, description="bytes/s per broker")  # type: ignore[assignment]
-    request: StrictQuota = Field(None, description="percent of one request handler / network thread")  # type: ignore[assignment]
+    request: StrictQuota = Field(
+        None, description="percent of one request handler / network thread"
+    )  # type: ignore[assignment]
     controller_mutation: StrictQuota = Field(None, description="partition mutations/s (KIP-599)")  # type: ignore[assignment]
 
 
@@ -98,8 +104,12 @@ def entity_text(name: EntityName) -> str | None:
 
 
 class EntityModel(BaseModel):
-    user: str | None = Field(None, description="A user principal name, or <default>; null: not part of the entity")
-    client_id: str | None = Field(None, description="A client id, or <default>; null: not part of the entity")
+    user: str | None = Field(
+        None, description="A user principal name, or <default>; null: not part of the entity"
+    )
+    client_id: str | None = Field(
+        None, description="A client id, or <default>; null: not part of the entity"
+    )
 
     @classmethod
     def of(cls, entity: QuotaEntity) -> EntityModel:
@@ -109,7 +119,13 @@ class EntityModel(BaseModel):
 class OverrideModel(BaseModel):
     model_config = ConfigDict(
         json_schema_extra={
-            "examples": [{"entity": {"user": "alice", "client_id": "<default>"}, "level": "user, default client-id", "limits": {"produce": 1048576}}]
+            "examples": [
+                {
+                    "entity": {"user": "alice", "client_id": "<default>"},
+                    "level": "user, default client-id",
+                    "limits": {"produce": 1048576},
+                }
+            ]
         }
     )
 
@@ -129,7 +145,14 @@ def name_schema(users: bool, members: bool) -> Callable[[dict[str, Any]], None]:
     the pattern takes a pass over every Unicode character)."""
 
     def complete(schema: dict[str, Any]) -> None:
-        schema.update({"type": "string", "minLength": 1, "maxLength": NAME_MAX_BYTES, "pattern": name_pattern(users, members)})
+        schema.update(
+            {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": NAME_MAX_BYTES,
+                "pattern": name_pattern(users, members),
+            }
+        )
 
     return complete
 
@@ -152,11 +175,17 @@ class GroupBody(BaseModel):
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{"users": ["alice", "bob"], "client_ids": ["etl"], "limits": {"produce": 5242880}}], **_SOME_MEMBER},
+        json_schema_extra={
+            "examples": [
+                {"users": ["alice", "bob"], "client_ids": ["etl"], "limits": {"produce": 5242880}}
+            ],
+            **_SOME_MEMBER,
+        },
     )
 
     users: list[_member(users=True)] = Field(  # type: ignore[valid-type]
-        default_factory=list, description=f"User principal names, without User:, not {DEFAULT_NAME}; {NAME_RULES}"
+        default_factory=list,
+        description=f"User principal names, without User:, not {DEFAULT_NAME}; {NAME_RULES}",
     )
     client_ids: list[_member(users=False)] = Field(  # type: ignore[valid-type]
         default_factory=list, description=f"Client ids, not {DEFAULT_NAME}; {NAME_RULES}"
@@ -169,7 +198,11 @@ class GroupBody(BaseModel):
         for name in names:
             problem = member_name_problem(name, users=info.field_name == "users")
             if problem:
-                raise PydanticCustomError("member_name", "{name}: {problem}", {"name": repr(name[:64]), "problem": problem})
+                raise PydanticCustomError(
+                    "member_name",
+                    "{name}: {problem}",
+                    {"name": repr(name[:64]), "problem": problem},
+                )
         return names
 
     @model_validator(mode="after")
@@ -181,7 +214,16 @@ class GroupBody(BaseModel):
 
 class GroupModel(BaseModel):
     model_config = ConfigDict(
-        json_schema_extra={"examples": [{"name": "analytics", "users": ["alice", "bob"], "client_ids": ["etl"], "limits": {"produce": 5242880}}]}
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "analytics",
+                    "users": ["alice", "bob"],
+                    "client_ids": ["etl"],
+                    "limits": {"produce": 5242880},
+                }
+            ]
+        }
     )
 
     name: str
@@ -191,7 +233,12 @@ class GroupModel(BaseModel):
 
     @classmethod
     def of(cls, group: QuotaGroup) -> GroupModel:
-        return cls(name=group.name, users=sorted(group.users), client_ids=sorted(group.client_ids), limits=QuotaLimits.of(group.limits))
+        return cls(
+            name=group.name,
+            users=sorted(group.users),
+            client_ids=sorted(group.client_ids),
+            limits=QuotaLimits.of(group.limits),
+        )
 
 
 class QuotaTableModel(BaseModel):
@@ -202,14 +249,32 @@ class QuotaTableModel(BaseModel):
             "examples": [
                 {
                     "defaults": {"produce": 10485760},
-                    "overrides": [{"entity": {"user": "alice", "client_id": None}, "level": "user", "limits": {"produce": 2097152}}],
-                    "groups": [{"name": "analytics", "users": ["bob"], "client_ids": ["etl"], "limits": {"produce": 5242880}}],
+                    "overrides": [
+                        {
+                            "entity": {"user": "alice", "client_id": None},
+                            "level": "user",
+                            "limits": {"produce": 2097152},
+                        }
+                    ],
+                    "groups": [
+                        {
+                            "name": "analytics",
+                            "users": ["bob"],
+                            "client_ids": ["etl"],
+                            "limits": {"produce": 5242880},
+                        }
+                    ],
                     "excluded_principals": ["User:CN=operator,O=example"],
                     "precedence": [*PRECEDENCE_NAMES],
                     "factor": 0.5,
                     "mutation_factor": 1.0,
                     "factor_types": ["produce"],
-                    "floors": {"produce": 65536, "fetch": 65536, "request": 1, "controller_mutation": 1},
+                    "floors": {
+                        "produce": 65536,
+                        "fetch": 65536,
+                        "request": 1,
+                        "controller_mutation": 1,
+                    },
                     "state": "THROTTLE",
                     "source": "observed",
                     "valid_until": "2026-11-21T16:45:00.000Z",
@@ -220,7 +285,9 @@ class QuotaTableModel(BaseModel):
         }
     )
 
-    defaults: QuotaLimits = Field(description="Per-broker quotas shared by clients that match nothing more specific")
+    defaults: QuotaLimits = Field(
+        description="Per-broker quotas shared by clients that match nothing more specific"
+    )
     overrides: list[OverrideModel]
     groups: list[GroupModel]
     excluded_principals: list[str] = Field(description="Principals never throttled, as User:<name>")
@@ -228,7 +295,9 @@ class QuotaTableModel(BaseModel):
         description="Resolution order, most specific first: a client's quota of a type comes from the first of these levels "
         "that sets one. The broker shim resolves in this order."
     )
-    factor: float = Field(ge=0, le=1, description="The throttle factor in force", json_schema_extra=DOUBLE)
+    factor: float = Field(
+        ge=0, le=1, description="The throttle factor in force", json_schema_extra=DOUBLE
+    )
     mutation_factor: float = Field(
         1.0,
         ge=0,
@@ -239,10 +308,14 @@ class QuotaTableModel(BaseModel):
         json_schema_extra=DOUBLE,
     )
     factor_types: list[QuotaType]
-    floors: QuotaLimits = Field(description="The lowest limit the factor brings a quota to, per type")
+    floors: QuotaLimits = Field(
+        description="The lowest limit the factor brings a quota to, per type"
+    )
     state: State
     source: FactorSource
-    valid_until: str | None = Field(description="When the factor expires unless renewed (see /throttle-factor)")
+    valid_until: str | None = Field(
+        description="When the factor expires unless renewed (see /throttle-factor)"
+    )
     enforced: bool = Field(
         description="Whether shims apply the factor: false (shadow mode) means every shim applies its quotas unscaled and "
         "reports what it would apply"
@@ -279,9 +352,18 @@ class ResolutionModel(BaseModel):
     level: str = Field(description="The precedence level that matched (see /quotas precedence)")
     entity: EntityModel | None = Field(description="The override entity that matched, if any")
     group: str | None = Field(description="The quota group that matched, if any")
-    base_limit: Quota | None = Field(description="The configured quota before the factor; null: unlimited")
-    factor: float = Field(ge=0, le=1, description="The factor applied to this quota type (1.0 when it does not apply)", json_schema_extra=DOUBLE)
-    limit: Quota | None = Field(description="The effective limit the broker enforces; null: unlimited")
+    base_limit: Quota | None = Field(
+        description="The configured quota before the factor; null: unlimited"
+    )
+    factor: float = Field(
+        ge=0,
+        le=1,
+        description="The factor applied to this quota type (1.0 when it does not apply)",
+        json_schema_extra=DOUBLE,
+    )
+    limit: Quota | None = Field(
+        description="The effective limit the broker enforces; null: unlimited"
+    )
     tags: dict[str, str] = Field(description="Metric tags: clients with equal tags share one quota")
 
     @classmethod
@@ -302,11 +384,17 @@ class ResolutionModel(BaseModel):
 
 def _table_fields(table: QuotaTable) -> dict[str, Any]:
     """The fields of the table model that come from the quota table."""
-    overrides = sorted(table.overrides.items(), key=lambda item: (PRECEDENCE.index(item[0].level), repr(item[0])))
+    overrides = sorted(
+        table.overrides.items(), key=lambda item: (PRECEDENCE.index(item[0].level), repr(item[0]))
+    )
     return {
         "defaults": QuotaLimits.of(table.defaults),
         "overrides": [
-            OverrideModel(entity=EntityModel.of(entity), level=entity.level.value, limits=QuotaLimits.of(limits))
+            OverrideModel(
+                entity=EntityModel.of(entity),
+                level=entity.level.value,
+                limits=QuotaLimits.of(limits),
+            )
             for entity, limits in overrides
         ],
         "groups": [GroupModel.of(table.groups[name]) for name in sorted(table.groups)],
@@ -317,15 +405,28 @@ def _table_fields(table: QuotaTable) -> dict[str, Any]:
     }
 
 
-_READING_FIELDS = ("factor", "mutation_factor", "state", "source", "valid_until", "enforced", "canary_brokers")
+_READING_FIELDS = (
+    "factor",
+    "mutation_factor",
+    "state",
+    "source",
+    "valid_until",
+    "enforced",
+    "canary_brokers",
+)
 
 
 def _reading_fields(reading: FactorReading, enforcement: Enforcement) -> dict[str, Any]:
     """The fields of the table model that come from the factor reading and the enforcement
     (_READING_FIELDS)."""
     values = (
-        reading.factor, reading.mutation_factor, State.of(reading.factor), reading.source, iso_instant(reading.valid_until),
-        enforcement.enforced, list(enforcement.canary_brokers),
+        reading.factor,
+        reading.mutation_factor,
+        State.of(reading.factor),
+        reading.source,
+        iso_instant(reading.valid_until),
+        enforcement.enforced,
+        list(enforcement.canary_brokers),
     )
     return dict(zip(_READING_FIELDS, values, strict=True))
 
@@ -333,7 +434,9 @@ def _reading_fields(reading: FactorReading, enforcement: Enforcement) -> dict[st
 TABLE_FIELDS = frozenset(QuotaTableModel.model_fields) - frozenset(_READING_FIELDS)
 
 
-def table_model(table: QuotaTable, reading: FactorReading, enforcement: Enforcement = ENFORCE_EVERYWHERE) -> QuotaTableModel:
+def table_model(
+    table: QuotaTable, reading: FactorReading, enforcement: Enforcement = ENFORCE_EVERYWHERE
+) -> QuotaTableModel:
     return QuotaTableModel(**_table_fields(table), **_reading_fields(reading, enforcement))
 
 
@@ -342,14 +445,23 @@ def table_from_json(data: dict) -> QuotaTable:
     return QuotaTable(
         defaults=QuotaLimits(**data.get("defaults", {})).to_limits(),
         overrides={
-            QuotaEntity(entity_name(o["entity"].get("user")), entity_name(o["entity"].get("client_id"))): QuotaLimits(**o["limits"]).to_limits()
+            QuotaEntity(
+                entity_name(o["entity"].get("user")), entity_name(o["entity"].get("client_id"))
+            ): QuotaLimits(**o["limits"]).to_limits()
             for o in data.get("overrides", [])
         },
         groups={
-            g["name"]: QuotaGroup(g["name"], frozenset(g.get("users", [])), frozenset(g.get("client_ids", [])), QuotaLimits(**g["limits"]).to_limits())
+            g["name"]: QuotaGroup(
+                g["name"],
+                frozenset(g.get("users", [])),
+                frozenset(g.get("client_ids", [])),
+                QuotaLimits(**g["limits"]).to_limits(),
+            )
             for g in data.get("groups", [])
         },
-        excluded_principals=frozenset(p.removeprefix("User:") for p in data.get("excluded_principals", [])),
+        excluded_principals=frozenset(
+            p.removeprefix("User:") for p in data.get("excluded_principals", [])
+        ),
         factor_types=frozenset(QuotaType(t) for t in data.get("factor_types", [])),
         floors=QuotaLimits(**data["floors"]).to_limits(),
     )
@@ -372,13 +484,17 @@ def table_etag_basis(model: QuotaTableModel, table_digest: str) -> bytes:
         "enforced": model.enforced,
         "canary_brokers": model.canary_brokers,
     }
-    if model.mutation_factor != 1.0:  # left out at 1: a service without metadata limits keeps its ETags
+    if (
+        model.mutation_factor != 1.0
+    ):  # left out at 1: a service without metadata limits keeps its ETags
         basis["mutation_factor"] = model.mutation_factor
     return json.dumps(basis, sort_keys=True).encode()
 
 
 def _table_digest(model: QuotaTableModel) -> str:
-    table = json.dumps(model.model_dump(mode="json", include=set(TABLE_FIELDS)), sort_keys=True).encode()
+    table = json.dumps(
+        model.model_dump(mode="json", include=set(TABLE_FIELDS)), sort_keys=True
+    ).encode()
     return hashlib.blake2b(table, digest_size=16).hexdigest()
 
 
@@ -392,11 +508,22 @@ class QuotaTableRenderer:
         self._fields: dict[str, Any] = {}
         self._digest = ""
 
-    def render(self, table: QuotaTable, reading: FactorReading, enforcement: Enforcement = ENFORCE_EVERYWHERE) -> tuple[QuotaTableModel, bytes]:
+    def render(
+        self,
+        table: QuotaTable,
+        reading: FactorReading,
+        enforcement: Enforcement = ENFORCE_EVERYWHERE,
+    ) -> tuple[QuotaTableModel, bytes]:
         if table is not self._table:
             model = table_model(table, reading, enforcement)
-            self._table, self._fields, self._digest = table, {name: getattr(model, name) for name in TABLE_FIELDS}, _table_digest(model)
+            self._table, self._fields, self._digest = (
+                table,
+                {name: getattr(model, name) for name in TABLE_FIELDS},
+                _table_digest(model),
+            )
         else:
             # The table's fields were validated when converted; the reading's are of their types.
-            model = QuotaTableModel.model_construct(**self._fields, **_reading_fields(reading, enforcement))
+            model = QuotaTableModel.model_construct(
+                **self._fields, **_reading_fields(reading, enforcement)
+            )
         return model, table_etag_basis(model, self._digest)

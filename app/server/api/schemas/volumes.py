@@ -14,12 +14,16 @@ from app.timefmt import iso_instant
 
 class CachedVolume(VolumeEntry):
     age_seconds: float = Field(description="Seconds since this observation was made")
-    broker_active: bool = Field(description="The broker was listed by DescribeCluster in the latest round")
+    broker_active: bool = Field(
+        description="The broker was listed by DescribeCluster in the latest round"
+    )
     expires_at: str = Field(
         description="When this observation leaves the view unless a round renews it (a fenced broker's is renewed by "
         "every round that lists it, with the keep policy)"
     )
-    error: str | None = Field(description="Kafka error reported for this log dir (e.g. KAFKA_STORAGE_ERROR)")
+    error: str | None = Field(
+        description="Kafka error reported for this log dir (e.g. KAFKA_STORAGE_ERROR)"
+    )
     status: VolumeStatus
     observed_by: Literal["admin-api", "node-report"] = Field(
         "admin-api",
@@ -73,14 +77,19 @@ class VolumesView(BaseModel):
     missing_brokers: list[int]
     volumes: list[CachedVolume]
     reporting_nodes: list[int] = Field(
-        [], description="The nodes whose own report of their volumes is in the view (their metadata volumes are listed)"
+        [],
+        description="The nodes whose own report of their volumes is in the view (their metadata volumes are listed)",
     )
 
 
 def volumes_view(decider: DecisionView, now: float) -> VolumesView:
     entries = [
         CachedVolume(
-            **volume_entry(volume.verdict, (volume.observation.broker_id,) if volume.broker_fenced else (), volume.time_to_full).model_dump(),
+            **volume_entry(
+                volume.verdict,
+                (volume.observation.broker_id,) if volume.broker_fenced else (),
+                volume.time_to_full,
+            ).model_dump(),
             age_seconds=round(max(0.0, now - volume.observation.observed_at), 3),
             broker_active=volume.broker_active,
             expires_at=iso_instant(volume.expires_at) or "",

@@ -41,20 +41,24 @@ def _exactly_one_kind(schema: dict[str, Any]) -> None:
     schema.update({"minProperties": 1, "maxProperties": 1})
 
 
-
 # The ISO-8601 durations the settings take (app/settings/durations.py: PnDTnHnMn.nS, any case,
 # at least one part, ASCII digits), as a pattern the document states and the body is held to.
 _SECONDS = r"[0-9]+(?:\.[0-9]{1,9})?[Ss]"
 _TIME = rf"[Tt](?:[0-9]+[Hh](?:[0-9]+[Mm])?(?:{_SECONDS})?|[0-9]+[Mm](?:{_SECONDS})?|{_SECONDS})"
 HORIZON_PATTERN = rf"^[Pp](?:[0-9]+[Dd](?:{_TIME})?|{_TIME})$"
 
+
 class LimitLevel(BaseModel):
     """One level, of one kind: usable bytes or usable/total ratio."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra=_one_kind)
 
-    min_available_bytes: Bytes = Field(default=None, description="Breached at or below this many usable bytes")  # type: ignore[assignment]
-    min_available_ratio: Ratio = Field(default=None, description="Breached at or below this usable/total ratio, in [0, 1]")  # type: ignore[assignment]
+    min_available_bytes: Bytes = Field(
+        default=None, description="Breached at or below this many usable bytes"
+    )  # type: ignore[assignment]
+    min_available_ratio: Ratio = Field(
+        default=None, description="Breached at or below this usable/total ratio, in [0, 1]"
+    )  # type: ignore[assignment]
 
 
 class HardLimit(LimitLevel):
@@ -66,8 +70,14 @@ class HardLimit(LimitLevel):
 class HysteresisLevel(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra=_one_kind)
 
-    bytes: Bytes = Field(default=None, description="With a bytes hard limit: a breaching volume stays so until above limit + this")  # type: ignore[assignment]
-    ratio: Ratio = Field(default=None, description="With a ratio hard limit: a breaching volume stays so until above limit + this")  # type: ignore[assignment]
+    bytes: Bytes = Field(
+        default=None,
+        description="With a bytes hard limit: a breaching volume stays so until above limit + this",
+    )  # type: ignore[assignment]
+    ratio: Ratio = Field(
+        default=None,
+        description="With a ratio hard limit: a breaching volume stays so until above limit + this",
+    )  # type: ignore[assignment]
 
 
 class CandidateLimits(BaseModel):
@@ -75,7 +85,11 @@ class CandidateLimits(BaseModel):
         extra="forbid",
         json_schema_extra={
             "examples": [
-                {"hard": {"min_available_ratio": 0.1}, "soft": {"min_available_ratio": 0.2}, "hysteresis": {"ratio": 0.02}},
+                {
+                    "hard": {"min_available_ratio": 0.1},
+                    "soft": {"min_available_ratio": 0.2},
+                    "hysteresis": {"ratio": 0.02},
+                },
                 {"hard": {"min_available_bytes": 8388608}},
                 {"hard": {"min_available_ratio": 0.1}, "horizon": "PT30M"},
             ]
@@ -95,7 +109,9 @@ class CandidateLimits(BaseModel):
     horizon: str = Field(  # type: ignore[assignment]
         None,
         strict=True,
-        json_schema_extra={"pattern": HORIZON_PATTERN},  # held to by the route, which names the setting
+        json_schema_extra={
+            "pattern": HORIZON_PATTERN
+        },  # held to by the route, which names the setting
         description=(
             "Time to full (optional), as throttle.service.ramp.horizon: an ISO-8601 duration such as PT30M, at least PT1M "
             "and 12 of the service's check intervals. Judged on the fill trends the service keeps, so only a service "
@@ -136,8 +152,14 @@ def _example(model: type[BaseModel]) -> dict[str, Any]:
 
 class WhatIf(BaseModel):
     model_config = ConfigDict(
-        json_schema_extra={"examples": [{"decision": _example(ThrottleDecision), "volumes": _example(VolumesView)}]}
+        json_schema_extra={
+            "examples": [{"decision": _example(ThrottleDecision), "volumes": _example(VolumesView)}]
+        }
     )
 
-    decision: ThrottleDecision = Field(description="What /throttle-factor would answer under the candidate limits")
-    volumes: VolumesView = Field(description="What /volumes would answer under the candidate limits")
+    decision: ThrottleDecision = Field(
+        description="What /throttle-factor would answer under the candidate limits"
+    )
+    volumes: VolumesView = Field(
+        description="What /volumes would answer under the candidate limits"
+    )
