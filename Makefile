@@ -28,8 +28,9 @@ run: install
 # The parts of the test command, timed by .ci/parts.py, which prints the time of each at the
 # end (also when one fails; then the parts after it do not run and the exit status is non-zero).
 # A part given with + runs at the same time as the one before it, one given with > right after
-# it (the Strimzi check reads the shim's jar). Fastest first, so a typo fails in seconds: the
-# unit and API tests alongside the shim's JUnit tests (results printed) and jar; then the
+# it (the Strimzi check reads the shim's jar). Fastest first, so a typo fails in seconds: ruff
+# (lint and format) and mypy on app/ and spark/ (settings in pyproject.toml), then the unit and
+# API tests alongside the shim's JUnit tests (results printed) and jar; then the
 # integration tests (real KRaft clusters on loopback, the shim in every broker of some) in
 # INTEGRATION_WORKERS processes, each test module in one of them with its own clusters,
 # alongside the report tests (local Spark) and the Strimzi model check.
@@ -41,6 +42,7 @@ test:
 	@$(PYTHON) .ci/parts.py --modules $(CI_REPORTS)/integration.xml \
 		'install=$(MAKE) --no-print-directory install' \
 		'tools=$(MAKE) --no-print-directory test-tools' \
+		'checks=$(PY) -m ruff check app spark && $(PY) -m ruff format --check app spark && $(PY) -m mypy' \
 		'unit=$(PY) -m pytest tests/unit $(PYTEST_ARGS)' \
 		'+shim JUnit=mvn -B -ntp -f shim/pom.xml package' \
 		'integration=$(PY) -m pytest tests/integration -n $(INTEGRATION_WORKERS) --dist loadgroup --junitxml=$(CI_REPORTS)/integration.xml $(PYTEST_ARGS)' \
