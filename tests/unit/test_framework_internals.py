@@ -1,6 +1,6 @@
 """The framework internals the service builds on, as they were when last verified.
 
-Two modules reach below the frameworks' public surface (docs/architecture.md, "Framework
+Three modules reach below the frameworks' public surface (docs/architecture.md, "Framework
 internals we rely on"):
 
 - the HTTP edge's protocol (app/server/edge/http_protocol.py) subclasses uvicorn's httptools
@@ -8,7 +8,9 @@ internals we rely on"):
   ``_unset_keepalive_if_required``, reads the attributes the base keeps per connection and
   request, and drives an httptools parser of its own;
 - the admin client's network selector (app/kafka/network_selector.py) overrides kafka-python's
-  private timer methods and hands it a standard-library selector with ``get_key`` replaced.
+  private timer methods and hands it a standard-library selector with ``get_key`` replaced;
+- the admin connection (app/kafka/admin_connection.py) starts, checks and drives kafka-python's
+  client through its private network and connection manager.
 
 Each member is recorded here with its parameters (names, kinds and defaults, annotations left
 out) as in uvicorn 0.54.0, httptools 0.9.0, kafka-python 3.0.12 and CPython 3.11. A release
@@ -28,6 +30,7 @@ from typing import Any
 import httptools
 import pytest
 from kafka.net.compat import KafkaNetClient
+from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector, Task, TaskState
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
@@ -169,6 +172,21 @@ def test_kafka_python_still_keeps_its_timers_as_the_network_selector_reads_them(
     assert TaskState.UNSCHEDULED in TaskState
     assert "selector" in NetworkSelector.DEFAULT_CONFIG
     assert parameters(KafkaNetClient.__init__) == "(self, net=None, manager=None, **configs)"
+
+
+def test_kafka_python_still_keeps_what_the_admin_connection_reaches_through_the_client():
+    """app/kafka/admin_connection.py starts the IO thread through the client's private network
+    (``_net.start()``), tells a dead thread or a closed manager by ``_net._io_thread``,
+    ``_net._exception`` and ``_manager.closed``, runs every request through ``_manager.run``
+    (after ``bootstrap``/``bootstrapped``), and forgets refused logins each round
+    (``_manager._auth_failures.clear()``)."""
+    assert {"_net", "_manager"} <= assigned_attributes(KafkaNetClient)
+    assert {"_io_thread", "_exception"} <= assigned_attributes(NetworkSelector)
+    assert parameters(NetworkSelector.start) == "(self)"
+    assert {"_auth_failures", "closed"} <= assigned_attributes(KafkaConnectionManager)
+    assert parameters(KafkaConnectionManager.run) == "(self, coro, *args)"
+    assert parameters(KafkaConnectionManager.bootstrap) == "(self, timeout_ms=None, refresh=True)"
+    assert isinstance(inspect.getattr_static(KafkaConnectionManager, "bootstrapped"), property)
 
 
 def test_the_standard_library_selector_members_the_quiet_selector_reads_are_there():
