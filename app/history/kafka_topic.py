@@ -156,42 +156,22 @@ def ensure_history_topic(
 ) -> None:
     """Create ``topic`` with ``cleanup.policy=delete`` and ``retention.ms`` unless it exists; warn
     when an existing one is compacted (it keeps the latest row of each volume, no history)."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+    from app.kafka.topics import ensure_topic
 
-    from app.kafka.topics import topic_settings
+    config = {"cleanup.policy": "delete", "retention.ms": str(retention_ms)}
+    ensure_topic(client_config, topic, config, timeout, "history topic", _warn_if_compacted)
 
-    admin = AdminClient({**client_config})
-    metadata = admin.list_topics(timeout=timeout)
-    if topic in metadata.topics and not metadata.topics[topic].error:
-        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-        configs = admin.describe_configs([resource])[resource].result(timeout=timeout)
-        policy = configs.get("cleanup.policy")
-        if policy is not None and "compact" in (policy.value or ""):
-            log.warning(
-                "history topic %r is compacted (cleanup.policy=%s): it keeps the latest row of each volume, not the history; "
-                "set cleanup.policy=delete and retention.ms for the report to read it",
-                topic,
-                policy.value,
-            )
-        return
-    replicas, min_insync = topic_settings(len(metadata.brokers))
-    config = {
-        "cleanup.policy": "delete",
-        "retention.ms": str(retention_ms),
-        "min.insync.replicas": str(min_insync),
-    }
-    future = admin.create_topics(
-        [NewTopic(topic, num_partitions=1, replication_factor=replicas, config=config)]
-    )[topic]
-    try:
-        future.result(timeout=timeout)
-        log.info(
-            "created the history topic %r (time-retained: retention.ms=%d, replication factor %d)",
+
+def _warn_if_compacted(admin: Any, topic: str, timeout: float = 10.0) -> None:
+    from confluent_kafka.admin import ConfigResource
+
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    configs = admin.describe_configs([resource])[resource].result(timeout=timeout)
+    policy = configs.get("cleanup.policy")
+    if policy is not None and "compact" in (policy.value or ""):
+        log.warning(
+            "history topic %r is compacted (cleanup.policy=%s): it keeps the latest row of each volume, not the history; "
+            "set cleanup.policy=delete and retention.ms for the report to read it",
             topic,
-            retention_ms,
-            replicas,
+            policy.value,
         )
-    except KafkaException as exc:
-        if exc.args[0].code() != 36:  # TOPIC_ALREADY_EXISTS: another replica was first
-            raise

@@ -6,6 +6,7 @@ app/history/kafka_topic.py)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger("app.kafka")
@@ -19,32 +20,50 @@ def topic_settings(brokers: int) -> tuple[int, int]:
     return replicas, min_insync
 
 
-def ensure_compacted_topic(
-    client_config: dict[str, Any], topic: str, config: dict[str, str], timeout: float, what: str
+def ensure_topic(
+    client_config: dict[str, Any],
+    topic: str,
+    config: dict[str, str],
+    timeout: float,
+    what: str,
+    existing: Callable[[Any, str], None] | None = None,
 ) -> None:
-    """Create the one-partition compacted ``topic`` unless it exists (the quota topic, the
-    state topic): replicated as ``topic_settings`` says, with ``config`` besides."""
+    """Create the one-partition ``topic`` with ``config`` unless it exists, replicated as
+    ``topic_settings`` says; another process creating it first is no failure. ``existing`` is
+    given the admin client when the topic is there already (to check its configuration)."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({**client_config})
     metadata = admin.list_topics(timeout=timeout)
     if topic in metadata.topics and not metadata.topics[topic].error:
+        if existing is not None:
+            existing(admin, topic)
         return
     replicas, min_insync = topic_settings(len(metadata.brokers))
-    settings = {**config, "cleanup.policy": "compact", "min.insync.replicas": str(min_insync)}
+    settings = {**config, "min.insync.replicas": str(min_insync)}
     future = admin.create_topics(
         [NewTopic(topic, num_partitions=1, replication_factor=replicas, config=settings)]
     )[topic]
+    kept = "compacted" if settings.get("cleanup.policy") == "compact" else "time-retained"
     try:
         future.result(timeout=timeout)
         log.info(
-            "created the %s %r (replication factor %d, min.insync.replicas %d, compacted)",
+            "created the %s %r (replication factor %d, min.insync.replicas %d, %s)",
             what,
             topic,
             replicas,
             min_insync,
+            kept,
         )
     except KafkaException as exc:
         if exc.args[0].code() != 36:  # TOPIC_ALREADY_EXISTS: another replica was first
             raise
+
+
+def ensure_compacted_topic(
+    client_config: dict[str, Any], topic: str, config: dict[str, str], timeout: float, what: str
+) -> None:
+    """Create the compacted ``topic`` unless it exists (the quota topic, the state topic), with
+    ``config`` besides."""
+    ensure_topic(client_config, topic, {**config, "cleanup.policy": "compact"}, timeout, what)
