@@ -1,12 +1,12 @@
-"""What a Kafka 4.1 broker answers to ApiVersions, Metadata, DescribeCluster and DescribeLogDirs,
+"""What a Kafka 4.3 broker answers to ApiVersions, Metadata, DescribeCluster and DescribeLogDirs,
 given the cluster's state: one function per request, each returning kafka-python's response
 object at the request's version.
 
 The answers follow Kafka's own (``KafkaApis``, ``ReplicaManager.describeLogDirs``) and were
-checked against a real 4.1 cluster's (tests/integration/test_simulated_cluster.py):
+checked against a real 4.3 cluster's (tests/integration/test_simulated_cluster.py):
 
-- ApiVersions lists every API of a 4.1 broker (a client infers the broker's version from the
-  list), with the features a 4.1 broker reports (to v3 only those whose lowest version is not 0); the simulation answers only the four requests
+- ApiVersions lists every API of a 4.3 broker (a client infers the broker's version from the
+  list), with the features a 4.3 broker reports (to v3 only those whose lowest version is not 0); the simulation answers only the four requests
   above and closes the connection on any other, as Kafka does on a request it cannot parse.
 - Metadata lists the registered, unfenced brokers; the simulated cluster has no topics, so a
   named topic is UNKNOWN_TOPIC_OR_PARTITION. The controller id a broker gives is a random alive
@@ -27,7 +27,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, Met
 
 from .state import Broker, ClusterState
 
-KAFKA_VERSION = (4, 1)
+KAFKA_VERSION = (4, 3)
 API_VERSIONS: dict[int, tuple[int, int]] = BROKER_API_VERSIONS[KAFKA_VERSION]
 
 # Kafka's error codes (org.apache.kafka.common.protocol.Errors)
@@ -41,16 +41,24 @@ BROKER_ENDPOINT = 1
 # (ALTER, CLUSTER_ACTION, DESCRIBE, ALTER_CONFIGS, DESCRIBE_CONFIGS, IDEMPOTENT_WRITE, CREATE_TOKENS).
 CLUSTER_OPERATIONS = {5, 7, 8, 9, 10, 11, 12}
 
-# What a 4.1 broker with default features reports in ApiVersions v3+.
+# What a 4.3 broker with default features reports in ApiVersions v3+ (the real one's order).
 SUPPORTED_FEATURES = {
     "group.version": (0, 1),
     "kraft.version": (0, 1),
-    "metadata.version": (7, 27),
+    "metadata.version": (7, 30),
     "share.version": (0, 1),
+    "streams.version": (0, 1),
     "transaction.version": (0, 2),
     "eligible.leader.replicas.version": (0, 1),
 }
-FINALIZED_FEATURES = {"group.version": 1, "transaction.version": 2, "eligible.leader.replicas.version": 1, "metadata.version": 27}
+FINALIZED_FEATURES = {
+    "group.version": 1,
+    "streams.version": 1,
+    "transaction.version": 2,
+    "eligible.leader.replicas.version": 1,
+    "share.version": 1,
+    "metadata.version": 30,
+}
 FINALIZED_FEATURES_EPOCH = 13
 
 
