@@ -10,6 +10,7 @@ listener with SCRAM-SHA-512, and the shim as client.quota.callback.class."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -34,12 +35,12 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from devtools.devcluster import LocalKafkaCluster
 from app.settings.loading import environ_without_settings
 from app.settings.model import env_name, property_name
 from devtools.commands import run_command
+from devtools.devcluster import LocalKafkaCluster
 
-from .conftest import MiB, ROOT, free_port
+from .conftest import ROOT, MiB, free_port
 from .pki import STORE_PASSWORD, Pki
 
 ADMIN = "CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_"
@@ -445,8 +446,9 @@ def kafka_user_acls(principal: str) -> list[AclBinding]:
             target = (ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL)
         else:
             target = (ResourceType[resource["type"].upper()], resource["name"], ResourcePatternType[resource["patternType"].upper()])
-        for operation in rule["operations"]:
-            bindings.append(AclBinding(*target, principal, "*", AclOperation[operation.upper()], AclPermissionType.ALLOW))
+        for operation in rule["operations"]:  # Strimzi's names (DescribeConfigs) -> the client's (DESCRIBE_CONFIGS)
+            name = re.sub(r"(?<!^)(?=[A-Z])", "_", operation).upper()
+            bindings.append(AclBinding(*target, principal, "*", AclOperation[name], AclPermissionType.ALLOW))
     return bindings
 
 
@@ -466,7 +468,7 @@ def test_the_strimzi_kafka_users_acls_are_all_the_service_needs(secure_cluster, 
             while made in admin.list_topics(timeout=30).topics:
                 time.sleep(0.2)
     if history_topic not in admin.list_topics(timeout=30).topics:  # what the KafkaTopic resource does
-        admin.create_topics([NewTopic(history_topic, 1, 2, config={"cleanup.policy": "compact"})])[history_topic].result(timeout=30)
+        admin.create_topics([NewTopic(history_topic, 1, 2, config={"cleanup.policy": "delete", "retention.ms": "2592000000"})])[history_topic].result(timeout=30)
     granted = kafka_user_acls("User:throttle")
     assert {binding.name for binding in granted} == {"kafka-cluster", quota_topic, state_topic, decider_group, history_topic}
     # Someone else's ACL on every resource the service touches, its consumer groups included:

@@ -280,7 +280,7 @@ class StrimziResourcesTest {
                 "topic:kafka-throttle-quotas", Set.of(StrimziAclOperation.CREATE, StrimziAclOperation.DESCRIBE, StrimziAclOperation.READ, StrimziAclOperation.WRITE),
                 "topic:kafka-throttle-quotas-state", Set.of(StrimziAclOperation.CREATE, StrimziAclOperation.DESCRIBE, StrimziAclOperation.READ, StrimziAclOperation.WRITE),
                 "group:kafka-throttle-quotas-state-decider", Set.of(StrimziAclOperation.READ),
-                "topic:kafka-throttle-history", Set.of(StrimziAclOperation.DESCRIBE, StrimziAclOperation.WRITE)), byResource);
+                "topic:kafka-throttle-history", Set.of(StrimziAclOperation.CREATE, StrimziAclOperation.DESCRIBE, StrimziAclOperation.DESCRIBECONFIGS, StrimziAclOperation.WRITE)), byResource);
     }
 
     @Test
