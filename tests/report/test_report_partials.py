@@ -6,6 +6,7 @@ seldom for the forecast's short read (all rows instead)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -49,18 +50,23 @@ def sparse() -> dict:
 def with_log_dir_errors(history: Path) -> None:
     """Broker 3's /data/a offline for six rounds (breaching, with the error), twice."""
     offline = {instant(START + timedelta(minutes=i)) for i in (*range(20, 26), *range(80, 86))}
-    for file in history.rglob("*.jsonl"):
-        rows = [json.loads(line) for line in file.read_text().splitlines()]
+    for file in history.rglob("*.jsonl*"):  # closed hours gzipped, as the service leaves them
+        rows = [json.loads(line) for line in _text(file).splitlines()]
         for row in rows:
             if (row["broker_id"], row["log_dir"]) == (3, "/data/a") and row["time"] in offline:
                 row.update(log_dir_error="KAFKA_STORAGE_ERROR" if row["time"] < instant(START + timedelta(minutes=50)) else "OFFLINE", volume_status="breaching")
-        file.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        text = "".join(json.dumps(row) + "\n" for row in rows).encode()
+        file.write_bytes(gzip.compress(text) if file.suffix == ".gz" else text)
+
+
+def _text(file: Path) -> str:
+    return gzip.decompress(file.read_bytes()).decode() if file.suffix == ".gz" else file.read_text()
 
 
 def interleave(source: Path, target: Path) -> None:
     """The history's lines in two files of one folder, alternate rounds in each: every
     volume's two files overlap in time."""
-    lines = sorted(line for file in source.rglob("*.jsonl") for line in file.read_text().splitlines())
+    lines = sorted(line for file in source.rglob("*.jsonl*") for line in _text(file).splitlines())
     target.mkdir()
     times = sorted({json.loads(line)["time"] for line in lines})
     odd = {t for n, t in enumerate(times) if n % 2}
