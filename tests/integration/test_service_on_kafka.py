@@ -225,12 +225,14 @@ def test_admin_client_properties_reach_the_admin_client(kafka_cluster, start_ser
     refused = start_service(
         extra_env=sasl_env("wrong"),
         kafka_admin_bootstrap_servers=sasl_bootstrap,
-        storage_check_interval="PT3S",  # time enough for the SASL handshake to be refused
+        # time enough for the SASL handshake to be refused (a round's request timeout is 0.8 x
+        # the interval; on a loaded machine 2.4 s was not, and every round timed out instead)
+        storage_check_interval="PT8S",
         storage_per_volume_limit_min_available_bytes=str(8 * MiB),
     )
     # A round may also just time out during the handshake; the refusal must surface soon.
     decision, _ = refused.wait_for(
-        lambda d: "Authentication failed: Invalid username or password" in (d["round"]["error"] or ""), 40, "the refusal reported"
+        lambda d: "Authentication failed: Invalid username or password" in (d["round"]["error"] or ""), 60, "the refusal reported"
     )
     assert decision["source"] == "initial"
     error = decision["round"]["error"]
