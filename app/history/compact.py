@@ -24,10 +24,10 @@ from datetime import datetime
 from typing import Any
 
 from app.decision.decision import Decision
-from app.decision.policy import VolumeStatus, rule_of
+from app.decision.policy import VolumeStatus
 from app.history.rows import (
     HistoryRow,
-    _enforcement_fields,
+    _common_fields,
     _metadata_rows,
     _Provenance,
     _time_to_full,
@@ -129,25 +129,15 @@ class Compactor:
         check_interval_seconds: float,
         keyframe: bool,
     ) -> HistoryRow:
-        """The round's own row; the shared values on it when they changed (and in a keyframe)."""
-        policy = decision.policy
-        shared_values = (
-            policy.kind.value,
-            policy.hard_level,
-            policy.soft_level,
-            *_enforcement_fields(decision).values(),
-        )
+        """The round's own row; the shared values on it when they changed (and in a keyframe).
+        Their values are format 1's (``_common_fields``), split as ROUND_FIELDS and SHARED_FIELDS."""
+        common = _common_fields(round_, decision, check_interval_seconds)
+        shared_values = tuple(common[name] for name in SHARED_FIELDS)
         round_row: HistoryRow = {
             "time": time,
             ROW_KIND: ROUND,
             "volumes": volumes,
-            "cluster_factor": decision.factor,
-            "state": decision.state.value,
-            "source": decision.source.value,
-            "round_complete": round_.complete,
-            "check_interval_seconds": check_interval_seconds,
-            "rule": rule_of(decision.rule),
-            "mutation_factor": decision.mutation_factor,
+            **{name: common[name] for name in ROUND_FIELDS},
         }
         if shared_values != self._shared:
             round_row.update(shared=True, **dict(zip(SHARED_FIELDS, shared_values)))
