@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import operator
 import os
 import subprocess
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -32,12 +34,14 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, StateSetMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from app.decision.decision import Decision
 from app.decision.factor import FactorSource
 from app.decision.policy import FACTOR_RULES, Evaluation, LimitKind, State, VolumeStatus, rule_of
 from app.observation.model import ObservationRound, VolumeObservation
 from app.quotas.service import QuotaService
+from app.server.edge.exposition import RenderedFamily, header
 from app.server.runtime.saved_state import SavedState
 
 
@@ -511,6 +515,52 @@ class HistoryWriterCollector(Collector):
             )
 
 
+def _sample_value(value: float) -> str:
+    """``floatToGoString(value)``, what ``generate_latest`` writes for a value; an integer below
+    10**15 (a byte count: exact as a float, printed by ``repr`` with all its digits) without
+    going through a float."""
+    if type(value) is int and 0 <= value < 10**15:
+        digits = str(value)
+        if len(digits) > 6:
+            return f"{(digits[0] + '.' + digits[1:]).rstrip('0.')}e+{len(digits) - 1:02d}"
+        return digits + ".0"
+    return floatToGoString(value)
+
+
+def _label_value(value: str) -> str:
+    """A label value escaped as the text exposition format wants it."""
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+class _VolumeLines:
+    """One volume's two sample lines, and the figures they were rendered from."""
+
+    __slots__ = ("available", "available_line", "labels", "total", "total_line")
+
+    def __init__(self, volume: VolumeObservation) -> None:
+        self.labels = (
+            f'{{broker_id="{volume.broker_id}",log_dir="{_label_value(volume.log_dir)}"}} '
+        )
+        self.available = volume.usable_bytes
+        self.total = volume.total_bytes
+        self.available_line = f"{AVAILABLE_NAME}{self.labels}{_sample_value(self.available)}\n"
+        self.total_line = f"{TOTAL_NAME}{self.labels}{_sample_value(self.total)}\n"
+
+    def update(self, volume: VolumeObservation) -> None:
+        if volume.usable_bytes != self.available:
+            self.available = volume.usable_bytes
+            self.available_line = f"{AVAILABLE_NAME}{self.labels}{_sample_value(self.available)}\n"
+        if volume.total_bytes != self.total:
+            self.total = volume.total_bytes
+            self.total_line = f"{TOTAL_NAME}{self.labels}{_sample_value(self.total)}\n"
+
+
+AVAILABLE_NAME = "kafka_throttle_volume_available_bytes"
+AVAILABLE_HELP = "Usable bytes of a log dir's volume"
+TOTAL_NAME = "kafka_throttle_volume_total_bytes"
+TOTAL_HELP = "Total bytes of a log dir's volume"
+
+
 class VolumeCollector(Collector):
     """Per-volume gauges read from the cache at scrape time.
 
@@ -518,27 +568,60 @@ class VolumeCollector(Collector):
     reading the cache when Prometheus asks costs nothing between scrapes, and a volume that
     leaves the cache leaves the metrics with it. A log dir without capacity figures (before
     Kafka 3.3, or offline) has no bytes series: a -1 would read as a full volume; such log
-    dirs are counted by kafka_throttle_unjudged_log_dirs and kafka_throttle_offline_log_dirs."""
+    dirs are counted by kafka_throttle_unjudged_log_dirs and kafka_throttle_offline_log_dirs.
+
+    The two families are rendered here, as the exposition text ``generate_latest`` would write
+    (``RenderedFamily``): each volume's lines are kept between scrapes and rendered again only
+    when its figures changed, and the whole text is reused while the cache holds the very same
+    observations (no round or report since the last scrape). At 12,000 volumes a scrape costs
+    a few milliseconds instead of about 0.2 CPU-s."""
 
     def __init__(self, volumes: Callable[[], Iterable[VolumeObservation]]) -> None:
         self._volumes = volumes
+        self._lock = threading.Lock()  # scrapes may run on several threads at once
+        self._lines: dict[tuple[int, str], _VolumeLines] = {}
+        self._rendered: (
+            tuple[tuple[VolumeObservation, ...], RenderedFamily, RenderedFamily] | None
+        ) = None
+        self._headers = (
+            header(GaugeMetricFamily(AVAILABLE_NAME, AVAILABLE_HELP)),
+            header(GaugeMetricFamily(TOTAL_NAME, TOTAL_HELP)),
+        )
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        available = GaugeMetricFamily(
-            "kafka_throttle_volume_available_bytes",
-            "Usable bytes of a log dir's volume",
-            labels=["broker_id", "log_dir"],
-        )
-        total = GaugeMetricFamily(
-            "kafka_throttle_volume_total_bytes",
-            "Total bytes of a log dir's volume",
-            labels=["broker_id", "log_dir"],
-        )
-        for volume in self._volumes():
+    def collect(self) -> Iterator[RenderedFamily]:
+        volumes = tuple(self._volumes())
+        with self._lock:
+            rendered = self._rendered
+            if (
+                rendered is None
+                or len(rendered[0]) != len(volumes)
+                or not all(map(operator.is_, rendered[0], volumes))
+            ):
+                rendered = (volumes, *self._render(volumes))
+                self._rendered = rendered
+        yield rendered[1]
+        yield rendered[2]
+
+    def _render(
+        self, volumes: tuple[VolumeObservation, ...]
+    ) -> tuple[RenderedFamily, RenderedFamily]:
+        kept = self._lines
+        lines: dict[tuple[int, str], _VolumeLines] = {}
+        for volume in volumes:
             if not volume.capacity_known:
                 continue
-            labels = [str(volume.broker_id), volume.log_dir]
-            available.add_metric(labels, volume.usable_bytes)
-            total.add_metric(labels, volume.total_bytes)
-        yield available
-        yield total
+            key = (volume.broker_id, volume.log_dir)
+            entry = kept.get(key)
+            if entry is None:
+                entry = _VolumeLines(volume)
+            else:
+                entry.update(volume)
+            lines[key] = entry
+        self._lines = lines
+        available_header, total_header = self._headers
+        available = available_header + "".join([entry.available_line for entry in lines.values()])
+        total = total_header + "".join([entry.total_line for entry in lines.values()])
+        return (
+            RenderedFamily(AVAILABLE_NAME, AVAILABLE_HELP, "gauge", available.encode()),
+            RenderedFamily(TOTAL_NAME, TOTAL_HELP, "gauge", total.encode()),
+        )

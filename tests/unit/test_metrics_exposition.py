@@ -1,0 +1,124 @@
+"""The per-volume metrics are rendered by their collector and kept between scrapes: the body is
+what prometheus_client's generate_latest writes for the same families, byte for byte, after the
+volumes changed, left or arrived; gzipped, it is one gzip member that decodes to that body."""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+from app.clock import ManualClock
+from app.observation.model import ObservationRound, VolumeObservation
+from app.server.edge.exposition import accepts_gzip, exposition, gzipped_exposition
+from app.server.runtime.metrics import VolumeCollector
+
+from .asgi import run_scenario
+from .exposition import make_app
+
+
+class _Reference:
+    """The per-volume families as generate_latest formats them (the collector before it
+    rendered its own text)."""
+
+    def __init__(self, volumes: list[VolumeObservation]) -> None:
+        self.volumes = volumes
+
+    def collect(self):
+        available = GaugeMetricFamily("kafka_throttle_volume_available_bytes", "Usable bytes of a log dir's volume", labels=["broker_id", "log_dir"])
+        total = GaugeMetricFamily("kafka_throttle_volume_total_bytes", "Total bytes of a log dir's volume", labels=["broker_id", "log_dir"])
+        for volume in self.volumes:
+            if volume.capacity_known:
+                available.add_metric([str(volume.broker_id), volume.log_dir], volume.usable_bytes)
+                total.add_metric([str(volume.broker_id), volume.log_dir], volume.total_bytes)
+        yield available
+        yield total
+
+
+def _registries(volumes: list[VolumeObservation]) -> tuple[CollectorRegistry, CollectorRegistry]:
+    """The collector under test and the reference, each between two plain gauges."""
+    registries = CollectorRegistry(), CollectorRegistry()
+    for registry, collector in zip(registries, (VolumeCollector(lambda: volumes), _Reference(volumes))):
+        Gauge("before_volumes", "A family before", registry=registry).set(3)
+        registry.register(collector)
+        Gauge("after_volumes", "A family after", registry=registry).set(0.25)
+    return registries
+
+
+ODD_DIRS = ['/data/plain', '/data/with "quotes"', "/data/back\\slash", "/data/new\nline", "/dätä/ünïcode"]
+
+
+def test_the_rendered_volumes_are_what_generate_latest_writes_through_changes_departures_and_arrivals():
+    volumes = [
+        VolumeObservation(broker, log_dir, total, usable, 1.0)
+        for broker in (1, 22, 333)
+        for log_dir, total, usable in zip(ODD_DIRS, (0, 999_999, 1_000_000, 1_099_511_627_776, 10**16 + 8), (0, 7, 1_234_567, 10**15, 10**16))
+    ] + [VolumeObservation(4, "/data/unknown", -1, -1, 1.0), VolumeObservation(5, "/data/offline", -1, -1, 1.0, error="KAFKA_STORAGE_ERROR")]
+    rendered, reference = _registries(volumes)
+    first = exposition(rendered)
+    assert first == generate_latest(reference)
+    assert b"/data/unknown" not in first and b'log_dir="/data/with \\"quotes\\""' in first
+    assert exposition(rendered) == first  # the same observations: the same text
+
+    volumes[0] = VolumeObservation(1, ODD_DIRS[0], 500, 250, 2.0)  # both figures changed
+    volumes[1] = VolumeObservation(1, ODD_DIRS[1], 999_999, 8, 2.0)  # usable bytes changed
+    volumes[2] = VolumeObservation(1, ODD_DIRS[2], 1_000_000, 1_234_567, 2.0)  # same figures, observed later
+    del volumes[5]  # broker 22's first log dir left
+    volumes.append(VolumeObservation(6, "/data/new", 2**60, 2**59, 2.0))  # a broker arrived
+    volumes[3:5] = volumes[3:5][::-1]  # answered in another order
+    changed = exposition(rendered)
+    assert changed == generate_latest(reference)
+    assert changed != first
+
+    volumes.clear()
+    assert exposition(rendered) == generate_latest(reference)
+
+
+def test_a_rendered_family_still_reads_as_samples_for_any_other_reader_of_the_registry():
+    volumes = [VolumeObservation(7, ODD_DIRS[1], 1000, 10, 1.0)]
+    rendered, reference = _registries(volumes)
+    assert generate_latest(rendered) == generate_latest(reference) == exposition(rendered)
+
+
+def test_the_gzipped_exposition_is_one_member_that_decodes_to_the_body_and_reuses_the_rendered_blocks():
+    volumes = [VolumeObservation(b, f"/data/{d}", 10**12, 10**11 + b * d, 1.0) for b in range(1, 200) for d in range(12)]
+    rendered, _ = _registries(volumes)
+    body = exposition(rendered)
+    zipped = gzipped_exposition(rendered)
+    assert gzip.decompress(zipped) == body
+    single_member = zlib.decompressobj(zlib.MAX_WBITS | 16)  # as httpx and many clients decode
+    assert single_member.decompress(zipped) == body and single_member.eof and single_member.unused_data == b""
+    assert len(zipped) < len(body) / 5
+    volumes[0] = VolumeObservation(1, "/data/0", 10**12, 1, 2.0)
+    assert gzip.decompress(gzipped_exposition(rendered)) == exposition(rendered) != body
+
+
+def test_gzip_is_taken_when_named_or_by_a_wildcard_and_not_when_refused():
+    assert accepts_gzip("gzip") and accepts_gzip("deflate, GZIP;q=0.5") and accepts_gzip("br, *")
+    assert not accepts_gzip(None) and not accepts_gzip("") and not accepts_gzip("identity")
+    assert not accepts_gzip("gzip;q=0") and not accepts_gzip("gzip;q=0, *") and not accepts_gzip("*;q=0")
+
+
+def test_a_scrape_is_gzipped_only_for_a_scraper_that_takes_it_and_both_carry_the_same_volumes():
+    clock = ManualClock()
+
+    async def scrape_both(client, loop, clock):
+        now = clock()
+        observations = tuple(VolumeObservation(b, f"/data/{d}", 1000, 500 + d, now) for b in (1, 2) for d in range(3))
+        loop.apply_round(ObservationRound(now, now, (1, 2), observations))
+        zipped = await client.get("/metrics", headers={"Accept-Encoding": "gzip"})
+        plain = await client.get("/metrics", headers={"Accept-Encoding": "identity"})
+        return zipped, plain
+
+    zipped, plain = run_scenario(make_app(clock), clock, scrape_both)
+    assert zipped.headers["content-encoding"] == "gzip" and "content-encoding" not in plain.headers
+    assert zipped.headers["vary"] == plain.headers["vary"] == "Accept-Encoding"
+
+    def volume_lines(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.startswith("kafka_throttle_volume_")]
+
+    assert volume_lines(zipped.text) == volume_lines(plain.text)
+    assert len(volume_lines(plain.text)) == 12
+    assert 'kafka_throttle_volume_available_bytes{broker_id="2",log_dir="/data/2"} 502.0' in plain.text
