@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from app.clock import Clock, system_clock
 from app.decision.decider import ThrottleDecider
+from app.decision.report_levels import ReportLevels, ReportOn
 from app.decision.snapshot import SnapshotError
 from app.history.compact import Compaction
 from app.history.files import HistoryFiles, Retention
@@ -44,6 +45,7 @@ from app.server.api.view_cache import ViewCache
 from app.server.edge.admission import AdminToken, BodyLimit, HeadAsGet
 from app.server.edge.methods import MethodGate
 from app.server.edge.problems import UnexpectedErrors, install_problem_handlers
+from app.server.runtime import report_rate
 from app.server.runtime.enforcement import EnforcementInForce
 from app.server.runtime.loop import ObservationLoop
 from app.server.runtime.metrics import ServiceMetrics
@@ -249,8 +251,19 @@ def create_app(
         state.quotas = QuotaService(settings, store, decider.reading, clock)
         quota_service = state.quotas
         renderer = QuotaTableRenderer()
+        report_levels = ReportLevels(
+            decider.policy,
+            decider.metadata.policy,
+            round(report_rate.MIN_INTERVAL_SECONDS * 1000),
+        )
         state.quota_table = Publication(
-            lambda now: _quota_table(quota_service, renderer, now), clock
+            lambda now: _quota_table(
+                quota_service,
+                renderer,
+                now,
+                report_levels.current(decider.horizon, decider.cache.volumes),
+            ),
+            clock,
         )
         publisher.add(state.quota_table)
         quota_service.on_change(state.quota_table.publish)
@@ -347,8 +360,13 @@ def _decision_body(publisher: Publisher, now: float) -> Rendering[ThrottleDecisi
 
 
 def _quota_table(
-    quota_service: QuotaService, renderer: QuotaTableRenderer, now: float
+    quota_service: QuotaService,
+    renderer: QuotaTableRenderer,
+    now: float,
+    report_on: ReportOn | None = None,
 ) -> Rendering[QuotaTableModel]:
     reading = quota_service.factor_reading(now)
-    model, etag_basis = renderer.render(quota_service.table, reading, quota_service.enforcement)
+    model, etag_basis = renderer.render(
+        quota_service.table, reading, quota_service.enforcement, report_on
+    )
     return Rendering(model, etag_basis, reading.valid_until, reading.next_change_at)

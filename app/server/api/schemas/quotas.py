@@ -13,7 +13,8 @@ from pydantic_core import PydanticCustomError
 
 from app.decision.enforcement import ENFORCE_EVERYWHERE, Enforcement
 from app.decision.factor import FactorReading, FactorSource
-from app.decision.policy import State
+from app.decision.policy import LimitKind, State
+from app.decision.report_levels import LimitLevels, ReportOn
 from app.quotas.change_rules import DEFAULT_NAME, NAME_MAX_BYTES, member_name_problem, name_pattern
 from app.quotas.model import (
     DEFAULT,
@@ -241,6 +242,87 @@ class GroupModel(BaseModel):
         )
 
 
+class LimitLevelsModel(BaseModel):
+    """A limit as a shim compares its volumes with it: for a volume of total T and usable U, the
+    bytes kind compares U with a level, the ratio kind U/T. Crossing downward is at the level,
+    upward at the level plus the hysteresis."""
+
+    kind: LimitKind
+    levels: list[float] = Field(
+        description="The hard level, then the soft level when one is set", min_length=1
+    )
+    hysteresis: float = Field(ge=0, description="In the kind's unit", json_schema_extra=DOUBLE)
+
+    @classmethod
+    def of(cls, levels: LimitLevels) -> LimitLevelsModel:
+        return cls.model_construct(
+            kind=levels.kind, levels=list(levels.levels), hysteresis=levels.hysteresis
+        )
+
+
+class ReportOnModel(BaseModel):
+    """When a node's shim sends its volume report (PUT /nodes/{id}/volumes) at once rather than
+    at its poll interval: when a volume crosses a level that changes the decision, or its usable
+    bytes moved by more than move_share of its total since the report it last sent (at most one
+    such report a second), never twice within min_interval_ms."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "kind": "min-available-ratio",
+                    "levels": [0.05, 0.15],
+                    "hysteresis": 0.01,
+                    "metadata": {
+                        "kind": "min-available-bytes",
+                        "levels": [1073741824],
+                        "hysteresis": 0,
+                    },
+                    "move_share": 0.01,
+                    "min_interval_ms": 250,
+                    "take_hold": {"1": {"/var/lib/kafka/data-0": 21474836480}},
+                }
+            ]
+        }
+    )
+
+    kind: LimitKind = Field(description="The data limit's kind")
+    levels: list[float] = Field(
+        description="The data limit's levels: the hard level, then the soft level when one is set",
+        min_length=1,
+    )
+    hysteresis: float = Field(ge=0, description="In the kind's unit", json_schema_extra=DOUBLE)
+    metadata: LimitLevelsModel | None = Field(
+        description="The metadata limit, for the dirs that hold the metadata log; null when none is set"
+    )
+    move_share: float = Field(gt=0, le=1, json_schema_extra=DOUBLE)
+    min_interval_ms: int = Field(
+        ge=0, description="The service takes at most one report per node per this interval"
+    )
+    take_hold: dict[str, dict[str, int]] = Field(
+        description="Per node id and log dir, the usable bytes below which the time-to-full rule would take hold of "
+        "the volume at its current fill rate: only volumes within twice the horizon of full, at most 2,000"
+    )
+
+    @classmethod
+    def of(cls, report_on: ReportOn) -> ReportOnModel:
+        take_hold: dict[str, dict[str, int]] = {}
+        for (broker_id, log_dir), level in sorted(report_on.take_hold.items()):
+            take_hold.setdefault(str(broker_id), {})[log_dir] = level
+        data = report_on.data
+        return cls.model_construct(
+            kind=data.kind,
+            levels=list(data.levels),
+            hysteresis=data.hysteresis,
+            metadata=None
+            if report_on.metadata is None
+            else LimitLevelsModel.of(report_on.metadata),
+            move_share=report_on.move_share,
+            min_interval_ms=report_on.min_interval_ms,
+            take_hold=take_hold,
+        )
+
+
 class QuotaTableModel(BaseModel):
     """Everything a broker shim needs to resolve quotas locally, and the factor in force."""
 
@@ -280,6 +362,15 @@ class QuotaTableModel(BaseModel):
                     "valid_until": "2026-11-21T16:45:00.000Z",
                     "enforced": True,
                     "canary_brokers": [],
+                    "report_on": {
+                        "kind": "min-available-ratio",
+                        "levels": [0.05],
+                        "hysteresis": 0.0,
+                        "metadata": None,
+                        "move_share": 0.01,
+                        "min_interval_ms": 250,
+                        "take_hold": {},
+                    },
                 }
             ]
         }
@@ -323,6 +414,11 @@ class QuotaTableModel(BaseModel):
     canary_brokers: list[int] = Field(
         description="When enforced, the only brokers whose shims apply the factor; a shim whose broker is not listed stays in "
         "shadow. Empty: every broker"
+    )
+    report_on: ReportOnModel | None = Field(
+        None,
+        description="When each node's shim reports its volumes at once (see ReportOnModel); absent or null: at its "
+        "poll interval only",
     )
 
 
@@ -431,13 +527,18 @@ def _reading_fields(reading: FactorReading, enforcement: Enforcement) -> dict[st
     return dict(zip(_READING_FIELDS, values, strict=True))
 
 
-TABLE_FIELDS = frozenset(QuotaTableModel.model_fields) - frozenset(_READING_FIELDS)
+TABLE_FIELDS = frozenset(QuotaTableModel.model_fields) - frozenset(_READING_FIELDS) - {"report_on"}
 
 
 def table_model(
-    table: QuotaTable, reading: FactorReading, enforcement: Enforcement = ENFORCE_EVERYWHERE
+    table: QuotaTable,
+    reading: FactorReading,
+    enforcement: Enforcement = ENFORCE_EVERYWHERE,
+    report_on: ReportOnModel | None = None,
 ) -> QuotaTableModel:
-    return QuotaTableModel(**_table_fields(table), **_reading_fields(reading, enforcement))
+    return QuotaTableModel(
+        **_table_fields(table), **_reading_fields(reading, enforcement), report_on=report_on
+    )
 
 
 def table_from_json(data: dict) -> QuotaTable:
@@ -470,13 +571,16 @@ def table_from_json(data: dict) -> QuotaTable:
 # What a change of /quotas' ETag means: everything a shim resolves with; not the validity and
 # source, which move with the rounds (the validity travels in headers), except whether the table
 # expires at all (a shim holding a table that expires must learn when it no longer does).
-TABLE_ETAG_FIELDS = "every field but valid_until and source (enforced, canary_brokers and mutation_factor included); valid_until going from a time to null or back"
+TABLE_ETAG_FIELDS = "every field but valid_until and source (enforced, canary_brokers, mutation_factor and report_on included); valid_until going from a time to null or back"
 
 
-def table_etag_basis(model: QuotaTableModel, table_digest: str) -> bytes:
+def table_etag_basis(
+    model: QuotaTableModel, table_digest: str, report_on_digest: str | None = None
+) -> bytes:
     """What the ETag covers: the table's fields (``table_digest``, the digest of them), the
-    factor and state, whether it expires."""
-    basis = {
+    factor and state, whether it expires, and what the shims report on (``report_on_digest``,
+    the digest of report_on, when there is one)."""
+    basis: dict[str, Any] = {
         "table": table_digest,
         "factor": model.factor,
         "state": model.state.value,
@@ -488,7 +592,13 @@ def table_etag_basis(model: QuotaTableModel, table_digest: str) -> bytes:
         model.mutation_factor != 1.0
     ):  # left out at 1: a service without metadata limits keeps its ETags
         basis["mutation_factor"] = model.mutation_factor
+    if report_on_digest is not None:
+        basis["report_on"] = report_on_digest
     return json.dumps(basis, sort_keys=True).encode()
+
+
+def report_on_digest(model: ReportOnModel) -> str:
+    return hashlib.blake2b(model.model_dump_json().encode(), digest_size=16).hexdigest()
 
 
 def _table_digest(model: QuotaTableModel) -> str:
@@ -507,15 +617,26 @@ class QuotaTableRenderer:
         self._table: QuotaTable | None = None  # held, so that ``is`` compares with a live object
         self._fields: dict[str, Any] = {}
         self._digest = ""
+        # report_on, converted and digested once per ReportOn (a new one only when it changed)
+        self._report_on: ReportOn | None = None
+        self._report_on_model: ReportOnModel | None = None
+        self._report_on_digest: str | None = None
 
     def render(
         self,
         table: QuotaTable,
         reading: FactorReading,
         enforcement: Enforcement = ENFORCE_EVERYWHERE,
+        report_on: ReportOn | None = None,
     ) -> tuple[QuotaTableModel, bytes]:
+        if report_on is not self._report_on:
+            self._report_on = report_on
+            self._report_on_model = None if report_on is None else ReportOnModel.of(report_on)
+            self._report_on_digest = (
+                None if self._report_on_model is None else report_on_digest(self._report_on_model)
+            )
         if table is not self._table:
-            model = table_model(table, reading, enforcement)
+            model = table_model(table, reading, enforcement, self._report_on_model)
             self._table, self._fields, self._digest = (
                 table,
                 {name: getattr(model, name) for name in TABLE_FIELDS},
@@ -524,6 +645,8 @@ class QuotaTableRenderer:
         else:
             # The table's fields were validated when converted; the reading's are of their types.
             model = QuotaTableModel.model_construct(
-                **self._fields, **_reading_fields(reading, enforcement)
+                **self._fields,
+                **_reading_fields(reading, enforcement),
+                report_on=self._report_on_model,
             )
-        return model, table_etag_basis(model, self._digest)
+        return model, table_etag_basis(model, self._digest, self._report_on_digest)
