@@ -42,10 +42,13 @@ SHIM_TABLE_LINE = "Throttle service shim: table from"
 
 
 @contextmanager
-def running_shim_cluster(shim_jar: Path, service_port: int, **cluster_options: Any) -> Iterator[LocalKafkaCluster]:
+def running_shim_cluster(
+    shim_jar: Path, service_port: int, shim_config: dict[str, str] | None = None, **cluster_options: Any
+) -> Iterator[LocalKafkaCluster]:
     """3 brokers with the shim as every broker's quota callback polling the service at
     ``service_port``, a SASL operator user, and a ``load`` topic with one partition per broker.
-    ``cluster_options`` go to LocalKafkaCluster (e.g. ``extra_log_dirs``)."""
+    ``shim_config`` adds to or replaces the brokers' shim properties (e.g. its node token or poll
+    interval); ``cluster_options`` go to LocalKafkaCluster (e.g. ``extra_log_dirs``)."""
     cluster = LocalKafkaCluster(
         brokers=3,
         log_dir_size_mib=VOLUME_MIB,
@@ -65,6 +68,7 @@ def running_shim_cluster(shim_jar: Path, service_port: int, **cluster_options: A
                 "org.apache.kafka.common.security.plain.PlainLoginModule required "
                 f'user_{OPERATOR[0]}="{OPERATOR[1]}";'
             ),
+            **(shim_config or {}),
         },
         controller_config={"broker.session.timeout.ms": "3000"},
         **cluster_options,
