@@ -11,12 +11,13 @@ from app.decision.decision import Decision, VolumeState
 from app.decision.factor import FactorReading, FactorSource, ThrottleFactorHolder
 from app.decision.fill_rate import NOT_ESTIMATED, TimeToFull
 from app.decision.horizon import AppliedFactor, HorizonRule
+from app.decision.merge import DEFAULT_TOLERANCE, MergedTimeline, ReportOverlay
 from app.decision.metadata import MetadataStep, MetadataWatch
 from app.decision.policy import Evaluation, StoragePolicy, VolumeStatus, VolumeVerdict
 from app.decision.snapshot import Restored, restore_decider, snapshot_decider
 from app.decision.timeline import Step, Timeline, ViewTimeline
 from app.observation.cache import VolumeCache
-from app.observation.model import ObservationRound, VolumeKey, VolumeObservation
+from app.observation.model import NODE_REPORT, ObservationRound, VolumeKey, VolumeObservation
 from app.observation.node_reports import NodeReport, NodeReportBook
 
 
@@ -36,6 +37,7 @@ class ThrottleDecider:
         keep_fenced: bool = True,
         horizon_seconds: float | None = None,
         metadata_policy: StoragePolicy | None = None,
+        report_tolerance: float = DEFAULT_TOLERANCE,
     ) -> None:
         self.policy = policy
         self._started_at = started_at
@@ -57,6 +59,8 @@ class ThrottleDecider:
         self.metadata = MetadataWatch(
             metadata_policy, NodeReportBook(validity_seconds, keep_fenced), fallback, started_at
         )
+        # The same reports' data dirs, over the admin observations (app/decision/merge.py).
+        self.reported = ReportOverlay(policy, self.cache, self.metadata.book, report_tolerance)
         # When the state this decider resumed was saved by an earlier process (None once a round
         # of its own has been applied, or when it started afresh).
         self.resumed_from: float | None = None
@@ -90,6 +94,7 @@ class ThrottleDecider:
             keep_fenced=self.cache.keeps_fenced,
             horizon_seconds=self.horizon.horizon_seconds if self.horizon is not None else None,
             metadata_policy=self.metadata.policy,
+            report_tolerance=self.reported.tolerance,
         )
         return fresh, restore_decider(fresh, data, now, exact_only=True)
 
@@ -114,7 +119,7 @@ class ThrottleDecider:
             self.active_brokers = round_.active_brokers
             self.fenced_brokers = round_.fenced_brokers
             self.metadata.confirm_fenced(frozenset(round_.fenced_brokers), now)
-        self.metadata.evict_expired(now)
+        self.reported.evict(self.metadata.evict_expired(now))
         times_to_full: dict[VolumeKey, TimeToFull] | None = None
         if self.horizon is not None:
             # The factor the observations were made under: the one applied as the round began.
@@ -125,7 +130,7 @@ class ThrottleDecider:
         self.evicted = self.cache.evict_expired(now)
         if self.horizon is not None:
             self.horizon.forget(volume.key for volume in self.evicted)
-        view = ViewTimeline(
+        base = ViewTimeline(
             self.policy,
             self.cache.by_expiry(),
             self._breaching,
@@ -133,6 +138,9 @@ class ThrottleDecider:
             self.validity_seconds,
             times_to_full,
         )
+        # The nodes' reports over the round's view: a report taken later changes it at once.
+        self.reported.rebase(base, round_, now)
+        view = MergedTimeline(base, self.reported)
         step = view.at(now)
         assert step is not None  # nothing in the cache has expired at now
         evaluation = step.evaluation
@@ -183,15 +191,35 @@ class ThrottleDecider:
 
     def record_node_report(self, report: NodeReport) -> MetadataStep:
         """A node's report of its own volumes (PUT /nodes/{node_id}/volumes); returns the
-        metadata side of the decision after it."""
+        metadata side of the decision after it. Its data dirs are observations of the data
+        decision from now on (the view's timeline reads them at once); it is not a round: the
+        factor's lifecycle (observed, last-valid, fallback) stays the rounds'."""
+        now = report.received_at
+        step = self.view_at(now)
+        breaching = step.evaluation.breaching_keys if step is not None else self._breaching
         self.metadata.record(report)
-        return self.metadata.at(report.received_at)
+        self.reported.record(report, breaching)
+        return self.metadata.at(now)
+
+    @property
+    def report_discrepancies(self) -> int:
+        """Discrepancy episodes between a node's report and DescribeLogDirs so far."""
+        return self.reported.discrepancies
+
+    def expires_at(self, volume: VolumeObservation) -> float:
+        """The last instant ``volume`` (an admin observation or a report's) is in the view."""
+        if volume.observed_by == NODE_REPORT:
+            entry = self.reported.entries.get(volume.key)
+            if entry is not None and entry.observation is volume:
+                return self.reported.expires_at(entry)
+            return volume.observed_at + self.validity_seconds
+        return self.cache.expires_at(volume)
 
     def reading(self, now: float) -> FactorReading:
-        return self._with_metadata(self.holder.read(now), self.metadata.at(now))
+        return self.with_metadata(self.holder.read(now), self.metadata.at(now))
 
     @staticmethod
-    def _with_metadata(reading: FactorReading, metadata: MetadataStep) -> FactorReading:
+    def with_metadata(reading: FactorReading, metadata: MetadataStep) -> FactorReading:
         """The cluster factor lowered by the metadata volumes that hold data too, and the
         mutation factor beside it."""
         return replace(
@@ -227,7 +255,7 @@ class ThrottleDecider:
     def decision(self, now: float) -> Decision:
         """The decision in force at ``now``: pure, so any read may ask."""
         metadata = self.metadata.at(now)
-        reading = self._with_metadata(self.holder.read(now), metadata)
+        reading = self.with_metadata(self.holder.read(now), metadata)
         step = self.view_at(now)
         view_change = self._view.next_change_after(now) if self._view is not None else None
         if view_change is not None and (
@@ -251,6 +279,7 @@ class ThrottleDecider:
             metadata=metadata,
             metadata_policy=self.metadata.policy,
             resumed_from=self.resumed_from,
+            report_discrepancies=self.reported.discrepancies,
         )
 
     def time_to_full(self, volume: VolumeObservation) -> TimeToFull | None:
@@ -278,7 +307,7 @@ class ThrottleDecider:
             VolumeState(
                 observation=volume,
                 verdict=listed.get(volume.key) or VolumeVerdict(volume, VolumeStatus.OK, 1.0, ""),
-                expires_at=self.cache.expires_at(volume),
+                expires_at=self.expires_at(volume),
                 broker_active=volume.broker_id in active,
                 broker_fenced=volume.broker_id in fenced,
                 time_to_full=self.time_to_full(volume),

@@ -46,6 +46,8 @@ class Decision:
     # When the state in force was saved by an earlier process of the service: it serves what
     # that one decided until a round of its own (None once it has one, or after a fresh start).
     resumed_from: float | None = None
+    # Discrepancy episodes between a node's report and DescribeLogDirs so far (app/decision/merge.py).
+    report_discrepancies: int = 0
 
     def frozen(self) -> Decision:
         """This decision with nothing left that reads the decider later: its volumes, fill rates

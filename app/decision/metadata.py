@@ -168,10 +168,13 @@ class MetadataWatch:
             expiry if self._latest_expiry is None else max(self._latest_expiry, expiry)
         )
 
-    def evict_expired(self, now: float) -> None:
-        for report in self.book.evict_expired(now):
+    def evict_expired(self, now: float) -> list[NodeReport]:
+        """Drop the reports past their validity at ``now``; returns them."""
+        expired = self.book.evict_expired(now)
+        for report in expired:
             self._judged.pop(report.node_id, None)
             self._listed.pop(report.node_id, None)
+        return expired
 
     def at(self, now: float) -> MetadataStep:
         expires_at = self.book.expires_at

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.decision.fill_rate import FillTrend, TimeToFull
 from app.decision.horizon import MAX_TREND_OBSERVATIONS
+from app.decision.merge import MergedTimeline, round_view
 from app.decision.policy import StoragePolicy, VolumeStatus, VolumeVerdict
 from app.decision.timeline import SteadyTimeline, Timeline, ViewTimeline
 from app.observation.cache import VolumeCache
@@ -163,6 +164,7 @@ class _Writer:
 def _timeline(
     writer: _Writer, timeline: Timeline | None, name: str, validity: float
 ) -> dict[str, Any] | None:
+    timeline = round_view(timeline)  # the reports over it are written as node reports
     if timeline is None:
         return None
     if isinstance(timeline, SteadyTimeline):
@@ -197,6 +199,7 @@ def _timeline(
 def _cache_view(view: Timeline | None) -> dict[str, Any] | None:
     """The latest round's view: its groups are the cache's by expiry (the cache changes only in
     a round, which builds the view from it), so only what else it rests on is written."""
+    view = round_view(view)
     if view is None:
         return None
     assert isinstance(view, ViewTimeline)
@@ -360,6 +363,11 @@ def _snapshot(decider: ThrottleDecider, saved_at: float) -> bytes:
             else _timeline(writer, known, "known", decider.validity_seconds),
         },
         "metadata": _metadata(decider.metadata),
+        # The reports' data dirs: their verdicts held in breach, the discrepancy episodes.
+        "reported": {
+            "breaching": [writer.key(k) for k in decider.reported.breaching_keys()],
+            "disagreeing": [writer.key(k) for k in sorted(decider.reported.disagreeing)],
+        },
     }
     horizon = decider.horizon
     if horizon is not None:
@@ -682,10 +690,24 @@ def _restore(
             decider.horizon._at_risk = {}  # noqa: SLF001
             decider.horizon._held_at = {}  # noqa: SLF001
     nodes = _restore_metadata(decider, reader, header["metadata"], exact)
+    reported = header.get("reported", {"breaching": [], "disagreeing": []})
+    view = (
+        reader.timeline(header["view"], "view", decider.policy, cache)
+        if exact and header["view"] is not None
+        else None
+    )
+    assert view is None or isinstance(view, ViewTimeline)
+    decider.reported.restore(
+        list(decider.metadata.book._reports.values()),  # noqa: SLF001
+        frozenset(reader.key(k) for k in reported["breaching"]) if exact else frozenset(),
+        frozenset(reader.key(k) for k in reported["disagreeing"]),
+        view,
+    )
     if exact:
         decider.last_success_at = state["last_success_at"]
         decider._breaching = frozenset(reader.key(k) for k in state["breaching"])  # noqa: SLF001
-        view = reader.timeline(header["view"], "view", decider.policy, cache)
+        if view is not None:
+            view = MergedTimeline(view, decider.reported)
         decider._view = view  # noqa: SLF001
         if view is not None and decider.latest_round is not None:
             step = view.at(decider.latest_round.finished_at)

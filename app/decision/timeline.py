@@ -118,6 +118,19 @@ class ViewTimeline(Timeline):
     def end(self) -> float:
         return self._bounds[-1]
 
+    @property
+    def start(self) -> float:
+        return self._start
+
+    @property
+    def bounds(self) -> Sequence[float]:
+        """The instants at which a step ends, in order."""
+        return self._bounds
+
+    @property
+    def times_to_full(self) -> Mapping[VolumeKey, TimeToFull] | None:
+        return self._times_to_full
+
     def at(self, now: float) -> Step | None:
         index = bisect.bisect_left(self._bounds, now)  # the first bound at or after now
         return self._step(index) if index < len(self._bounds) else None

@@ -108,6 +108,10 @@ class VolumeCache:
     def volumes(self) -> list[VolumeObservation]:
         return list(self._entries.values())
 
+    def get(self, key: VolumeKey) -> VolumeObservation | None:
+        """The observation of ``key`` in the cache, if any (expired or not: see ``expires_at``)."""
+        return self._entries.get(key)
+
     def brokers(self) -> set[int]:
         return {key[0] for key in self._entries}
 

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Literal
 
 VolumeKey = tuple[int, str]  # (broker id, log dir)
+
+# Where an observation came from: DescribeLogDirs (an admin round), or the node's own shim
+# (PUT /nodes/{node_id}/volumes).
+ObservedBy = Literal["admin-api", "node-report"]
+ADMIN_API: ObservedBy = "admin-api"
+NODE_REPORT: ObservedBy = "node-report"
 
 
 @dataclass(frozen=True, slots=True)
 class VolumeObservation:
-    """One log dir as DescribeLogDirs reported it (KIP-827 TotalBytes / UsableBytes).
+    """One log dir as DescribeLogDirs reported it (KIP-827 TotalBytes / UsableBytes), or as
+    the node's shim did (``observed_by`` NODE_REPORT: its file store's figures, never an error).
 
     total_bytes and usable_bytes are -1 when the broker does not report them (before
     Kafka 3.3, or DescribeLogDirs below v4). ``error`` names the Kafka error of a log dir
@@ -22,6 +30,7 @@ class VolumeObservation:
     usable_bytes: int
     observed_at: float
     error: str | None = None
+    observed_by: ObservedBy = ADMIN_API
 
     @property
     def key(self) -> VolumeKey:

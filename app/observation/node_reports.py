@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from app.observation.model import VolumeObservation
+from app.observation.model import NODE_REPORT, VolumeObservation
 
 DATA = "data"
 METADATA = "metadata"
@@ -55,12 +55,33 @@ class NodeReport:
         return [
             (
                 VolumeObservation(
-                    self.node_id, v.log_dir, v.total_bytes, v.usable_bytes, self.received_at
+                    self.node_id,
+                    v.log_dir,
+                    v.total_bytes,
+                    v.usable_bytes,
+                    self.received_at,
+                    observed_by=NODE_REPORT,
                 ),
                 v,
             )
             for v in self.volumes
             if v.holds_metadata
+        ]
+
+    def data_observations(self) -> list[VolumeObservation]:
+        """Each data dir as an observation of the data decision, keyed (node id, log dir) as
+        DescribeLogDirs keys a broker's log dir (app/decision/merge.py)."""
+        return [
+            VolumeObservation(
+                self.node_id,
+                v.log_dir,
+                v.total_bytes,
+                v.usable_bytes,
+                self.received_at,
+                observed_by=NODE_REPORT,
+            )
+            for v in self.volumes
+            if DATA in v.holds
         ]
 
 

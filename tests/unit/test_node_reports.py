@@ -148,17 +148,20 @@ def test_a_duplicate_key_is_a_422(tmp_path):
     run(tmp_path, scenario)
 
 
-def test_a_node_reporting_more_than_once_a_second_gets_429_with_retry_after(tmp_path):
+def test_a_node_reporting_past_its_burst_gets_429_with_retry_after_then_one_report_per_quarter_second(tmp_path):
     async def scenario(client, loop, clock):
-        assert (await client.put("/nodes/1/volumes", json=report(GiB), headers=NODE_AUTH)).status_code == 204
-        clock.advance(0.5)
+        for _ in range(4):  # the burst: four reports back to back
+            assert (await client.put("/nodes/1/volumes", json=report(GiB), headers=NODE_AUTH)).status_code == 204
+        clock.advance(0.1)
         again = await client.put("/nodes/1/volumes", json=report(GiB), headers=NODE_AUTH)
         assert again.status_code == 429 and again.headers["retry-after"] == "1"
         assert again.headers["content-type"] == "application/problem+json"
+        assert "250 ms" in again.json()["detail"]
         other = await client.put("/nodes/2/volumes", json=report(GiB), headers=NODE_AUTH)
         assert other.status_code == 204  # the limit is per node
-        clock.advance(0.5)
+        clock.advance(0.15)  # a token every 0.25 s
         assert (await client.put("/nodes/1/volumes", json=report(GiB), headers=NODE_AUTH)).status_code == 204
+        assert (await client.put("/nodes/1/volumes", json=report(GiB), headers=NODE_AUTH)).status_code == 429
 
     run(tmp_path, scenario)
 

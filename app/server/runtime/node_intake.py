@@ -10,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.decision.decider import ThrottleDecider
-from app.decision.metadata import MetadataStep
 from app.observation.node_reports import NodeReport
 from app.server.runtime.loop import ObservationLoop
 from app.server.runtime.node_admission import NodeAdmission
@@ -25,7 +24,7 @@ class UnknownNode:
 
 @dataclass(frozen=True, slots=True)
 class TooSoon:
-    """The node reported less than the minimum interval ago."""
+    """The node has used its reports' burst and reports faster than one per token interval."""
 
     retry_after: int
 
@@ -33,10 +32,14 @@ class TooSoon:
 Refusal = UnknownNode | TooSoon
 
 
-def _what_shims_act_on(step: MetadataStep) -> tuple[object, ...]:
-    """What a node report can change that the published decision shows: only then is it published."""
+def _what_shims_act_on(decider: ThrottleDecider, now: float) -> tuple[object, ...]:
+    """What a node report can change that the published decision shows: only then is it
+    published. The cluster factor (its data volumes' and the metadata volumes that hold data),
+    its source, the mutation factor and the metadata volumes that set it."""
+    step = decider.metadata_at(now)
+    reading = ThrottleDecider.with_metadata(decider.holder.read(now), step)
     listed = tuple((m.verdict.volume.key, m.verdict.reason) for m in step.listed)
-    return (step.mutation_factor, step.data_factor, step.source, listed)
+    return (reading.factor, reading.source, step.mutation_factor, step.source, listed)
 
 
 class NodeIntake:
@@ -75,8 +78,9 @@ class NodeIntake:
         the state within a second. One another replica took (``shared``) is not handed on again."""
         if not shared and self.shared is not None:
             self.shared(report)
-        before = _what_shims_act_on(self._decider.metadata.at(report.received_at))
-        after = self._decider.record_node_report(report)
-        if _what_shims_act_on(after) != before:
+        now = report.received_at
+        before = _what_shims_act_on(self._decider, now)
+        self._decider.record_node_report(report)
+        if _what_shims_act_on(self._decider, now) != before:
             self._publisher.publish()
         self._loop.save_state_soon()

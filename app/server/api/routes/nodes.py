@@ -1,5 +1,6 @@
-"""PUT /nodes/{node_id}/volumes: a node's shim reports its own volumes, the metadata log's
-among them (docs/architecture.md, "Observing metadata volumes")."""
+"""PUT /nodes/{node_id}/volumes: a node's shim reports its own volumes, its data dirs and the
+metadata log's (docs/architecture.md, "Observing metadata volumes" and "Two sources: admin
+rounds and node reports")."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from app.server.edge.problems import ProblemError, problem_responses
 from app.server.edge.query import strict_query
 from app.server.runtime.node_admission import UNLISTED_NODES
 from app.server.runtime.node_intake import TooSoon, UnknownNode
+from app.server.runtime.report_rate import BURST, MIN_INTERVAL_SECONDS
 
 routes = RouteSet(tags=["nodes"])
 # Declares the node token in the OpenAPI document; app.server.edge.admission checks it before the body is read.
@@ -28,9 +30,12 @@ node_bearer = HTTPBearer(
 @routes.put(
     "/nodes/{node_id}/volumes",
     status_code=204,
-    summary="A node's report of its own volumes (the metadata log's among them), sent by its shim every poll interval",
+    summary="A node's report of its own volumes (data dirs and the metadata log's), sent by its shim every poll interval and on change",
     description="Authenticated with the node token (throttle.service.node.token), not the admin token; answered 404 while "
-    "it is unset. Each report replaces the node's previous one and stays valid for the validity duration.",
+    "it is unset. Each report replaces the node's previous one and stays valid for the validity duration. Its data dirs "
+    "are observations of the data decision beside DescribeLogDirs' (the newer of the two, the more conservative while "
+    "they disagree); its metadata volumes are judged by the metadata limits. Per node, 4 reports in a row are taken, "
+    "then one per 250 ms (429 with Retry-After beyond that).",
     dependencies=[Depends(node_bearer), Depends(strict_query)],
     responses={
         **problem_responses(400, 401, 404, 409, 413, 422),
@@ -57,7 +62,10 @@ async def put_node_volumes(
         )
         raise ProblemError(409, "Unknown node", detail)
     if isinstance(refusal, TooSoon):
-        detail = f"node {node_id} reported less than a second ago; one report per node per second is taken"
+        detail = (
+            f"node {node_id} reports too fast: {BURST} reports in a row are taken, then one per "
+            f"{round(MIN_INTERVAL_SECONDS * 1000)} ms"
+        )
         raise ProblemError(
             429, "Too many requests", detail, headers={"Retry-After": str(refusal.retry_after)}
         )

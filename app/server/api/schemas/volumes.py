@@ -27,8 +27,10 @@ class CachedVolume(VolumeEntry):
     status: VolumeStatus
     observed_by: Literal["admin-api", "node-report"] = Field(
         "admin-api",
-        description="admin-api: DescribeLogDirs (a data volume, judged by the storage limits); node-report: the node's own "
-        "shim (PUT /nodes/{node_id}/volumes; a metadata volume, judged by the metadata limits)",
+        description="Where the observation in the view came from. admin-api: DescribeLogDirs (a data volume, judged by the "
+        "storage limits); node-report: the node's own shim (PUT /nodes/{node_id}/volumes): a data volume whose report is "
+        "newer than its DescribeLogDirs answer (or the more conservative while they disagree), judged by the storage "
+        "limits, or a metadata volume, judged by the metadata limits",
     )
 
 
@@ -95,6 +97,7 @@ def volumes_view(decider: DecisionView, now: float) -> VolumesView:
             expires_at=iso_instant(volume.expires_at) or "",
             error=volume.observation.error,
             status=volume.verdict.status,
+            observed_by=volume.observation.observed_by,
         )
         for volume in decider.volumes(now)
     ]

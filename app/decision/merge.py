@@ -1,0 +1,497 @@
+"""Two sources for a data volume: the admin rounds (DescribeLogDirs) and the node's own report
+(PUT /nodes/{node_id}/volumes, its data dirs). Pure: no clock, no I/O.
+
+Both name a volume by (broker id, log dir). The view holds, per key, the newer of the two (by
+observation time); each keeps its own time, validity and the fenced and expiry rules (an admin
+observation the cache's, app/observation/cache.py; a report the report book's,
+app/observation/node_reports.py): once one has expired, the other is the volume's observation.
+
+The rounds cross-check the reports: a round's fresh observation of a volume whose node's report
+is valid is compared with that report. When they differ by more than the tolerance (a share of
+the volume's total bytes, or the round saw a log dir error), a discrepancy episode begins: it is
+logged once and counted, and while it lasts the MORE CONSERVATIVE of the two (the error, else
+the less room as the storage limits measure it) is the volume's observation, whichever is newer.
+It ends when they agree again (a later report or round within the tolerance), or when either is
+no longer valid. Between rounds a report is not a discrepancy: it is newer, and a volume that
+fills or is emptied moves. With change-triggered reporting (the shim reports a move of more
+than 1% of total at once) the latest report is within that share of the truth, so a round that
+finds more is a disagreement rather than the passage of time.
+
+Cheap per report: a report's data dirs are judged once, when it arrives; only the entries that
+can change the evaluation (judged other than ok, overriding a volume the round did not judge
+ok, in an episode, or without an admin observation) are ``notable``, and a step of the merged
+timeline is the round's step with those substituted: a few entries, not every volume. The full
+list of volumes in a step is built only when something reads it (the history, /volumes)."""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import overload
+
+from app.decision.fill_rate import TimeToFull
+from app.decision.policy import (
+    Evaluation,
+    LimitKind,
+    StoragePolicy,
+    VolumeStatus,
+    VolumeVerdict,
+    judge_volume,
+)
+from app.decision.timeline import Step, Timeline, ViewTimeline
+from app.observation.cache import VolumeCache
+from app.observation.model import ObservationRound, VolumeKey, VolumeObservation
+from app.observation.node_reports import NodeReport, NodeReportBook
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TOLERANCE = 0.01
+_OK = VolumeStatus.OK
+_BREACHING = VolumeStatus.BREACHING
+
+
+@dataclass(frozen=True, slots=True)
+class Reported:
+    """A data dir of a node's report, judged when it arrived."""
+
+    observation: VolumeObservation
+    verdict: VolumeVerdict
+    report: NodeReport  # the report it came in: its expiry is the book's
+
+
+def disagree(admin: VolumeObservation, reported: VolumeObservation, tolerance: float) -> bool:
+    """The two observations of one volume differ by more than ``tolerance`` of its total bytes,
+    or the admin API saw an error a report cannot show."""
+    if admin.error is not None:
+        return True
+    if not admin.capacity_known or not reported.capacity_known:
+        return False
+    margin = tolerance * max(admin.total_bytes, reported.total_bytes)
+    return (
+        abs(admin.usable_bytes - reported.usable_bytes) > margin
+        or abs(admin.total_bytes - reported.total_bytes) > margin
+    )
+
+
+def more_conservative(
+    policy: StoragePolicy, a: VolumeObservation, b: VolumeObservation
+) -> VolumeObservation:
+    """The one of ``a`` and ``b`` that makes the cluster look less healthy: an error, else the
+    less room as ``policy`` measures it (usable bytes, or usable/total); on a tie the newer."""
+    if (a.error is None) != (b.error is None):
+        return a if a.error is not None else b
+    if a.capacity_known and b.capacity_known:
+        if policy.kind is LimitKind.MIN_AVAILABLE_BYTES:
+            room_a, room_b = float(a.usable_bytes), float(b.usable_bytes)
+        else:
+            room_a, room_b = a.available_ratio or 0.0, b.available_ratio or 0.0
+        if room_a != room_b:
+            return a if room_a < room_b else b
+    return a if a.observed_at >= b.observed_at else b
+
+
+class ReportOverlay:
+    """The data dirs of the nodes' reports, over the admin cache: which of the two is each
+    volume's observation, and the discrepancy episodes between them."""
+
+    def __init__(
+        self,
+        policy: StoragePolicy,
+        cache: VolumeCache,
+        book: NodeReportBook,
+        tolerance: float = DEFAULT_TOLERANCE,
+    ) -> None:
+        self.policy = policy
+        self.cache = cache
+        self.book = book
+        self.tolerance = tolerance
+        self.entries: dict[VolumeKey, Reported] = {}
+        self._by_node: dict[int, tuple[VolumeKey, ...]] = {}
+        self.notable: dict[VolumeKey, Reported] = {}
+        self.disagreeing: set[VolumeKey] = set()
+        self.discrepancies = 0  # episodes begun in this process
+        # A round's view (generation) and the reports over it (version): a merged timeline reads
+        # the overlay while its generation is the current one, and is the round's alone after.
+        self.generation = 0
+        self.version = 0
+        self.base_listed: frozenset[VolumeKey] = frozenset()  # what the round judged other than ok
+        self.times_to_full: Mapping[VolumeKey, TimeToFull] | None = None
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def expires_at(self, entry: Reported) -> float:
+        return self.book.expires_at(entry.report)
+
+    def _judge(self, observation: VolumeObservation, was_breaching: bool) -> VolumeVerdict:
+        times = self.times_to_full
+        return judge_volume(
+            self.policy,
+            observation,
+            was_breaching,
+            times.get((observation.broker_id, observation.log_dir)) if times else None,
+        )
+
+    def _is_notable(self, key: VolumeKey, entry: Reported) -> bool:
+        return (
+            entry.verdict.status is not _OK
+            or key in self.base_listed
+            or key in self.disagreeing
+            or key not in self.cache._entries  # noqa: SLF001 - read in place: per report
+        )
+
+    def record(self, report: NodeReport, breaching: frozenset[VolumeKey]) -> None:
+        """Take ``report``'s data dirs (replacing the node's previous ones); ``breaching``: the
+        volumes in breach in the view now (the hysteresis holds them)."""
+        node = report.node_id
+        previous = self._by_node.get(node, ())
+        entries, notable, disagreeing = self.entries, self.notable, self.disagreeing
+        keys = []
+        for observation in report.data_observations():
+            key = (node, observation.log_dir)
+            keys.append(key)
+            before = entries.get(key)
+            was_breaching = key in breaching or (
+                before is not None and before.verdict.status is _BREACHING
+            )
+            entry = entries[key] = Reported(
+                observation, self._judge(observation, was_breaching), report
+            )
+            if key in disagreeing:
+                admin = self.cache.get(key)
+                if admin is None or not disagree(admin, observation, self.tolerance):
+                    self._agreed(key)
+            if self._is_notable(key, entry):
+                notable[key] = entry
+            else:
+                notable.pop(key, None)
+        if previous:
+            for key in set(previous).difference(keys):
+                self._forget(key)
+        if keys:
+            self._by_node[node] = tuple(keys)
+        else:
+            self._by_node.pop(node, None)
+        self.version += 1
+
+    def _forget(self, key: VolumeKey) -> None:
+        self.entries.pop(key, None)
+        self.notable.pop(key, None)
+        self.disagreeing.discard(key)
+
+    def evict(self, expired: Sequence[NodeReport]) -> None:
+        """The book dropped these reports (past their validity): their data dirs go too."""
+        for report in expired:
+            for key in self._by_node.pop(report.node_id, ()):
+                entry = self.entries.get(key)
+                if entry is not None and entry.report is report:
+                    self._forget(key)
+        if expired:
+            self.version += 1
+
+    def _disagreed(self, admin: VolumeObservation, entry: Reported) -> None:
+        key = (admin.broker_id, admin.log_dir)
+        if key in self.disagreeing:
+            return
+        self.disagreeing.add(key)
+        self.discrepancies += 1
+        reported = entry.observation
+        chosen = more_conservative(self.policy, reported, admin)
+        log.warning(
+            "node %d's report of %s disagrees with DescribeLogDirs by more than %s of its total "
+            "(report: %d of %d bytes usable; DescribeLogDirs: %s); the more conservative (%s) is "
+            "used until they agree",
+            admin.broker_id,
+            admin.log_dir,
+            f"{self.tolerance:.2%}",
+            reported.usable_bytes,
+            reported.total_bytes,
+            f"error {admin.error}"
+            if admin.error is not None
+            else f"{admin.usable_bytes} of {admin.total_bytes} bytes usable",
+            chosen.observed_by,
+        )
+
+    def _agreed(self, key: VolumeKey) -> None:
+        self.disagreeing.discard(key)
+        log.info(
+            "node %d's report of %s and DescribeLogDirs agree again (or one of them is no longer "
+            "valid): the newer is used",
+            *key,
+        )
+
+    def rebase(self, base: ViewTimeline, round_: ObservationRound, now: float) -> None:
+        """A round was applied (the cache holds its observations; ``base`` is its view): cross-check
+        its fresh observations with the reports, and judge again what the round may change."""
+        self.generation += 1
+        self.version += 1
+        step = base.at(now)
+        self.base_listed = (
+            frozenset(
+                v.volume.key
+                for v in (
+                    *step.evaluation.breaching,
+                    *step.evaluation.ramping,
+                    *step.evaluation.unjudged,
+                )
+            )
+            if step is not None
+            else frozenset()
+        )
+        self.times_to_full = base.times_to_full
+        entries, book, cache = self.entries, self.book, self.cache
+        if entries:
+            for fresh in round_.observations:
+                entry = entries.get((fresh.broker_id, fresh.log_dir))
+                if entry is None or now > book.expires_at(entry.report):
+                    continue
+                if disagree(fresh, entry.observation, self.tolerance):
+                    self._disagreed(fresh, entry)
+                elif (fresh.broker_id, fresh.log_dir) in self.disagreeing:
+                    self._agreed((fresh.broker_id, fresh.log_dir))
+        for key in list(self.disagreeing):
+            reported, admin = entries.get(key), cache.get(key)
+            if (
+                reported is None
+                or admin is None
+                or now > book.expires_at(reported.report)
+                or now > cache.expires_at(admin)
+            ):
+                self._agreed(key)
+        times = self.times_to_full
+        for key, entry in entries.items():
+            if entry.verdict.status is not _OK or (times and key in times):
+                verdict = self._judge(entry.observation, entry.verdict.status is _BREACHING)
+                if verdict != entry.verdict:
+                    entries[key] = replace(entry, verdict=verdict)
+        self.notable = {k: e for k, e in entries.items() if self._is_notable(k, e)}
+
+    def restore(
+        self,
+        reports: Sequence[NodeReport],
+        breaching: frozenset[VolumeKey],
+        disagreeing: frozenset[VolumeKey],
+        base: ViewTimeline | None,
+    ) -> None:
+        """Rebuild the overlay from the reports in the book (a snapshot's), with the volumes
+        their verdicts held in breach and the episodes in progress, over the round's ``base``."""
+        if base is not None:
+            step = base.at(base.start)
+            if step is not None:
+                evaluation = step.evaluation
+                self.base_listed = frozenset(
+                    v.volume.key
+                    for v in (*evaluation.breaching, *evaluation.ramping, *evaluation.unjudged)
+                )
+            self.times_to_full = base.times_to_full
+        self.disagreeing = set(disagreeing)
+        for report in sorted(reports, key=lambda r: r.received_at):
+            self.record(report, breaching)
+        self.disagreeing &= set(self.entries)
+
+    def breaching_keys(self) -> list[VolumeKey]:
+        """The data dirs whose report was judged in breach (a snapshot keeps them)."""
+        return [k for k, e in self.entries.items() if e.verdict.status is _BREACHING]
+
+    def chosen(self, key: VolumeKey, entry: Reported, at: float) -> bool:
+        """Whether ``entry``'s report is the volume's observation at ``at`` (else the admin
+        API's, or none)."""
+        if at > self.book.expires_at(entry.report):
+            return False
+        cache = self.cache
+        admin = cache._entries.get(key)  # noqa: SLF001 - read in place: per report
+        if admin is None or at > cache.expires_at(admin):
+            return True
+        reported = entry.observation
+        if key in self.disagreeing:
+            return more_conservative(self.policy, reported, admin) is reported
+        return reported.observed_at > admin.observed_at
+
+    def judged_by(
+        self, policy: StoragePolicy, times_to_full: Mapping[VolumeKey, TimeToFull] | None
+    ) -> ReportOverlay:
+        """A copy whose reports are judged by ``policy`` (no volume remembered in breach), every
+        entry notable (what-if: rare, and the twin's round judged the volumes otherwise)."""
+        twin = ReportOverlay(policy, self.cache, self.book, self.tolerance)
+        twin.times_to_full = times_to_full
+        twin.disagreeing = set(self.disagreeing)
+        twin.generation, twin.version = self.generation, self.version
+        twin.entries = {
+            k: replace(e, verdict=twin._judge(e.observation, False))
+            for k, e in self.entries.items()
+        }
+        twin.notable = dict(twin.entries)
+        return twin
+
+    def merged_step(self, base: Step, start: float, bound: float) -> Step:
+        """``base`` (the round's step in force until ``bound``) with the reports that are their
+        volume's observation then in place of the admin API's."""
+        replaced: dict[VolumeKey, VolumeVerdict] = {}
+        extra: list[VolumeKey] = []
+        cache = self.cache
+        for key, entry in self.notable.items():
+            if self.chosen(key, entry, bound):
+                replaced[key] = entry.verdict
+                admin = cache.get(key)
+                if admin is None or bound > cache.expires_at(admin):
+                    extra.append(key)
+        evaluation = base.evaluation
+        if replaced:
+            lists: dict[VolumeStatus, list[VolumeVerdict]] = {
+                VolumeStatus.BREACHING: [
+                    v for v in evaluation.breaching if v.volume.key not in replaced
+                ],
+                VolumeStatus.RAMPING: [
+                    v for v in evaluation.ramping if v.volume.key not in replaced
+                ],
+                VolumeStatus.UNJUDGED: [
+                    v for v in evaluation.unjudged if v.volume.key not in replaced
+                ],
+            }
+            for verdict in replaced.values():
+                if verdict.status is not _OK:
+                    lists[verdict.status].append(verdict)
+            order: Callable[[VolumeVerdict], VolumeKey] = lambda v: v.volume.key  # noqa: E731
+            breaching, ramping, unjudged = (
+                tuple(sorted(lists[s], key=order))
+                for s in (VolumeStatus.BREACHING, VolumeStatus.RAMPING, VolumeStatus.UNJUDGED)
+            )
+            factor = min((v.factor for v in (*breaching, *ramping, *unjudged)), default=1.0)
+            evaluation = Evaluation(
+                factor, breaching, ramping, unjudged, evaluation.volume_count + len(extra)
+            )
+        if not self.entries:
+            return Step(start, bound, evaluation, base.volumes)
+        base_volumes = base.volumes
+        entries, chosen = self.entries, self.chosen
+
+        def build() -> list[VolumeObservation]:
+            volumes = []
+            for volume in base_volumes:
+                key = (volume.broker_id, volume.log_dir)
+                entry = entries.get(key)
+                volumes.append(
+                    entry.observation if entry is not None and chosen(key, entry, bound) else volume
+                )
+            volumes += [entries[k].observation for k in extra if k in entries]
+            return volumes
+
+        return Step(start, bound, evaluation, _LazyVolumes(build, len(base_volumes) + len(extra)))
+
+
+class _LazyVolumes(Sequence[VolumeObservation]):
+    """A step's volumes, built when first read (every volume: a report must not cost that)."""
+
+    __slots__ = ("_build", "_count", "_volumes")
+
+    def __init__(self, build: Callable[[], list[VolumeObservation]], count: int) -> None:
+        self._build: Callable[[], list[VolumeObservation]] | None = build
+        self._count = count
+        self._volumes: list[VolumeObservation] | None = None
+
+    def _items(self) -> list[VolumeObservation]:
+        if self._volumes is None:
+            assert self._build is not None
+            self._volumes, self._build = self._build(), None
+        return self._volumes
+
+    def __len__(self) -> int:
+        return self._count if self._volumes is None else len(self._volumes)
+
+    @overload
+    def __getitem__(self, index: int) -> VolumeObservation: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[VolumeObservation]: ...
+    def __getitem__(self, index: int | slice) -> VolumeObservation | Sequence[VolumeObservation]:
+        return self._items()[index]
+
+    def __iter__(self) -> Iterator[VolumeObservation]:
+        return iter(self._items())
+
+
+class MergedTimeline(Timeline):
+    """A round's view (``base``) with the nodes' reports over it, as they arrive: read while
+    the round is the latest (the overlay's generation); after the next round, the round's own."""
+
+    def __init__(self, base: ViewTimeline, overlay: ReportOverlay) -> None:
+        self.base = base
+        self.overlay = overlay
+        self._generation = overlay.generation
+        self._version = -1
+        self._bounds: list[float] = []
+        self._steps: dict[int, Step] = {}
+
+    @property
+    def live(self) -> bool:
+        return self.overlay.generation == self._generation
+
+    def _refresh(self) -> list[float]:
+        overlay = self.overlay
+        if overlay.version != self._version:
+            self._version, self._steps = overlay.version, {}
+            base = self.base
+            start, end = base.start, base.end
+            bounds = set(base.bounds)
+            for entry in overlay.notable.values():
+                expiry = overlay.expires_at(entry)
+                if start < expiry < end:
+                    bounds.add(expiry)
+            self._bounds = sorted(bounds)
+        return self._bounds
+
+    @property
+    def end(self) -> float:
+        return self.base.end
+
+    def _step(self, index: int) -> Step:
+        step = self._steps.get(index)
+        if step is None:
+            bound = self._bounds[index]
+            base = self.base.at(bound)
+            assert base is not None  # every bound is within the base's life
+            start = self.base.start if index == 0 else self._bounds[index - 1]
+            step = self._steps[index] = self.overlay.merged_step(base, start, bound)
+        return step
+
+    def at(self, now: float) -> Step | None:
+        if not self.live:
+            return self.base.at(now)
+        bounds = self._refresh()
+        index = bisect.bisect_left(bounds, now)
+        return self._step(index) if index < len(bounds) else None
+
+    def next_change_after(self, now: float) -> float | None:
+        if not self.live:
+            return self.base.next_change_after(now)
+        bounds = self._refresh()
+        index = bisect.bisect_left(bounds, now)
+        return bounds[index] if index < len(bounds) else None
+
+    def factor_holds_until(self, now: float) -> float | None:
+        if not self.live:
+            return self.base.factor_holds_until(now)
+        bounds = self._refresh()
+        index = bisect.bisect_left(bounds, now)
+        if index == len(bounds):
+            return None
+        factor = self._step(index).factor
+        while index + 1 < len(bounds) and self._step(index + 1).factor == factor:
+            index += 1
+        return bounds[index]
+
+    def judged_by(
+        self, policy: StoragePolicy, times_to_full: Mapping[VolumeKey, TimeToFull] | None = None
+    ) -> Timeline:
+        base = self.base.judged_by(policy, times_to_full)
+        if not self.live:
+            return base
+        assert isinstance(base, ViewTimeline)
+        return MergedTimeline(base, self.overlay.judged_by(policy, times_to_full))
+
+
+def round_view(timeline: Timeline | None) -> Timeline | None:
+    """The round's own view of ``timeline`` (what a snapshot writes: the reports are written
+    apart, as the node reports they came in)."""
+    return timeline.base if isinstance(timeline, MergedTimeline) else timeline
