@@ -76,6 +76,19 @@ def test_the_rendered_volumes_are_what_generate_latest_writes_through_changes_de
     assert exposition(rendered) == generate_latest(reference)
 
 
+def test_new_observations_with_the_same_figures_keep_the_rendered_families_and_their_gzip_blocks():
+    volumes = [VolumeObservation(b, "/data", 1000, 500 + b, 1.0) for b in range(1, 50)]
+    collector = VolumeCollector(lambda: volumes)
+    first = list(collector.collect())
+    blocks = [family.deflated for family in first]
+    volumes = [VolumeObservation(v.broker_id, v.log_dir, v.total_bytes, v.usable_bytes, 2.0) for v in volumes]
+    again = list(collector.collect())
+    assert [id(f) for f in again] == [id(f) for f in first] and [f.deflated for f in again] == blocks
+    volumes[0] = VolumeObservation(1, "/data", 1000, 1, 3.0)
+    changed = list(collector.collect())
+    assert changed[0] is not first[0] and b'broker_id="1",log_dir="/data"} 1.0' in changed[0].text
+
+
 def test_a_rendered_family_still_reads_as_samples_for_any_other_reader_of_the_registry():
     volumes = [VolumeObservation(7, ODD_DIRS[1], 1000, 10, 1.0)]
     rendered, reference = _registries(volumes)

@@ -532,27 +532,24 @@ def _label_value(value: str) -> str:
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
-class _VolumeLines:
-    """One volume's two sample lines, and the figures they were rendered from."""
+# One volume's figures and lines: total bytes, usable bytes, the label set (with the space
+# before the value), the available-bytes line and the total-bytes line.
+_Lines = tuple[int, int, str, str, str]
 
-    __slots__ = ("available", "available_line", "labels", "total", "total_line")
 
-    def __init__(self, volume: VolumeObservation) -> None:
-        self.labels = (
-            f'{{broker_id="{volume.broker_id}",log_dir="{_label_value(volume.log_dir)}"}} '
+def _volume_lines(volume: VolumeObservation, kept: _Lines | None) -> _Lines:
+    """``volume``'s lines, those of ``kept`` reused where its figures are the same."""
+    total, usable = volume.total_bytes, volume.usable_bytes
+    if kept is None:
+        labels = f'{{broker_id="{volume.broker_id}",log_dir="{_label_value(volume.log_dir)}"}} '
+        total_line = f"{TOTAL_NAME}{labels}{_sample_value(total)}\n"
+    else:
+        labels = kept[2]
+        total_line = (
+            kept[4] if kept[0] == total else f"{TOTAL_NAME}{labels}{_sample_value(total)}\n"
         )
-        self.available = volume.usable_bytes
-        self.total = volume.total_bytes
-        self.available_line = f"{AVAILABLE_NAME}{self.labels}{_sample_value(self.available)}\n"
-        self.total_line = f"{TOTAL_NAME}{self.labels}{_sample_value(self.total)}\n"
-
-    def update(self, volume: VolumeObservation) -> None:
-        if volume.usable_bytes != self.available:
-            self.available = volume.usable_bytes
-            self.available_line = f"{AVAILABLE_NAME}{self.labels}{_sample_value(self.available)}\n"
-        if volume.total_bytes != self.total:
-            self.total = volume.total_bytes
-            self.total_line = f"{TOTAL_NAME}{self.labels}{_sample_value(self.total)}\n"
+    available_line = f"{AVAILABLE_NAME}{labels}{_sample_value(usable)}\n"
+    return (total, usable, labels, available_line, total_line)
 
 
 AVAILABLE_NAME = "kafka_throttle_volume_available_bytes"
@@ -579,7 +576,7 @@ class VolumeCollector(Collector):
     def __init__(self, volumes: Callable[[], Iterable[VolumeObservation]]) -> None:
         self._volumes = volumes
         self._lock = threading.Lock()  # scrapes may run on several threads at once
-        self._lines: dict[tuple[int, str], _VolumeLines] = {}
+        self._lines: dict[tuple[int, str], _Lines] = {}
         self._rendered: (
             tuple[tuple[VolumeObservation, ...], RenderedFamily, RenderedFamily] | None
         ) = None
@@ -606,22 +603,28 @@ class VolumeCollector(Collector):
         self, volumes: tuple[VolumeObservation, ...]
     ) -> tuple[RenderedFamily, RenderedFamily]:
         kept = self._lines
-        lines: dict[tuple[int, str], _VolumeLines] = {}
+        lines: dict[tuple[int, str], _Lines] = {}
+        available_lines: list[str] = []
+        total_lines: list[str] = []
         for volume in volumes:
-            if not volume.capacity_known:
+            total, usable = volume.total_bytes, volume.usable_bytes
+            if total < 0 or usable < 0:  # not volume.capacity_known, without the call
                 continue
             key = (volume.broker_id, volume.log_dir)
             entry = kept.get(key)
-            if entry is None:
-                entry = _VolumeLines(volume)
-            else:
-                entry.update(volume)
+            if entry is None or entry[1] != usable or entry[0] != total:
+                entry = _volume_lines(volume, entry)
             lines[key] = entry
+            available_lines.append(entry[3])
+            total_lines.append(entry[4])
         self._lines = lines
         available_header, total_header = self._headers
-        available = available_header + "".join([entry.available_line for entry in lines.values()])
-        total = total_header + "".join([entry.total_line for entry in lines.values()])
+        available_text = (available_header + "".join(available_lines)).encode()
+        total_text = (total_header + "".join(total_lines)).encode()
+        before = self._rendered
+        if before is not None and (before[1].text, before[2].text) == (available_text, total_text):
+            return before[1], before[2]  # new observations, the same figures: the same families
         return (
-            RenderedFamily(AVAILABLE_NAME, AVAILABLE_HELP, "gauge", available.encode()),
-            RenderedFamily(TOTAL_NAME, TOTAL_HELP, "gauge", total.encode()),
+            RenderedFamily(AVAILABLE_NAME, AVAILABLE_HELP, "gauge", available_text),
+            RenderedFamily(TOTAL_NAME, TOTAL_HELP, "gauge", total_text),
         )
