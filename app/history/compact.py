@@ -44,7 +44,7 @@ from app.history.schema import (
     VOLUME,
     VOLUME_ROW_FIELDS,
 )
-from app.observation.model import ObservationRound, VolumeObservation
+from app.observation.model import ADMIN_API, NODE_REPORT, ObservationRound, VolumeObservation
 from app.observation.node_reports import DATA
 from app.timefmt import iso_instant
 
@@ -172,7 +172,15 @@ class Compactor:
             factor = verdict.factor if verdict is not None else 1.0
             kept = provenance.kept(volume)
             volume_rule = _volume_rule(verdict)
-            signature = (status, factor, kept, volume.error, volume_rule, volume.total_bytes)
+            signature = (
+                status,
+                factor,
+                kept,
+                volume.error,
+                volume_rule,
+                volume.total_bytes,
+                volume.observed_by,
+            )
             if not self._due(
                 key,
                 signature,
@@ -192,6 +200,8 @@ class Compactor:
                 "log_dir_error": volume.error, "observed_at": observed_at, "observation_age_seconds": age, "kept": kept,
                 "volume_status": status, "volume_factor": factor, "fill_rate_bytes_per_second": rate,
                 "seconds_to_hard_limit": seconds, "volume_rule": volume_rule, "holds": DATA,
+                # absent: admin-api (the reader's default), as in rows written before the field
+                "observed_by": None if volume.observed_by == ADMIN_API else volume.observed_by,
             }  # fmt: skip
             rows.append({name: value for name, value in row.items() if value is not None})
         return rows
@@ -308,8 +318,11 @@ def expand(rows: Iterable[dict[str, Any]]) -> Iterator[HistoryRow]:
                 row["available_ratio"] = available_ratio(
                     volume.get("usable_bytes"), volume.get("total_bytes")
                 )
-            if "metadata" in (volume.get("holds") or ""):
+            metadata = "metadata" in (volume.get("holds") or "")
+            if metadata:
                 row.update({name: volume.get(name) for name in _LIMIT_FIELDS})
+            if row["observed_by"] is None:  # left out, or written before the field existed
+                row["observed_by"] = NODE_REPORT if metadata else ADMIN_API
             if volume["time"] != time:  # a round it stands for: its observation, aged by then
                 row["time"] = time
                 if volume.get("observed_at") is not None:

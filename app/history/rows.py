@@ -12,7 +12,7 @@ from app.decision.fill_rate import seconds_to_limit
 from app.decision.metadata import MetadataVerdict
 from app.decision.policy import LimitKind, VolumeStatus, VolumeVerdict, rule_of
 from app.history.schema import FIELD_NAMES
-from app.observation.model import ObservationRound, VolumeObservation
+from app.observation.model import ADMIN_API, NODE_REPORT, ObservationRound, VolumeObservation
 from app.observation.node_reports import DATA
 from app.timefmt import iso_instant
 
@@ -153,6 +153,7 @@ def _metadata_rows(
                 "volume_factor": verdict.factor,
                 **dict.fromkeys(_TIME_FIELDS),
                 "holds": ",".join(sorted(volume.entry.holds)),
+                "observed_by": NODE_REPORT,
             }
         )
     return rows
@@ -213,10 +214,18 @@ def round_rows(
                     zip(_TIME_FIELDS, (*_time_to_full(decision, volume), _volume_rule(verdict)))
                 ),
                 "holds": DATA,
+                "observed_by": volume.observed_by,
             }
         )
     if not rows:
-        rows.append({**common, **dict.fromkeys(_VOLUME_FIELDS + _TIME_FIELDS), "holds": None})
+        rows.append(
+            {
+                **common,
+                **dict.fromkeys(_VOLUME_FIELDS + _TIME_FIELDS),
+                "holds": None,
+                "observed_by": None,
+            }
+        )
     rows += _metadata_rows(round_, decision, common)
     # The declared field order, so every line reads the same.
     return [{name: row[name] for name in FIELD_NAMES} for row in rows]
@@ -243,6 +252,7 @@ assert tuple(FIELD_NAMES) == (
     "rule",
     "holds",
     "mutation_factor",
+    "observed_by",
 )
 
 
@@ -297,8 +307,9 @@ def round_lines(round_: ObservationRound, decision: Decision, check_interval_sec
         + encode(DATA)
         + ',"mutation_factor":'
         + encode(decision.mutation_factor)
-        + "}\n"
+        + ',"observed_by":'
     )
+    by_source = {source: encode(source) + "}\n" for source in (ADMIN_API, NODE_REPORT)}
     ok = encode(VolumeStatus.OK.value) + ',"volume_factor":' + encode(1.0)
     untimed = ',"fill_rate_bytes_per_second":null,"seconds_to_hard_limit":null,"volume_rule":'
     rates = decision.fill_rates
@@ -336,6 +347,7 @@ def round_lines(round_: ObservationRound, decision: Decision, check_interval_sec
             f'"usable_bytes":{volume.usable_bytes},"available_ratio":{"null" if ratio is None else repr(ratio)},'
             f'"log_dir_error":{"null" if volume.error is None else text(volume.error)}{came_from}{limits}{judged}'
             f"{round_fields}{timed}{'null' if verdict is None else encode(_volume_rule(verdict))}{tail}"
+            f"{by_source[volume.observed_by]}"
         )
     metadata_rows = _metadata_rows(
         round_, decision, _common_fields(round_, decision, check_interval_seconds)

@@ -11,6 +11,9 @@ row of a round carries the same ``time``.
 A service with metadata limits also writes one row per metadata log volume the nodes report
 (``holds`` says which rows those are; their limit fields are the metadata limits').
 
+A data volume's observation is the newer of its DescribeLogDirs answer and its node's own report
+(``observed_by`` says which; docs/architecture.md, "Two sources").
+
 Fields are only ever added, nullable: a reader gets null for a field an older file lacks
 (rows written before ``observed_at`` and ``kept`` existed read as fresh observations of their
 round).
@@ -153,6 +156,14 @@ HISTORY_FIELDS: tuple[HistoryField, ...] = (
         "mutation_factor",
         "double",
         "The factor of CONTROLLER_MUTATION quotas in force after the round (1 without metadata limits); null before it was recorded",
+    ),
+    HistoryField(
+        "observed_by",
+        "string",
+        "Where the volume's observation came from: admin-api (DescribeLogDirs in a round) or node-report (the node's own "
+        "shim, PUT /nodes/{node_id}/volumes: a metadata volume, or a data volume whose report was newer than its "
+        "DescribeLogDirs answer, or the more conservative while they disagreed); null on a row without a volume; absent "
+        "before it existed (read as admin-api, node-report on a metadata row)",
     ),
 )
 
