@@ -29,7 +29,12 @@ CHECK = 2.0
 TOTAL = 100 * GiB
 
 
-def fill(rule: HorizonRule, rounds: int, starts: dict[tuple[int, str], tuple[float, float]], t0: float = 0.0):
+def fill(
+    rule: HorizonRule,
+    rounds: int,
+    starts: dict[tuple[int, str], tuple[float, float]],
+    t0: float = 0.0,
+):
     """``rounds`` rounds of steady fills: per volume key, (usable at t0, rate in bytes/s); returns
     the last round's observations."""
     observations = []
@@ -78,7 +83,9 @@ def test_a_fill_within_two_horizons_gets_the_level_where_the_rule_would_take_hol
     )
     levels = take_hold_levels(rule, observations)
     assert set(levels) == {near}
-    assert levels[near] == pytest.approx(HARD + (HORIZON + KAFKA_QUOTA_WINDOW_SECONDS) * rate, rel=1e-6)
+    assert levels[near] == pytest.approx(
+        HARD + (HORIZON + KAFKA_QUOTA_WINDOW_SECONDS) * rate, rel=1e-6
+    )
 
 
 def test_the_rule_takes_hold_of_a_steady_fill_where_its_level_said():
@@ -120,13 +127,18 @@ def test_a_published_level_is_kept_while_the_rate_moves_a_little_and_replaced_wh
     faster = HorizonRule(POLICY, HORIZON)
     observations = fill(faster, 6, {key: (HARD + 1.5 * HORIZON * rate * 1.3, rate * 1.3)})
     moved = take_hold_levels(faster, observations, published)
-    assert moved[key] == pytest.approx(HARD + (HORIZON + KAFKA_QUOTA_WINDOW_SECONDS) * rate * 1.3, rel=1e-6)
+    assert moved[key] == pytest.approx(
+        HARD + (HORIZON + KAFKA_QUOTA_WINDOW_SECONDS) * rate * 1.3, rel=1e-6
+    )
 
 
 def test_at_most_2000_levels_the_nearest_to_full_first():
     rule = HorizonRule(POLICY, HORIZON)
     rate = MiB
-    starts = {(b, "/d"): (HARD + (1.3 + b / 10_000) * HORIZON * rate, rate) for b in range(MAX_TAKE_HOLD + 50)}
+    starts = {
+        (b, "/d"): (HARD + (1.3 + b / 10_000) * HORIZON * rate, rate)
+        for b in range(MAX_TAKE_HOLD + 50)
+    }
     observations = fill(rule, 4, starts)
     levels = take_hold_levels(rule, observations)
     assert len(levels) == MAX_TAKE_HOLD
@@ -146,13 +158,21 @@ def test_take_hold_is_computed_once_per_round_and_the_same_object_is_published_u
 
     first = levels.current(rule, volumes)
     assert dict(first.take_hold) == take_hold_levels(rule, observations)
-    assert levels.current(rule, volumes) is first and len(reads) == 1, "no new round: nothing computed"
-    observations = fill(rule, 1, {(1, "/data"): (observations[0].usable_bytes - rate * CHECK, rate)}, t0=6 * CHECK)
-    assert levels.current(rule, volumes) is first and len(reads) == 2, "a new round, the same level: the same object"
+    assert levels.current(rule, volumes) is first and len(reads) == 1, (
+        "no new round: nothing computed"
+    )
+    observations = fill(
+        rule, 1, {(1, "/data"): (observations[0].usable_bytes - rate * CHECK, rate)}, t0=6 * CHECK
+    )
+    assert levels.current(rule, volumes) is first and len(reads) == 2, (
+        "a new round, the same level: the same object"
+    )
 
 
 def test_the_body_groups_take_hold_by_node_id_and_log_dir():
-    report_on = ReportOn(LimitLevels.of(POLICY), None, MOVE_SHARE, 250, {(2, "/b"): 7, (1, "/a"): 5, (1, "/c"): 6})
+    report_on = ReportOn(
+        LimitLevels.of(POLICY), None, MOVE_SHARE, 250, {(2, "/b"): 7, (1, "/a"): 5, (1, "/c"): 6}
+    )
     assert ReportOnModel.of(report_on).take_hold == {"1": {"/a": 5, "/c": 6}, "2": {"/b": 7}}
 
 
@@ -160,7 +180,9 @@ def test_get_quotas_carries_report_on_and_its_etag_moves_only_when_report_on_doe
     async def scenario(client, observer, clock):
         def round_(usable):
             now = clock()
-            return ObservationRound(now, now, (1,), (VolumeObservation(1, "/a", 10 * GiB, int(usable), now),))
+            return ObservationRound(
+                now, now, (1,), (VolumeObservation(1, "/a", 10 * GiB, int(usable), now),)
+            )
 
         observer.apply_round(round_(8 * GiB))
         first = await client.get("/quotas")
@@ -172,14 +194,18 @@ def test_get_quotas_carries_report_on_and_its_etag_moves_only_when_report_on_doe
         same = await client.get("/quotas", headers={"If-None-Match": first.headers["etag"]})
         assert same.status_code == 304
         usable = 8 * GiB
-        for _ in range(8):  # 40 MiB/s: about 190 s from full at the end, within two horizons (240 s)
+        for _ in range(
+            8
+        ):  # 40 MiB/s: about 190 s from full at the end, within two horizons (240 s)
             clock.advance(CHECK)
             usable -= 40 * MiB * CHECK
             observer.apply_round(round_(usable))
         filling = await client.get("/quotas", headers={"If-None-Match": first.headers["etag"]})
         assert filling.status_code == 200
         level = filling.json()["report_on"]["take_hold"]["1"]["/a"]
-        assert level == pytest.approx(100 + (HORIZON + KAFKA_QUOTA_WINDOW_SECONDS) * 40 * MiB, rel=1e-3)
+        assert level == pytest.approx(
+            100 + (HORIZON + KAFKA_QUOTA_WINDOW_SECONDS) * 40 * MiB, rel=1e-3
+        )
 
     clock = ManualClock()
     app = make_app(clock, ramp_horizon="PT2M", storage_check_interval="PT2S")

@@ -52,8 +52,14 @@ final class NodeVolumes {
     record Directory(Path path, boolean metadata, boolean data) {
     }
 
-    /** One report: its JSON body, and the directories left out because they could not be read or did not fit. */
-    record Report(byte[] body, int entries, Set<Path> unreadable, int leftOut) {
+    /**
+     * One report: its JSON body, and the directories left out because they could not be read or did not fit. Per
+     * directory of {@link #directories} (same index): its file store (null: unreadable), total and usable bytes (-1:
+     * unreadable) and whether it holds data (a metadata dir on a data dir's file store does), which the shim samples
+     * between reports ({@link #sample}).
+     */
+    record Report(byte[] body, int entries, Set<Path> unreadable, int leftOut, FileStore[] stores, long[] totals, long[] usables,
+            boolean[] holdsData) {
     }
 
     final Set<String> roles; // sorted
@@ -105,7 +111,15 @@ final class NodeVolumes {
         List<Directory> readable = new ArrayList<>();
         List<FileStore> stores = new ArrayList<>();
         List<long[]> sizes = new ArrayList<>();
-        for (Directory directory : directories) {
+        int count = directories.size();
+        FileStore[] storeOf = new FileStore[count];
+        long[] totals = new long[count];
+        long[] usables = new long[count];
+        boolean[] holdsData = new boolean[count];
+        for (int d = 0; d < count; d++) {
+            Directory directory = directories.get(d);
+            totals[d] = -1;
+            usables[d] = -1;
             try {
                 FileStore store = lookup.storeOf(directory.path());
                 long total = store.getTotalSpace();
@@ -113,9 +127,16 @@ final class NodeVolumes {
                 readable.add(directory);
                 stores.add(store);
                 sizes.add(new long[] {total, usable});
+                storeOf[d] = store;
+                totals[d] = total;
+                usables[d] = usable;
             } catch (IOException | RuntimeException e) {
                 unreadable.add(directory.path());
             }
+        }
+        for (int i = 0; i < readable.size(); i++) {
+            Directory directory = readable.get(i);
+            holdsData[directories.indexOf(directory)] = directory.data() || directory.metadata() && sharesStoreWithData(i, readable, stores);
         }
         ObjectNode body = JSON.createObjectNode();
         ArrayNode roleNames = body.putArray("roles");
@@ -142,7 +163,30 @@ final class NodeVolumes {
             bytes = bytes(body);
         }
         int entries = volumes.size();
-        return new Report(bytes, entries, unreadable, readable.size() - entries);
+        return new Report(bytes, entries, unreadable, readable.size() - entries, storeOf, totals, usables, holdsData);
+    }
+
+    /**
+     * Reads the file stores a report found ({@code stores}, per directory; null: not read) into {@code totals} and
+     * {@code usables} (-1 when a store cannot be read now): a statvfs each, no lookup and nothing kept.
+     */
+    static void sample(FileStore[] stores, long[] totals, long[] usables) {
+        for (int d = 0; d < stores.length; d++) {
+            FileStore store = stores[d];
+            long total = -1;
+            long usable = -1;
+            if (store != null) {
+                try {
+                    total = store.getTotalSpace();
+                    usable = store.getUsableSpace();
+                } catch (IOException | RuntimeException e) {
+                    total = -1;
+                    usable = -1;
+                }
+            }
+            totals[d] = total;
+            usables[d] = usable;
+        }
     }
 
     /** Whether the metadata dir at {@code index} lies on the file store of one of the data dirs (same volume). */

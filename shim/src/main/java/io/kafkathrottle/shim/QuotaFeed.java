@@ -52,6 +52,7 @@ final class QuotaFeed {
     private Thread poller;
     private Thread ticker;
     private String etag; // the poller thread's
+    private String reportOnProblem; // the last unusable report_on logged (the poller thread's)
     private int users; // guarded by FEEDS
 
     private QuotaFeed(ShimConfig config, LongSupplier nanoTime) {
@@ -121,6 +122,11 @@ final class QuotaFeed {
             }
         }
         return current;
+    }
+
+    /** The node's volume reporter (for tests). */
+    VolumeReporter reporter() {
+        return reporter;
     }
 
     /** The feed's JMX metrics (for tests). */
@@ -293,6 +299,13 @@ final class QuotaFeed {
             logEnforcement(previous, next);
             logMutationFactor(previous, next);
         }
+        reporter.levels(table.reportOn());
+        String problem = table.reportOnProblem();
+        if (problem != null && !problem.equals(reportOnProblem)) {
+            LOG.warn("Throttle service shim: {} sent an unusable report_on ({}); node {} reports its volumes every poll interval"
+                    + " (logged once until it changes)", config.quotasUri, problem, config.brokerId);
+        }
+        reportOnProblem = problem;
     }
 
     /** One line per change of the mutation factor the decision asks for (the metadata volumes'). */

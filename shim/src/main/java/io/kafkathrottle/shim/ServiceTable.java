@@ -14,9 +14,12 @@ import com.fasterxml.jackson.databind.JsonNode;
  * does not say (one from before enforcement was decided centrally) enforces everywhere.
  * {@code mutationFactor} scales controller-mutation quotas while a metadata volume is in breach
  * (0: its hard limit); a service from before metadata limits sends none, which means 1.
+ * {@code reportOn} says when this node reports its volumes at once ({@link ReportLevels}; null: the body has none, or
+ * an unusable one, which {@code reportOnProblem} describes: the table is used all the same, the reports go at the poll
+ * interval).
  */
 record ServiceTable(QuotaTable table, double factor, String state, String source, Instant validUntil, boolean enforced,
-        Set<Integer> canaryBrokers, double mutationFactor) {
+        Set<Integer> canaryBrokers, double mutationFactor, ReportLevels reportOn, String reportOnProblem) {
 
     /** Whether the shim of broker {@code brokerId} applies the factor. */
     boolean enforcesOn(int brokerId) {
@@ -24,6 +27,11 @@ record ServiceTable(QuotaTable table, double factor, String state, String source
     }
 
     static ServiceTable fromJson(JsonNode json) {
+        return fromJson(json, ShimConfig.UNKNOWN_BROKER);
+    }
+
+    /** The table of a GET /quotas answer, with the take-hold levels of node {@code nodeId}. */
+    static ServiceTable fromJson(JsonNode json, int nodeId) {
         if (json == null || !json.isObject()) {
             throw new IllegalArgumentException("expected a JSON object");
         }
@@ -61,8 +69,15 @@ record ServiceTable(QuotaTable table, double factor, String state, String source
                 canary.add(broker.asInt());
             }
         }
+        ReportLevels reportOn = null;
+        String reportOnProblem = null;
+        try {
+            reportOn = ReportLevels.fromJson(json.get("report_on"), nodeId);
+        } catch (IllegalArgumentException e) {
+            reportOnProblem = e.getMessage();
+        }
         return new ServiceTable(QuotaTable.fromJson(json), factor.asDouble(), json.path("state").asText("?"), json.path("source").asText("?"),
                 until, enforced == null || enforced.isNull() || enforced.asBoolean(), Set.copyOf(canary),
-                mutation == null || mutation.isNull() ? 1.0 : mutation.asDouble());
+                mutation == null || mutation.isNull() ? 1.0 : mutation.asDouble(), reportOn, reportOnProblem);
     }
 }

@@ -48,6 +48,7 @@ final class ShimConfig {
     static final String TRUSTSTORE_LOCATION = PREFIX + "ssl.truststore.location";
     static final String TRUSTSTORE_PASSWORD = PREFIX + "ssl.truststore.password";
     static final String TRUSTSTORE_TYPE = PREFIX + "ssl.truststore.type";
+    static final String VOLUME_SAMPLE_INTERVAL_MS = PREFIX + "volume.sample.interval.ms";
 
     /** The service's own upper bound for ?wait= (app/api/conditional.py). */
     static final long MAX_LONG_POLL_WAIT_MS = 300_000;
@@ -71,7 +72,10 @@ final class ShimConfig {
                     "Trust store for an https service URL; unset: the JVM's default trust store.")
             .define(TRUSTSTORE_PASSWORD, Type.PASSWORD, null, Importance.LOW, "Password of the trust store.")
             .define(TRUSTSTORE_TYPE, Type.STRING, "PKCS12", ConfigDef.ValidString.in("PKCS12", "JKS"), Importance.LOW,
-                    "Format of the trust store file.");
+                    "Format of the trust store file.")
+            .define(VOLUME_SAMPLE_INTERVAL_MS, Type.LONG, 100L, Range.between(10, 60_000), Importance.LOW,
+                    "How often the shim reads its log dirs' file stores (a statvfs each) to report at once when a volume crosses"
+                            + " a level the service named (report_on in GET /quotas); the reports otherwise go every poll interval.");
 
     /** The service's base URL, without a trailing slash. */
     final URI serviceUri;
@@ -79,6 +83,8 @@ final class ShimConfig {
     /** Where this node reports its volumes: {@code <url>/nodes/<node id>/volumes}. */
     final URI nodeVolumesUri;
     final Duration pollInterval;
+    /** How often the node's file stores are sampled while the service says what to report on. */
+    final Duration volumeSampleInterval;
     final Duration longPollWait;
     final Duration requestTimeout;
     final double fallbackFactor;
@@ -102,6 +108,7 @@ final class ShimConfig {
         this.quotasUri = URI.create(base + "/quotas");
         this.nodeVolumesUri = URI.create(base + "/nodes/" + brokerId + "/volumes");
         this.pollInterval = Duration.ofMillis(config.getLong(POLL_INTERVAL_MS));
+        this.volumeSampleInterval = Duration.ofMillis(config.getLong(VOLUME_SAMPLE_INTERVAL_MS));
         this.longPollWait = Duration.ofMillis(config.getLong(LONG_POLL_WAIT_MS));
         this.requestTimeout = Duration.ofMillis(config.getLong(REQUEST_TIMEOUT_MS));
         this.fallbackFactor = config.getDouble(FALLBACK_FACTOR);

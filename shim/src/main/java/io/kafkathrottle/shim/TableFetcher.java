@@ -89,7 +89,7 @@ final class TableFetcher {
         }
         ServiceTable table;
         try {
-            table = ServiceTable.fromJson(JSON.readTree(body(response)));
+            table = ServiceTable.fromJson(JSON.readTree(body(response)), config.brokerId);
         } catch (IOException | IllegalArgumentException e) {
             return new Failed(config.quotasUri + " sent an unusable quota table: " + e.getMessage());
         }

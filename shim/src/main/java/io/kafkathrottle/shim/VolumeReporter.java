@@ -15,6 +15,7 @@ import java.time.format.DateTimeFormatter;
 import java.time.format.DateTimeParseException;
 import java.util.Objects;
 import java.util.Set;
+import java.util.function.LongSupplier;
 
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -24,6 +25,11 @@ import org.slf4j.LoggerFactory;
  * id}/volumes}, once per poll interval on a daemon thread of its own: never on a Kafka request
  * thread, never in the way of the quota long-poll (it shares the poller's HTTP client, on a
  * connection of its own). Whatever the service answers, the quotas keep being polled.
+ *
+ * <p>While the quota table says what to report on ({@code report_on}, {@link ReportLevels}), the
+ * thread also reads the node's file stores every {@code volume.sample.interval.ms} and sends a
+ * report at once when a volume crosses a level or moves ({@link ReportTrigger}). Without it (an
+ * older service) nothing is sampled and the reports go at the poll interval only.
  *
  * <p>Each refusal is logged once per episode (until the answer changes), as are directories that
  * cannot be read. A 404 means the service takes no node reports (its node token is unset; an
@@ -41,24 +47,51 @@ final class VolumeReporter {
     private final NodeVolumes volumes;
     private final NodeVolumes.StoreLookup lookup;
     private final URI uri;
+    private final LongSupplier nanoTime;
+    private final Object wake = new Object(); // notified when the levels change
     private volatile boolean running;
+    private volatile ReportLevels wanted; // the latest table's (set by the poller)
     private Thread thread;
-    // The reporter thread's own (reportOnce runs on it alone):
+    // The reporter thread's own (reportOnce and the loop run on it alone):
     private String episode; // the last refusal logged; null while reports are taken
     private Set<Path> unreadable = Set.of();
     private int leftOut;
+    private NodeVolumes.Report lastReport; // the last one measured
+    private final ReportTrigger trigger;
     private volatile long reports; // written by the reporter thread only
+    private final long[] triggered = new long[ReportTrigger.Reason.values().length]; // reports sent per reason
 
-    VolumeReporter(ShimConfig config, HttpClient client, NodeVolumes.StoreLookup lookup) {
+    VolumeReporter(ShimConfig config, HttpClient client, NodeVolumes.StoreLookup lookup, LongSupplier nanoTime) {
         this.config = config;
         this.client = client;
         this.volumes = config.volumes;
         this.lookup = lookup;
         this.uri = config.nodeVolumesUri;
+        this.nanoTime = nanoTime;
+        this.trigger = new ReportTrigger(config.pollInterval, volumes.directories);
+    }
+
+    VolumeReporter(ShimConfig config, HttpClient client, NodeVolumes.StoreLookup lookup) {
+        this(config, client, lookup, System::nanoTime);
     }
 
     VolumeReporter(ShimConfig config, HttpClient client) {
         this(config, client, Files::getFileStore);
+    }
+
+    /** What the latest quota table said to report on (null: nothing). */
+    ReportLevels levels() {
+        return wanted;
+    }
+
+    /** What the latest quota table says to report on (null: nothing; the poll interval only). Any thread. */
+    void levels(ReportLevels levels) {
+        if (levels != wanted) {
+            wanted = levels;
+            synchronized (wake) {
+                wake.notifyAll();
+            }
+        }
     }
 
     void start() {
@@ -91,28 +124,79 @@ final class VolumeReporter {
         return reports;
     }
 
+    /** How many reports were sent for {@code reason} (for tests and diagnostics). */
+    long reportsSent(ReportTrigger.Reason reason) {
+        synchronized (triggered) {
+            return triggered[reason.ordinal()];
+        }
+    }
+
     private void loop() {
+        int count = volumes.directories.size();
+        long[] totals = new long[count];
+        long[] usables = new long[count];
+        long sampleNanos = config.volumeSampleInterval.toNanos();
         while (running) {
-            Duration next;
             try {
-                next = reportOnce();
-            } catch (InterruptedException e) {
-                return;
-            } catch (RuntimeException e) {
-                refused("error", "unexpected error " + e);
-                next = config.pollInterval;
-            }
-            try {
-                Thread.sleep(next.toMillis());
+                step(totals, usables);
+                long now = nanoTime.getAsLong();
+                long waitNanos = trigger.nextWake(now, sampleNanos) - now;
+                if (waitNanos > 0) {
+                    synchronized (wake) {
+                        if (wanted == trigger.levels()) { // else the levels changed meanwhile: judge them at once
+                            wake.wait(waitNanos / 1_000_000, (int) (waitNanos % 1_000_000));
+                        }
+                    }
+                }
             } catch (InterruptedException e) {
                 return;
             }
         }
     }
 
+    /** One turn of the reporter: take the latest levels, sample the file stores when they say to, and report if due. */
+    void step(long[] totals, long[] usables) throws InterruptedException {
+        ReportLevels levels = wanted;
+        if (levels != trigger.levels()) {
+            noteLevels(trigger.levels(), levels);
+            trigger.levels(levels);
+        }
+        if (trigger.samples() && lastReport != null) {
+            NodeVolumes.sample(lastReport.stores(), totals, usables);
+        }
+        ReportTrigger.Reason reason = trigger.evaluate(nanoTime.getAsLong(), totals, usables);
+        if (reason == ReportTrigger.Reason.NONE) {
+            return;
+        }
+        Duration next;
+        try {
+            next = reportOnce();
+        } catch (RuntimeException e) {
+            refused("error", "unexpected error " + e);
+            next = config.pollInterval;
+        }
+        trigger.sent(nanoTime.getAsLong(), reason, lastReport, next);
+        synchronized (triggered) {
+            triggered[reason.ordinal()]++;
+        }
+    }
+
+    /** One line when the service starts or stops saying what to report on (not at each change of its levels). */
+    private void noteLevels(ReportLevels previous, ReportLevels next) {
+        if (previous == null && next != null) {
+            LOG.info("Throttle service shim: node {} samples its volumes every {} ms and reports at once when one crosses a level"
+                    + " the service named or moves by more than {}% of its total (at most one report per {} ms)", config.brokerId,
+                    config.volumeSampleInterval.toMillis(), next.moveShare * 100, next.minIntervalMs);
+        } else if (previous != null && next == null) {
+            LOG.info("Throttle service shim: the service names no levels to report on any longer; node {} reports every {} ms",
+                    config.brokerId, config.pollInterval.toMillis());
+        }
+    }
+
     /** Measures and sends one report; returns how long to wait before the next. */
     Duration reportOnce() throws InterruptedException {
         NodeVolumes.Report report = volumes.measure(lookup);
+        lastReport = report;
         noteUnreadable(report);
         HttpRequest.Builder request = HttpRequest.newBuilder(uri).PUT(HttpRequest.BodyPublishers.ofByteArray(report.body()))
                 .timeout(config.requestTimeout).header("Content-Type", "application/json").header("Accept", "application/json");

@@ -41,6 +41,17 @@ class ShimConfigTest {
         assertEquals(Duration.ofSeconds(30), config.longPollWait);
         assertEquals(Duration.ofSeconds(10), config.requestTimeout);
         assertEquals(1.0, config.fallbackFactor);
+        assertEquals(Duration.ofMillis(100), config.volumeSampleInterval);
+    }
+
+    @Test
+    void theVolumeSampleIntervalIsRefusedOutsideItsRangeWithTheRangeNamed() {
+        assertEquals(Duration.ofMillis(10), ShimConfig.parse(with(ShimConfig.VOLUME_SAMPLE_INTERVAL_MS, "10")).volumeSampleInterval);
+        assertEquals(Duration.ofMinutes(1), ShimConfig.parse(with(ShimConfig.VOLUME_SAMPLE_INTERVAL_MS, "60000")).volumeSampleInterval);
+        String low = rejected(with(ShimConfig.VOLUME_SAMPLE_INTERVAL_MS, "9"));
+        assertTrue(low.contains(ShimConfig.VOLUME_SAMPLE_INTERVAL_MS) && low.contains("9") && low.contains("at least 10"), low);
+        String high = rejected(with(ShimConfig.VOLUME_SAMPLE_INTERVAL_MS, "60001"));
+        assertTrue(high.contains("60001") && high.contains("no more than 60000"), high);
     }
 
     @Test
@@ -66,6 +77,7 @@ class ShimConfigTest {
             {ShimConfig.REQUEST_TIMEOUT_MS, "10"},
             {ShimConfig.FALLBACK_FACTOR, "1.5"},
             {ShimConfig.TRUSTSTORE_TYPE, "PEMish"},
+            {ShimConfig.VOLUME_SAMPLE_INTERVAL_MS, "often"},
         };
         for (String[] bad : cases) {
             String message = rejected(with(bad[0], bad[1]));

@@ -166,4 +166,85 @@ class VolumeReporterTest {
         assertEquals("[\"broker\",\"controller\"]", body.get("roles").toString());
         assertEquals("[\"data\",\"metadata\"]", body.get("volumes").get(0).get("holds").toString());
     }
+
+    private VolumeReporter reporter(Map<String, Object> configs, MutableStore store) {
+        ShimConfig config = ShimConfig.parse(configs);
+        return new VolumeReporter(config, new TableFetcher(config).client(), directory -> store);
+    }
+
+    private static ReportLevels bytesLevel(long level) {
+        return new ReportLevels(new ReportLevels.Limit(false, new double[] {level}, 0), null, 0.5, 250, Map.of());
+    }
+
+    @Test
+    void aCrossingIsReportedWithinOneSampleIntervalNotAtThePollInterval() throws Exception {
+        service.nodeAnswer(204, null, 0);
+        Map<String, Object> configs = settings(5, "broker");
+        configs.put(ShimConfig.POLL_INTERVAL_MS, "60000");
+        configs.put(ShimConfig.VOLUME_SAMPLE_INTERVAL_MS, "200");
+        MutableStore store = new MutableStore("volume", 1_000_000, 500_000);
+        VolumeReporter reporter = reporter(configs, store);
+        reporter.levels(bytesLevel(100_000));
+        reporter.start();
+        try {
+            eventually(() -> service.nodeReports.size() == 1, "the first report");
+            eventually(() -> store.reads.get() >= 4, "samples of the healthy volume");
+            assertEquals(1, service.nodeReports.size(), "no report while the volume stays above its levels");
+            long crossed = System.nanoTime();
+            store.usable.set(90_000);
+            eventually(() -> service.nodeReports.size() == 2, "the crossing's report");
+            long tookMs = (System.nanoTime() - crossed) / 1_000_000;
+            // The next sample sees it (200 ms at most), the PUT on loopback takes milliseconds; a loaded machine gets slack.
+            assertTrue(tookMs < 200 + 400, "reported " + tookMs + " ms after the crossing");
+            JsonNode volume = JSON.readTree(service.nodeReports.get(1).body()).get("volumes").get(0);
+            assertEquals(90_000, volume.get("usable_bytes").asLong());
+            eventually(() -> reporter.reportsSent(ReportTrigger.Reason.CROSSING) == 1, "counted as a crossing's");
+        } finally {
+            reporter.stop();
+        }
+    }
+
+    @Test
+    void withoutReportOnTheReportsGoAtThePollIntervalAndNothingIsSampled() throws Exception {
+        service.nodeAnswer(204, null, 0);
+        Map<String, Object> configs = settings(6, "broker");
+        configs.put(ShimConfig.POLL_INTERVAL_MS, "300");
+        configs.put(ShimConfig.VOLUME_SAMPLE_INTERVAL_MS, "10");
+        MutableStore store = new MutableStore("volume", 1_000_000, 500_000);
+        VolumeReporter reporter = reporter(configs, store);
+        long started = System.nanoTime();
+        reporter.start();
+        try {
+            eventually(() -> service.nodeReports.size() >= 2, "two reports");
+            store.usable.set(0); // a full disk between two reports waits for the poll interval, as before
+            Thread.sleep(700);
+            long due = reporter.reportsSent(ReportTrigger.Reason.DUE);
+            long reads = store.reads.get();
+            int sent = service.nodeReports.size();
+            long elapsedMs = (System.nanoTime() - started) / 1_000_000;
+            assertTrue(sent <= elapsedMs / 300 + 1, sent + " reports in " + elapsedMs + " ms");
+            // One report may be in flight (read and received, not yet counted): the rest were counted at the poll interval.
+            assertTrue(sent >= due && sent <= due + 1, sent + " reports sent, " + due + " at the poll interval");
+            assertTrue(reads >= due && reads <= due + 1, "the file store read once per report, no sampling: " + reads + " reads, "
+                    + due + " reports");
+        } finally {
+            reporter.stop();
+        }
+    }
+
+    @Test
+    void theTablesReportOnReachesTheReporterWithThisNodesTakeHoldLevels() throws Exception {
+        service.nodeAnswer(204, null, 0);
+        Map<String, Object> configs = settings(7, "broker");
+        String dir = configs.get("log.dirs").toString();
+        String table = StubService.table(1.0, "{\"produce\": 1048576}", "[]", null);
+        service.table(table.substring(0, table.length() - 1) + ", \"report_on\": {\"kind\": \"min-available-bytes\", \"levels\": [100],"
+                + " \"hysteresis\": 0, \"metadata\": null, \"move_share\": 0.01, \"min_interval_ms\": 250,"
+                + " \"take_hold\": {\"7\": {" + JSON.writeValueAsString(dir) + ": 4096}}}}");
+        ServiceQuotaCallback callback = callback(configs);
+        eventually(() -> callback.feed().reporter().levels() != null, "the levels handed to the reporter");
+        assertEquals(Map.of(dir, 4096L), callback.feed().reporter().levels().takeHold);
+        service.table(table);
+        eventually(() -> callback.feed().reporter().levels() == null, "a table without report_on: none");
+    }
 }
