@@ -43,8 +43,10 @@ from app.server.api.schemas.decision import ThrottleDecision, decision_etag_basi
 from app.server.api.schemas.quotas import QuotaTableModel, QuotaTableRenderer
 from app.server.api.view_cache import ViewCache
 from app.server.edge.admission import AdminToken, BodyLimit, HeadAsGet
+from app.server.edge.direct_route import DirectRoute
 from app.server.edge.methods import MethodGate
 from app.server.edge.problems import UnexpectedErrors, install_problem_handlers
+from app.server.edge.query import strict_query
 from app.server.runtime import report_rate
 from app.server.runtime.enforcement import EnforcementInForce
 from app.server.runtime.loop import ObservationLoop
@@ -111,6 +113,7 @@ def decider_from(settings: Settings, clock: Clock) -> ThrottleDecider:
         if settings.ramp_horizon is not None
         else None,
         metadata_policy=metadata_policy(settings),
+        report_tolerance=settings.storage_node_report_tolerance_ratio,
     )
 
 
@@ -341,6 +344,13 @@ def create_app(
     # Outermost first: unexpected errors, HTTP metrics, the methods each path serves, the audit
     # line, the token, the body limit, HEAD as GET (Starlette wraps the last one added around
     # the others).
+    # The nodes' reports straight to their endpoint (innermost: every check above still runs).
+    app.add_middleware(
+        DirectRoute,
+        method="PUT",
+        path="/nodes/{node_id}/volumes",
+        passive_dependencies=(nodes.node_bearer, strict_query),
+    )
     app.add_middleware(HeadAsGet)
     app.add_middleware(BodyLimit, max_bytes=settings.http_max_body_bytes)
     app.add_middleware(AdminToken, token=settings.admin_token, node_token=settings.node_token)
