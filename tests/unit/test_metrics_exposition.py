@@ -87,6 +87,7 @@ def test_new_observations_with_the_same_figures_keep_the_rendered_families_and_t
     volumes[0] = VolumeObservation(1, "/data", 1000, 1, 3.0)
     changed = list(collector.collect())
     assert changed[0] is not first[0] and b'broker_id="1",log_dir="/data"} 1.0' in changed[0].text
+    assert changed[1] is first[1]  # the total bytes did not change: that family is kept
 
 
 def test_a_rendered_family_still_reads_as_samples_for_any_other_reader_of_the_registry():

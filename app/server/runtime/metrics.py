@@ -621,10 +621,17 @@ class VolumeCollector(Collector):
         available_header, total_header = self._headers
         available_text = (available_header + "".join(available_lines)).encode()
         total_text = (total_header + "".join(total_lines)).encode()
+        # A family whose text is the same is kept, and with it its gzip blocks: new observations
+        # of the same figures change neither, and the total bytes seldom change.
         before = self._rendered
-        if before is not None and (before[1].text, before[2].text) == (available_text, total_text):
-            return before[1], before[2]  # new observations, the same figures: the same families
-        return (
-            RenderedFamily(AVAILABLE_NAME, AVAILABLE_HELP, "gauge", available_text),
-            RenderedFamily(TOTAL_NAME, TOTAL_HELP, "gauge", total_text),
+        available_family = (
+            before[1]
+            if before is not None and before[1].text == available_text
+            else RenderedFamily(AVAILABLE_NAME, AVAILABLE_HELP, "gauge", available_text)
         )
+        total_family = (
+            before[2]
+            if before is not None and before[2].text == total_text
+            else RenderedFamily(TOTAL_NAME, TOTAL_HELP, "gauge", total_text)
+        )
+        return available_family, total_family
