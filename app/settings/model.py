@@ -237,6 +237,15 @@ class Settings(BaseSettings):
         "a number in [0.0, 1.0], only with a metadata ratio hard limit",
         "A metadata volume that breached its hard limit stays breaching until its ratio exceeds limit + this.",
     )
+    storage_node_report_tolerance_ratio: float = setting(
+        0.01,
+        SERVICE_PREFIX + "storage.node.report.tolerance.ratio",
+        "a number in [0.0, 1.0]; needs throttle.service.node.token",
+        "How far a node's own report of a data volume and DescribeLogDirs may differ, as a share of the volume's "
+        "total bytes, before a round counts them as disagreeing: the discrepancy is logged and counted "
+        "(kafka_throttle_node_report_discrepancies_total) and the more conservative of the two is used until they "
+        "agree (see docs/architecture.md, 'Two sources: admin rounds and node reports').",
+    )
     produce: float | None = setting(
         None,
         STATIC_PREFIX + "produce",
@@ -514,6 +523,7 @@ class Settings(BaseSettings):
         "metadata_limit_min_available_ratio",
         "metadata_soft_limit_min_available_ratio",
         "metadata_limit_hysteresis_ratio",
+        "storage_node_report_tolerance_ratio",
     )
     @classmethod
     def _unit_interval(cls, value: float | None) -> float | None:

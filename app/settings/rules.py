@@ -198,6 +198,21 @@ def metadata_limits_need_node_reports(j: Judged) -> list[Problem]:
     ]
 
 
+def report_tolerance_needs_node_reports(j: Judged) -> list[Problem]:
+    """throttle.service.storage.node.report.tolerance.ratio: only with the node token set;
+    without node reports nothing is compared with DescribeLogDirs."""
+    field = "storage_node_report_tolerance_ratio"
+    if not (field in j.invalid or field in j.given_raw) or j.given("node_token"):
+        return []
+    node_token = property_name("node_token")
+    return [
+        j.problem(
+            field,
+            f"a tolerance only with {node_token} set (the nodes' reports are what DescribeLogDirs is compared with)",
+        )
+    ]
+
+
 # The tokens
 
 
@@ -393,6 +408,7 @@ RULES: tuple[Rule, ...] = (
     data_limit_rules,
     metadata_limit_rules,
     metadata_limits_need_node_reports,
+    report_tolerance_needs_node_reports,
     node_token_not_admin_token,
     validity_positive_and_longer_than_interval,
     horizon_holds_three_observations,

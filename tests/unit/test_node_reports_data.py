@@ -8,6 +8,8 @@ from __future__ import annotations
 import logging
 from types import SimpleNamespace
 
+import pytest
+
 from app.decision.decider import ThrottleDecider
 from app.decision.factor import FactorSource
 from app.decision.policy import LimitKind, State, StoragePolicy
@@ -19,6 +21,7 @@ from app.server.api.schemas.decision import decision_response
 from app.server.api.schemas.volumes import volumes_view
 from app.server.runtime.node_intake import NodeIntake
 from app.server.runtime.shared_state import Replica
+from app.settings import ConfigurationError, load_settings
 
 POLICY = StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, hard_level=100, soft_level=400)
 VALIDITY = 120.0
@@ -263,3 +266,28 @@ def test_history_rows_say_which_source_each_observation_came_from():
     compactor = Compactor()
     compact = compactor.rows(round_b, decision, 60.0)
     assert list(expand(compact)) == rows
+
+
+MINIMAL = {
+    "CLIENT_QUOTA_CALLBACK_STATIC_KAFKA_ADMIN_BOOTSTRAP_SERVERS": "localhost:9092",
+    "CLIENT_QUOTA_CALLBACK_STATIC_STORAGE_PER_VOLUME_LIMIT_MIN_AVAILABLE_BYTES": "1000000000",
+}
+TOKEN = "THROTTLE_SERVICE_NODE_TOKEN"
+TOLERANCE = "THROTTLE_SERVICE_STORAGE_NODE_REPORT_TOLERANCE_RATIO"
+
+
+def _problems(environ: dict[str, str]) -> list[str]:
+    with pytest.raises(ConfigurationError) as caught:
+        load_settings(environ=environ)
+    return [str(p) for p in caught.value.problems]
+
+
+def test_the_tolerance_setting_defaults_to_one_percent_and_is_refused_out_of_range_or_without_the_node_token():
+    assert load_settings(environ=MINIMAL).storage_node_report_tolerance_ratio == 0.01
+    given = load_settings(environ={**MINIMAL, TOKEN: "n" * 20, TOLERANCE: "0.05"})
+    assert given.storage_node_report_tolerance_ratio == 0.05
+    [line] = _problems({**MINIMAL, TOKEN: "n" * 20, TOLERANCE: "1.5"})
+    assert line.startswith("throttle.service.storage.node.report.tolerance.ratio='1.5'") and "[0.0, 1.0]" in line
+    [line] = _problems({**MINIMAL, TOLERANCE: "0.05"})
+    assert line.startswith("throttle.service.storage.node.report.tolerance.ratio='0.05'")
+    assert "only with throttle.service.node.token set" in line
