@@ -291,3 +291,15 @@ def test_the_tolerance_setting_defaults_to_one_percent_and_is_refused_out_of_ran
     [line] = _problems({**MINIMAL, TOLERANCE: "0.05"})
     assert line.startswith("throttle.service.storage.node.report.tolerance.ratio='0.05'")
     assert "only with throttle.service.node.token set" in line
+
+
+def test_the_discrepancy_episodes_are_a_metric():
+    from app.server.runtime.metrics import DecisionCollector
+
+    d = new_decider()
+    d.apply_round(round_(0, [1], [obs(1, 500, 0)]))
+    d.record_node_report(report(1, 300, 9))
+    d.apply_round(round_(10, [1], [obs(1, 500, 10)]))
+    families = {f.name: f for f in DecisionCollector(lambda: d.decision(10)).collect()}
+    [sample] = [s for s in families["kafka_throttle_node_report_discrepancies"].samples if s.name.endswith("_total")]
+    assert sample.value == 1

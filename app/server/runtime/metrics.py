@@ -263,7 +263,9 @@ class DecisionCollector(Collector):
     def __init__(self, decision: Callable[[], Decision]) -> None:
         self._decision = decision
 
-    def collect(self) -> Iterator[GaugeMetricFamily | StateSetMetricFamily]:
+    def collect(
+        self,
+    ) -> Iterator[GaugeMetricFamily | StateSetMetricFamily | CounterMetricFamily]:
         decision = self._decision()
         reading = decision.reading
         yield GaugeMetricFamily(  # [ThrottleFactor]
@@ -302,6 +304,12 @@ class DecisionCollector(Collector):
         yield from _limit_levels(decision)
         yield from _rule_and_time_to_full(decision)
         yield from _metadata(decision)
+        yield CounterMetricFamily(
+            "kafka_throttle_node_report_discrepancies",
+            "Episodes in which a node's own report of a data volume and DescribeLogDirs disagreed beyond the tolerance "
+            "(the more conservative was used until they agreed)",
+            value=decision.report_discrepancies,
+        )
 
 
 def _metadata(decision: Decision) -> Iterator[GaugeMetricFamily]:
