@@ -150,6 +150,13 @@ final class VolumeReporter {
                 }
             } catch (InterruptedException e) {
                 return;
+            } catch (RuntimeException e) {
+                refused("error", "unexpected error " + e);
+                try {
+                    Thread.sleep(config.pollInterval.toMillis());
+                } catch (InterruptedException interrupted) {
+                    return;
+                }
             }
         }
     }
