@@ -194,9 +194,8 @@ def test_get_quotas_carries_report_on_and_its_etag_moves_only_when_report_on_doe
         same = await client.get("/quotas", headers={"If-None-Match": first.headers["etag"]})
         assert same.status_code == 304
         usable = 8 * GiB
-        for _ in range(
-            8
-        ):  # 40 MiB/s: about 190 s from full at the end, within two horizons (240 s)
+        # 40 MiB/s: about 190 s from full at the end, within two horizons (240 s)
+        for _ in range(8):
             clock.advance(CHECK)
             usable -= 40 * MiB * CHECK
             observer.apply_round(round_(usable))
@@ -206,6 +205,22 @@ def test_get_quotas_carries_report_on_and_its_etag_moves_only_when_report_on_doe
         assert level == pytest.approx(
             100 + (HORIZON + KAFKA_QUOTA_WINDOW_SECONDS) * 40 * MiB, rel=1e-3
         )
+        for _ in range(3):  # the same fill: the level is kept, and so is the ETag (no long-poll wakes)
+            clock.advance(CHECK)
+            usable -= 40 * MiB * CHECK
+            observer.apply_round(round_(usable))
+            steady = await client.get("/quotas", headers={"If-None-Match": filling.headers["etag"]})
+            assert steady.status_code == 304
+        for _ in range(16):  # slower, 30 MiB/s: once the fitted rate follows, a new level and ETag
+            clock.advance(CHECK)
+            usable -= 30 * MiB * CHECK
+            observer.apply_round(round_(usable))
+            slower = await client.get("/quotas", headers={"If-None-Match": filling.headers["etag"]})
+            if slower.status_code == 200:
+                break
+        assert slower.status_code == 200 and slower.json()["factor"] == 1.0, "report_on moved the ETag"
+        moved = slower.json()["report_on"]["take_hold"]["1"]["/a"]
+        assert moved < level * 0.9
 
     clock = ManualClock()
     app = make_app(clock, ramp_horizon="PT2M", storage_check_interval="PT2S")
