@@ -167,24 +167,21 @@ final class NodeVolumes {
     }
 
     /**
-     * Reads the file stores a report found ({@code stores}, per directory; null: not read) into {@code totals} and
-     * {@code usables} (-1 when a store cannot be read now): a statvfs each, no lookup and nothing kept.
+     * Reads the usable bytes of the file stores a report found ({@code stores}, per directory; null: not read) into
+     * {@code usables} (-1 when a store cannot be read now): one statvfs each, no lookup and nothing kept. The totals are
+     * the report's (a volume's size changes only when it is resized, which the next report carries).
      */
-    static void sample(FileStore[] stores, long[] totals, long[] usables) {
+    static void sample(FileStore[] stores, long[] usables) {
         for (int d = 0; d < stores.length; d++) {
             FileStore store = stores[d];
-            long total = -1;
             long usable = -1;
             if (store != null) {
                 try {
-                    total = store.getTotalSpace();
                     usable = store.getUsableSpace();
                 } catch (IOException | RuntimeException e) {
-                    total = -1;
                     usable = -1;
                 }
             }
-            totals[d] = total;
             usables[d] = usable;
         }
     }

@@ -169,7 +169,8 @@ final class VolumeReporter {
             trigger.levels(levels);
         }
         if (trigger.samples() && lastReport != null) {
-            NodeVolumes.sample(lastReport.stores(), totals, usables);
+            System.arraycopy(lastReport.totals(), 0, totals, 0, totals.length);
+            NodeVolumes.sample(lastReport.stores(), usables);
         }
         ReportTrigger.Reason reason = trigger.evaluate(nanoTime.getAsLong(), totals, usables);
         if (reason == ReportTrigger.Reason.NONE) {
