@@ -189,17 +189,16 @@ class ThrottleDecider:
         twin.evaluation = None
         return twin
 
-    def record_node_report(self, report: NodeReport) -> MetadataStep:
-        """A node's report of its own volumes (PUT /nodes/{node_id}/volumes); returns the
-        metadata side of the decision after it. Its data dirs are observations of the data
-        decision from now on (the view's timeline reads them at once); it is not a round: the
+    def record_node_report(self, report: NodeReport) -> None:
+        """A node's report of its own volumes (PUT /nodes/{node_id}/volumes). Its metadata
+        volumes are judged by the metadata limits; its data dirs are observations of the data
+        decision from now on (the view's timeline reads them at once). It is not a round: the
         factor's lifecycle (observed, last-valid, fallback) stays the rounds'."""
-        now = report.received_at
-        step = self.view_at(now)
-        breaching = step.evaluation.breaching_keys if step is not None else self._breaching
+        step = self.view_at(report.received_at)
         self.metadata.record(report)
-        self.reported.record(report, breaching)
-        return self.metadata.at(now)
+        self.reported.record(
+            report, step.evaluation.breaching_keys if step is not None else self._breaching
+        )
 
     @property
     def report_discrepancies(self) -> int:
@@ -210,7 +209,7 @@ class ThrottleDecider:
         """The last instant ``volume`` (an admin observation or a report's) is in the view."""
         if volume.observed_by == NODE_REPORT:
             entry = self.reported.entries.get(volume.key)
-            if entry is not None and entry.observation is volume:
+            if entry is not None and entry.observed_at == volume.observed_at:
                 return self.reported.expires_at(entry)
             return volume.observed_at + self.validity_seconds
         return self.cache.expires_at(volume)

@@ -28,8 +28,7 @@ from __future__ import annotations
 import bisect
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import overload
+from typing import NamedTuple, overload
 
 from app.decision.fill_rate import TimeToFull
 from app.decision.policy import (
@@ -42,8 +41,8 @@ from app.decision.policy import (
 )
 from app.decision.timeline import Step, Timeline, ViewTimeline
 from app.observation.cache import VolumeCache
-from app.observation.model import ObservationRound, VolumeKey, VolumeObservation
-from app.observation.node_reports import NodeReport, NodeReportBook
+from app.observation.model import NODE_REPORT, ObservationRound, VolumeKey, VolumeObservation
+from app.observation.node_reports import DATA, NodeReport, NodeReportBook, NodeVolume
 
 log = logging.getLogger(__name__)
 
@@ -52,27 +51,49 @@ _OK = VolumeStatus.OK
 _BREACHING = VolumeStatus.BREACHING
 
 
-@dataclass(frozen=True, slots=True)
-class Reported:
-    """A data dir of a node's report, judged when it arrived."""
+class Reported(NamedTuple):
+    """A data dir of a node's report, judged when it arrived (a tuple: thousands are made a
+    second, one per data dir of every report)."""
 
-    observation: VolumeObservation
-    verdict: VolumeVerdict
-    report: NodeReport  # the report it came in: its expiry is the book's
+    volume: NodeVolume
+    report: NodeReport  # the report it came in: its time, and its expiry (the book's)
+    # None: ok, decided inline (most of them: no object is made for those until one is read).
+    verdict: VolumeVerdict | None = None
+
+    @property
+    def status(self) -> VolumeStatus:
+        return _OK if self.verdict is None else self.verdict.status
+
+    @property
+    def observed_at(self) -> float:
+        return self.report.received_at
+
+    @property
+    def observation(self) -> VolumeObservation:
+        if self.verdict is not None:
+            return self.verdict.volume
+        report, volume = self.report, self.volume
+        return VolumeObservation(
+            report.node_id,
+            volume.log_dir,
+            volume.total_bytes,
+            volume.usable_bytes,
+            report.received_at,
+            None,
+            NODE_REPORT,
+        )
 
 
-def disagree(admin: VolumeObservation, reported: VolumeObservation, tolerance: float) -> bool:
+def disagree(admin: VolumeObservation, reported: NodeVolume, tolerance: float) -> bool:
     """The two observations of one volume differ by more than ``tolerance`` of its total bytes,
     or the admin API saw an error a report cannot show."""
     if admin.error is not None:
         return True
-    if not admin.capacity_known or not reported.capacity_known:
+    total, usable = reported.total_bytes, reported.usable_bytes
+    if admin.total_bytes < 0 or admin.usable_bytes < 0 or total < 0 or usable < 0:
         return False
-    margin = tolerance * max(admin.total_bytes, reported.total_bytes)
-    return (
-        abs(admin.usable_bytes - reported.usable_bytes) > margin
-        or abs(admin.total_bytes - reported.total_bytes) > margin
-    )
+    margin = tolerance * max(admin.total_bytes, total)
+    return abs(admin.usable_bytes - usable) > margin or abs(admin.total_bytes - total) > margin
 
 
 def more_conservative(
@@ -115,7 +136,8 @@ class ReportOverlay:
         # A round's view (generation) and the reports over it (version): a merged timeline reads
         # the overlay while its generation is the current one, and is the round's alone after.
         self.generation = 0
-        self.version = 0
+        self.version = 0  # moves with every report
+        self.notable_version = 0  # moves when what a step's evaluation reads changes
         self.base_listed: frozenset[VolumeKey] = frozenset()  # what the round judged other than ok
         self.times_to_full: Mapping[VolumeKey, TimeToFull] | None = None
 
@@ -136,7 +158,7 @@ class ReportOverlay:
 
     def _is_notable(self, key: VolumeKey, entry: Reported) -> bool:
         return (
-            entry.verdict.status is not _OK
+            entry.status is not _OK
             or key in self.base_listed
             or key in self.disagreeing
             or key not in self.cache._entries  # noqa: SLF001 - read in place: per report
@@ -148,33 +170,64 @@ class ReportOverlay:
         node = report.node_id
         previous = self._by_node.get(node, ())
         entries, notable, disagreeing = self.entries, self.notable, self.disagreeing
+        cache_entries = self.cache._entries  # noqa: SLF001 - read in place: per report
+        base_listed, times = self.base_listed, self.times_to_full
+        policy = self.policy
+        by_bytes = policy.kind is LimitKind.MIN_AVAILABLE_BYTES
+        # A volume above both levels (and the hysteresis) is ok: decided inline, as evaluate does.
+        quick_ok_above = max(
+            policy.hard_level + policy.hysteresis,
+            policy.soft_level if policy.soft_level is not None else policy.hard_level,
+        )
+        changed = False
         keys = []
-        for observation in report.data_observations():
-            key = (node, observation.log_dir)
+        for volume in report.volumes:
+            if DATA not in volume.holds:
+                continue
+            key = (node, volume.log_dir)
             keys.append(key)
-            before = entries.get(key)
-            was_breaching = key in breaching or (
-                before is not None and before.verdict.status is _BREACHING
-            )
-            entry = entries[key] = Reported(
-                observation, self._judge(observation, was_breaching), report
-            )
+            total, usable = volume.total_bytes, volume.usable_bytes
+            entry = None
+            if total >= 0 and usable >= 0 and not (times and key in times):
+                measured = usable if by_bytes else (usable / total if total > 0 else 0.0)
+                if measured > quick_ok_above:
+                    entry = entries[key] = Reported(volume, report)
+            if entry is None:
+                before = entries.get(key)
+                was_breaching = key in breaching or (
+                    before is not None and before.status is _BREACHING
+                )
+                entry = Reported(volume, report)
+                entry = entries[key] = Reported(
+                    volume, report, self._judge(entry.observation, was_breaching)
+                )
             if key in disagreeing:
-                admin = self.cache.get(key)
-                if admin is None or not disagree(admin, observation, self.tolerance):
+                admin = cache_entries.get(key)
+                if admin is None or not disagree(admin, volume, self.tolerance):
                     self._agreed(key)
-            if self._is_notable(key, entry):
+                    changed = True
+            if (
+                (entry.verdict is not None and entry.verdict.status is not _OK)
+                or key in base_listed
+                or key in disagreeing
+                or key not in cache_entries
+            ):
                 notable[key] = entry
-            else:
-                notable.pop(key, None)
-        if previous:
+                changed = True
+            elif key in notable:
+                del notable[key]
+                changed = True
+        if previous and previous != tuple(keys):
             for key in set(previous).difference(keys):
+                changed = changed or key in self.notable
                 self._forget(key)
         if keys:
             self._by_node[node] = tuple(keys)
         else:
             self._by_node.pop(node, None)
         self.version += 1
+        if changed:
+            self.notable_version += 1
 
     def _forget(self, key: VolumeKey) -> None:
         self.entries.pop(key, None)
@@ -190,6 +243,7 @@ class ReportOverlay:
                     self._forget(key)
         if expired:
             self.version += 1
+            self.notable_version += 1
 
     def _disagreed(self, admin: VolumeObservation, entry: Reported) -> None:
         key = (admin.broker_id, admin.log_dir)
@@ -227,6 +281,7 @@ class ReportOverlay:
         its fresh observations with the reports, and judge again what the round may change."""
         self.generation += 1
         self.version += 1
+        self.notable_version += 1
         step = base.at(now)
         self.base_listed = (
             frozenset(
@@ -247,7 +302,7 @@ class ReportOverlay:
                 entry = entries.get((fresh.broker_id, fresh.log_dir))
                 if entry is None or now > book.expires_at(entry.report):
                     continue
-                if disagree(fresh, entry.observation, self.tolerance):
+                if disagree(fresh, entry.volume, self.tolerance):
                     self._disagreed(fresh, entry)
                 elif (fresh.broker_id, fresh.log_dir) in self.disagreeing:
                     self._agreed((fresh.broker_id, fresh.log_dir))
@@ -262,10 +317,10 @@ class ReportOverlay:
                 self._agreed(key)
         times = self.times_to_full
         for key, entry in entries.items():
-            if entry.verdict.status is not _OK or (times and key in times):
-                verdict = self._judge(entry.observation, entry.verdict.status is _BREACHING)
+            if entry.status is not _OK or (times and key in times):
+                verdict = self._judge(entry.observation, entry.status is _BREACHING)
                 if verdict != entry.verdict:
-                    entries[key] = replace(entry, verdict=verdict)
+                    entries[key] = entry._replace(verdict=verdict)
         self.notable = {k: e for k, e in entries.items() if self._is_notable(k, e)}
 
     def restore(
@@ -293,7 +348,7 @@ class ReportOverlay:
 
     def breaching_keys(self) -> list[VolumeKey]:
         """The data dirs whose report was judged in breach (a snapshot keeps them)."""
-        return [k for k, e in self.entries.items() if e.verdict.status is _BREACHING]
+        return [k for k, e in self.entries.items() if e.status is _BREACHING]
 
     def chosen(self, key: VolumeKey, entry: Reported, at: float) -> bool:
         """Whether ``entry``'s report is the volume's observation at ``at`` (else the admin
@@ -304,10 +359,10 @@ class ReportOverlay:
         admin = cache._entries.get(key)  # noqa: SLF001 - read in place: per report
         if admin is None or at > cache.expires_at(admin):
             return True
-        reported = entry.observation
         if key in self.disagreeing:
+            reported = entry.observation
             return more_conservative(self.policy, reported, admin) is reported
-        return reported.observed_at > admin.observed_at
+        return entry.report.received_at > admin.observed_at
 
     def judged_by(
         self, policy: StoragePolicy, times_to_full: Mapping[VolumeKey, TimeToFull] | None
@@ -318,8 +373,9 @@ class ReportOverlay:
         twin.times_to_full = times_to_full
         twin.disagreeing = set(self.disagreeing)
         twin.generation, twin.version = self.generation, self.version
+        twin.notable_version = self.notable_version
         twin.entries = {
-            k: replace(e, verdict=twin._judge(e.observation, False))
+            k: e._replace(verdict=twin._judge(e.observation, False))
             for k, e in self.entries.items()
         }
         twin.notable = dict(twin.entries)
@@ -328,7 +384,7 @@ class ReportOverlay:
     def merged_step(self, base: Step, start: float, bound: float) -> Step:
         """``base`` (the round's step in force until ``bound``) with the reports that are their
         volume's observation then in place of the admin API's."""
-        replaced: dict[VolumeKey, VolumeVerdict] = {}
+        replaced: dict[VolumeKey, VolumeVerdict | None] = {}
         extra: list[VolumeKey] = []
         cache = self.cache
         for key, entry in self.notable.items():
@@ -351,7 +407,7 @@ class ReportOverlay:
                 ],
             }
             for verdict in replaced.values():
-                if verdict.status is not _OK:
+                if verdict is not None and verdict.status is not _OK:
                     lists[verdict.status].append(verdict)
             order: Callable[[VolumeVerdict], VolumeKey] = lambda v: v.volume.key  # noqa: E731
             breaching, ramping, unjudged = (
@@ -362,8 +418,6 @@ class ReportOverlay:
             evaluation = Evaluation(
                 factor, breaching, ramping, unjudged, evaluation.volume_count + len(extra)
             )
-        if not self.entries:
-            return Step(start, bound, evaluation, base.volumes)
         base_volumes = base.volumes
         entries, chosen = self.entries, self.chosen
 
@@ -378,27 +432,35 @@ class ReportOverlay:
             volumes += [entries[k].observation for k in extra if k in entries]
             return volumes
 
-        return Step(start, bound, evaluation, _LazyVolumes(build, len(base_volumes) + len(extra)))
+        return Step(
+            start, bound, evaluation, _LazyVolumes(build, len(base_volumes) + len(extra), self)
+        )
 
 
 class _LazyVolumes(Sequence[VolumeObservation]):
-    """A step's volumes, built when first read (every volume: a report must not cost that)."""
+    """A step's volumes, built when first read (every volume: a report must not cost that),
+    and again when read after a report changed which observations are in the view (a step is
+    kept while the reports change nothing its evaluation reads)."""
 
-    __slots__ = ("_build", "_count", "_volumes")
+    __slots__ = ("_build", "_count", "_overlay", "_version", "_volumes")
 
-    def __init__(self, build: Callable[[], list[VolumeObservation]], count: int) -> None:
-        self._build: Callable[[], list[VolumeObservation]] | None = build
+    def __init__(
+        self, build: Callable[[], list[VolumeObservation]], count: int, overlay: ReportOverlay
+    ) -> None:
+        self._build = build
         self._count = count
+        self._overlay = overlay
+        self._version = -1
         self._volumes: list[VolumeObservation] | None = None
 
     def _items(self) -> list[VolumeObservation]:
-        if self._volumes is None:
-            assert self._build is not None
-            self._volumes, self._build = self._build(), None
+        if self._volumes is None or self._version != self._overlay.version:
+            self._version = self._overlay.version
+            self._volumes = self._build()
         return self._volumes
 
     def __len__(self) -> int:
-        return self._count if self._volumes is None else len(self._volumes)
+        return self._count
 
     @overload
     def __getitem__(self, index: int) -> VolumeObservation: ...
@@ -429,8 +491,8 @@ class MergedTimeline(Timeline):
 
     def _refresh(self) -> list[float]:
         overlay = self.overlay
-        if overlay.version != self._version:
-            self._version, self._steps = overlay.version, {}
+        if overlay.notable_version != self._version:
+            self._version, self._steps = overlay.notable_version, {}
             base = self.base
             start, end = base.start, base.end
             bounds = set(base.bounds)

@@ -71,15 +71,9 @@ class NodeReport:
     def data_observations(self) -> list[VolumeObservation]:
         """Each data dir as an observation of the data decision, keyed (node id, log dir) as
         DescribeLogDirs keys a broker's log dir (app/decision/merge.py)."""
+        node, at = self.node_id, self.received_at
         return [
-            VolumeObservation(
-                self.node_id,
-                v.log_dir,
-                v.total_bytes,
-                v.usable_bytes,
-                self.received_at,
-                observed_by=NODE_REPORT,
-            )
+            VolumeObservation(node, v.log_dir, v.total_bytes, v.usable_bytes, at, None, NODE_REPORT)
             for v in self.volumes
             if DATA in v.holds
         ]
