@@ -138,7 +138,8 @@ class ReportOverlay:
         self.generation = 0
         self.version = 0  # moves with every report
         self.notable_version = 0  # moves when what a step's evaluation reads changes
-        self.base_listed: frozenset[VolumeKey] = frozenset()  # what the round judged other than ok
+        # What the round judged other than ok, or keeps for less than its view lasts (_take_base).
+        self.base_listed: frozenset[VolumeKey] = frozenset()
         self.times_to_full: Mapping[VolumeKey, TimeToFull] | None = None
 
     def __len__(self) -> int:
@@ -282,20 +283,7 @@ class ReportOverlay:
         self.generation += 1
         self.version += 1
         self.notable_version += 1
-        step = base.at(now)
-        self.base_listed = (
-            frozenset(
-                v.volume.key
-                for v in (
-                    *step.evaluation.breaching,
-                    *step.evaluation.ramping,
-                    *step.evaluation.unjudged,
-                )
-            )
-            if step is not None
-            else frozenset()
-        )
-        self.times_to_full = base.times_to_full
+        self._take_base(base, now)
         entries, book, cache = self.entries, self.book, self.cache
         if entries:
             for fresh in round_.observations:
@@ -323,6 +311,25 @@ class ReportOverlay:
                     entries[key] = entry._replace(verdict=verdict)
         self.notable = {k: e for k, e in entries.items() if self._is_notable(k, e)}
 
+    def _take_base(self, base: ViewTimeline, at: float) -> None:
+        """What a report over the round's view ``base`` must be put over it for: the volumes the
+        round judged other than ok, and those whose admin observation leaves the view before the
+        view ends (a missing broker's kept one: a report then stands alone)."""
+        listed: set[VolumeKey] = set()
+        step = base.at(at)
+        if step is not None:
+            evaluation = step.evaluation
+            listed.update(
+                v.volume.key
+                for v in (*evaluation.breaching, *evaluation.ramping, *evaluation.unjudged)
+            )
+        end = base.end
+        for bound, volumes in base.groups.items():
+            if bound < end:
+                listed.update((v.broker_id, v.log_dir) for v in volumes)
+        self.base_listed = frozenset(listed)
+        self.times_to_full = base.times_to_full
+
     def restore(
         self,
         reports: Sequence[NodeReport],
@@ -333,14 +340,7 @@ class ReportOverlay:
         """Rebuild the overlay from the reports in the book (a snapshot's), with the volumes
         their verdicts held in breach and the episodes in progress, over the round's ``base``."""
         if base is not None:
-            step = base.at(base.start)
-            if step is not None:
-                evaluation = step.evaluation
-                self.base_listed = frozenset(
-                    v.volume.key
-                    for v in (*evaluation.breaching, *evaluation.ramping, *evaluation.unjudged)
-                )
-            self.times_to_full = base.times_to_full
+            self._take_base(base, base.start)
         self.disagreeing = set(disagreeing)
         for report in sorted(reports, key=lambda r: r.received_at):
             self.record(report, breaching)

@@ -131,6 +131,11 @@ class ViewTimeline(Timeline):
     def times_to_full(self) -> Mapping[VolumeKey, TimeToFull] | None:
         return self._times_to_full
 
+    @property
+    def groups(self) -> Mapping[float, Sequence[VolumeObservation]]:
+        """The observations by the instant each leaves the view."""
+        return self._groups
+
     def at(self, now: float) -> Step | None:
         index = bisect.bisect_left(self._bounds, now)  # the first bound at or after now
         return self._step(index) if index < len(self._bounds) else None

@@ -303,3 +303,14 @@ def test_the_discrepancy_episodes_are_a_metric():
     families = {f.name: f for f in DecisionCollector(lambda: d.decision(10)).collect()}
     [sample] = [s for s in families["kafka_throttle_node_report_discrepancies"].samples if s.name.endswith("_total")]
     assert sample.value == 1
+
+
+def test_a_healthy_report_outliving_a_missing_brokers_kept_observation_stays_in_the_view():
+    d = new_decider()
+    d.apply_round(round_(0, [1, 2], [obs(1, 500, 0), obs(2, 500, 0)]))
+    d.record_node_report(report(1, 600, 5))
+    d.apply_round(round_(60, [1, 2], [obs(2, 500, 60)], missing={1: "KafkaTimeoutError"}))
+    for at in (60, 121, 125):
+        assert d.decision(at).log_dirs == 2
+        assert observed_by(d, at) == {(1, "/data"): ("node-report", 600), (2, "/data"): ("admin-api", 500)}
+    assert d.decision(125.001).log_dirs == 1
