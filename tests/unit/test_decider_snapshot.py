@@ -44,9 +44,14 @@ def events(draw) -> list[tuple]:
     out, at = [], 0.0
     for _ in range(draw(st.integers(2, 40))):
         at += draw(st.sampled_from([1.0, 1.5, 2.0, 3.0]))
-        kind = draw(st.sampled_from(["round", "round", "round", "missing", "fenced", "failed", "report"]))
+        kind = draw(st.sampled_from(["round", "round", "round", "missing", "fenced", "failed", "report", "data"]))
         for key in usable:
             usable[key] = max(0, usable[key] - draw(st.integers(-2 * MiB, 3 * MiB)))
+        if kind == "data":  # a broker's shim reports its data dirs (near what a round would see, or not)
+            broker = draw(st.sampled_from(BROKERS))
+            skew = draw(st.sampled_from([0, 0, 256 * 1024, -8 * MiB]))
+            out.append(("data", at, broker, tuple(max(0, usable[(broker, d)] + skew) for d in DIRS)))
+            continue
         if kind == "report":
             node = draw(st.integers(1, 4))
             free = draw(st.integers(0, 100))
@@ -76,6 +81,11 @@ def apply(d: ThrottleDecider, event: tuple) -> float:
     if event[0] == "round":
         d.apply_round(event[1])
         return event[1].finished_at
+    if event[0] == "data":
+        _, at, broker, free = event
+        volumes = tuple(NodeVolume(dir_, 64 * MiB, f, frozenset({"data"})) for dir_, f in zip(DIRS, free, strict=True))
+        d.record_node_report(NodeReport(broker, frozenset({"broker"}), volumes, at))
+        return at
     _, at, node, free = event
     volume = NodeVolume("/meta", 100 * MiB, free * MiB, frozenset({"metadata", "data"} if node == 1 else {"metadata"}))
     d.record_node_report(NodeReport(node, frozenset({"broker", "controller"}), (volume,), at))

@@ -209,7 +209,7 @@ def test_a_metadata_volume_that_holds_data_lowers_the_cluster_factor_too(tmp_pat
     run(tmp_path, scenario, **METADATA_LIMITS)
 
 
-def test_a_data_only_volume_a_node_reports_changes_no_factor(tmp_path):
+def test_with_observation_off_a_data_only_volume_a_node_reports_changes_no_factor(tmp_path):
     async def scenario(client, loop, clock):
         data = report(0, holds=("data",), roles=("broker",), log_dir="/var/lib/kafka/data")
         assert (await client.put("/nodes/2/volumes", json=data, headers=NODE_AUTH)).status_code == 204
