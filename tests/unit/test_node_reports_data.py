@@ -314,3 +314,17 @@ def test_a_healthy_report_outliving_a_missing_brokers_kept_observation_stays_in_
         assert d.decision(at).log_dirs == 2
         assert observed_by(d, at) == {(1, "/data"): ("node-report", 600), (2, "/data"): ("admin-api", 500)}
     assert d.decision(125.001).log_dirs == 1
+
+
+def test_what_if_judges_the_reports_by_the_candidate_limits_and_leaves_the_decider_as_it_was():
+    d = new_decider()
+    d.apply_round(round_(0, [1, 2], [obs(1, 900, 0), obs(2, 900, 0)]))
+    d.record_node_report(report(1, 300, 5))  # under the soft limit (400): ramping
+    assert d.decision(5).factor == 2 / 3
+    twin = d.judged_by(StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, hard_level=350))
+    decision = twin.decision(5)
+    assert decision.state is State.PAUSE
+    assert [v.volume.observed_by for v in decision.evaluation.breaching] == ["node-report"]
+    assert d.decision(5).factor == 2 / 3
+    d.record_node_report(report(1, 950, 6))
+    assert d.decision(6).factor == 1.0
