@@ -14,12 +14,22 @@ wait), the standard library raises a KeyError whose message formats the socket t
 addresses, family and type: system calls and enum conversions), only for kafka-python to
 catch it. ``QuietSelector`` raises the KeyError without formatting anything.
 
+A transport that has bytes to send first waits for its socket to be writable, and only then
+sends: two epoll_ctl calls (the write interest added, then removed) and a pass of the IO loop
+per request, though a connected socket with room in its buffer (a round's small requests, one
+per broker) is writable nearly always. ``ScalingNetworkSelector`` answers the first wait for
+writing of each task at once, without registering anything: the task tries its send (or its
+connect, or its TLS handshake step) and, when the socket was not ready after all, waits again,
+for real this time, as it does after any wait (the socket is registered as before).
+
 Both are handed to kafka-python through its own hooks (the ``selector`` setting, the ``net``
 argument of ``KafkaNetClient``); no code of kafka-python is patched, but both subclasses
 override private members of the classes they extend, and so depend on their internals:
 
 - ``ScalingNetworkSelector`` overrides ``NetworkSelector._unschedule(task)`` (called by
-  ``cancel`` and ``reschedule``) and ``NetworkSelector._schedule_tasks()``, reads the timer heap
+  ``cancel`` and ``reschedule``), ``NetworkSelector._schedule_tasks()`` and
+  ``NetworkSelector._wait_write(fileobj, timeout_at)`` (the handler of ``wait_write``'s kernel
+  event, run with the waiting task as ``NetworkSelector._current``), reads the timer heap
   ``NetworkSelector._scheduled`` (entries ``(when, task)``, pushed by ``call_at``) and each
   task's ``scheduled_at`` and ``state`` (``TaskState.UNSCHEDULED``), and calls
   ``NetworkSelector._add_ready_task(task)``;
@@ -36,6 +46,7 @@ from __future__ import annotations
 import heapq
 import selectors
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -60,6 +71,23 @@ class QuietSelector(selectors.DefaultSelector):
 class ScalingNetworkSelector(NetworkSelector):
     def __init__(self, **config: Any) -> None:
         super().__init__(**{**config, "selector": QuietSelector})
+        # The task whose wait for writing each socket (by descriptor) was last answered at once.
+        self._assumed_writable: weakref.WeakValueDictionary[int, Any] = (
+            weakref.WeakValueDictionary()
+        )
+
+    def _wait_write(self, fileobj: Any, timeout_at: Any = None) -> None:
+        task = self._current
+        try:
+            descriptor = fileobj.fileno()
+        except (AttributeError, OSError, ValueError):
+            descriptor = -1
+        if descriptor >= 0 and self._assumed_writable.get(descriptor) is not task:
+            # The first wait of this task on this socket: try the operation at once.
+            self._assumed_writable[descriptor] = task
+            self._add_ready_task(task)
+            return
+        super()._wait_write(fileobj, timeout_at)
 
     def _unschedule(self, task: Any) -> None:
         # The heap entry stays; _schedule_tasks drops it when it comes due.

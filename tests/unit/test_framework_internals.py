@@ -144,7 +144,9 @@ KAFKA_SELECTOR_METHODS = {
     "__init__": "(self, **configs)",
     "_unschedule": "(self, task)",  # overridden: a cancelled timer stays in the heap
     "_schedule_tasks": "(self)",  # overridden: drops the cancelled timers as they come due
-    "_add_ready_task": "(self, task)",  # called for a timer that came due
+    "_add_ready_task": "(self, task)",  # called for a timer that came due, and a write tried at once
+    "_wait_write": "(self, fileobj, timeout_at=None)",  # overridden: a task's first wait answered at once
+    "wait_write": "(self, fileobj, timeout_at=None)",  # its kernel event, handled with the task as _current
     "call_at": "(self, when, task)",  # pushes (when, task) onto the heap the overrides read
     "cancel": "(self, task)",
     "reschedule": "(self, when, task)",
