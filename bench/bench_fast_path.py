@@ -55,6 +55,8 @@ class PathFigures:
     to_last_shim: dict[str, list[float]] = field(default_factory=lambda: {"PAUSE": [], "OPEN": []})
     from_round: dict[str, list[float]] = field(default_factory=lambda: {"PAUSE": [], "OPEN": []})
     to_first_shim: list[float] = field(default_factory=list)
+    # per report crossing, from the PUT to the last shim: the service's CPU seconds, this process's (the shims')
+    cpu: list[tuple[float, float]] = field(default_factory=list)
     put_seconds: list[float] = field(default_factory=list)
     rounds_between: int = 0
     missed: list[str] = field(default_factory=list)
@@ -92,6 +94,7 @@ def report_path(service: ServiceProcess, fleet: ShimFleet, args: argparse.Namesp
             for state, crossing in (("PAUSE", True), ("OPEN", False)):
                 time.sleep(REPORT_SPACING_SECONDS)
                 rounds = service.rounds()
+                service_cpu, shims_cpu = service.resources().cpu_seconds, time.process_time()
                 sent = time.time()
                 answer = reporter.put(f"/nodes/{REPORTER}/volumes", json=report_body(crossing))
                 figures.put_seconds.append(time.time() - sent)
@@ -102,6 +105,7 @@ def report_path(service: ServiceProcess, fleet: ShimFleet, args: argparse.Namesp
                 except RuntimeError as exc:
                     figures.missed.append(f"{state}: {exc}")
                     return
+                figures.cpu.append((service.resources().cpu_seconds - service_cpu, time.process_time() - shims_cpu))
                 figures.to_last_shim[state].append(fleet.last_arrival(state, after=sent) - sent)
                 figures.to_first_shim.append(first_arrival(fleet, state, sent) - sent)
                 figures.rounds_between += service.rounds() != rounds
@@ -183,6 +187,9 @@ def main() -> int:
     print(f"| round (interval {args.interval:g} s) | {ms(rounds.to_last_shim['PAUSE'])} | {ms(rounds.to_last_shim['OPEN'])} | "
           f"{against * 1000:.0f} | {ms(rounds.from_round['PAUSE'] + rounds.from_round['OPEN'])} |")
     print(f"\nthe first shim holding the new table: {ms(reports.to_first_shim)} ms after the report, {ms(rounds.to_first_shim)} ms after the round's computed_at")
+    if reports.cpu:
+        print(f"CPU from the report to the last shim, median: the service {ms([c for c, _ in reports.cpu])} ms,"
+              f" the simulated shims (this process, polling included) {ms([c for _, c in reports.cpu])} ms")
     print(f"report PUTs answered in {ms(reports.put_seconds)} ms; rounds that finished during a report crossing: {reports.rounds_between}"
           f" of {len(report_all)}; failed shim polls {failures}")
     if reports.missed:
