@@ -9,7 +9,7 @@ reaction faster than that.
 What is asserted, and why:
 
 - check interval PT1M, so that no round explains the reaction (each measured change carries the
-  round of before the crossing). A filler file takes broker 1's tmpfs past the hard limit (24 MiB
+  round the decision rested on just before the crossing, or the removal). A filler file takes broker 1's tmpfs past the hard limit (24 MiB
   available); the crossing is timed from the filler's side (statvfs after each 1 MiB written).
   The parts: crossing -> the decision reaches a long-poller of GET /throttle-factor; -> every
   shim applied it (the line each shim logs when it swaps in the new factor, log4j's millisecond
@@ -324,13 +324,14 @@ def cross_and_free(
     one go (about 40 MiB: a sample of the shim may catch it half way)."""
     mount_point = cluster.mount_point(FILLED)
     wait_until(lambda: quiet(load), 30, "the producers unthrottled again", lambda: f"throttles {load.throttles[-3:]}")
-    before = feed.latest(time.time())
-    assert before["state"] == "OPEN", before
+    assert feed.latest(time.time())["state"] == "OPEN"
     if approach:
         # Near the level first, long enough before the crossing that the report this move sent
         # no longer holds the next one back (min_interval_ms, and one move report a second).
         assert fill_to(mount_point, HARD_LIMIT + NEAR) is None
         time.sleep(1.5)
+    before = feed.latest(time.time())
+    assert before["state"] != "PAUSE", before
     writing = time.time()
     crossed = fill_to(mount_point, LEFT)
     written = time.time()
@@ -353,6 +354,7 @@ def cross_and_free(
     first = {b: wall(at) for b, at in load.throttled_brokers(monotonic(crossed)).items()}
     time.sleep(1.0)  # paused for a while
 
+    before_open = feed.latest(time.time())
     freed = free(mount_point)
     wait_until(
         lambda: len(shims.applied("OPEN", freed)) == 3,
@@ -361,7 +363,7 @@ def cross_and_free(
         lambda: f"decisions {[(round(at - freed, 3), d['state']) for at, d in feed.since(freed)]}\n{shim_lines(cluster)[-3000:]}",
     )
     opened_at, opened = feed.first("OPEN", freed)
-    assert opened["round"]["observed_at"] == before["round"]["observed_at"], "no round between the removal and OPEN"
+    assert opened["round"]["observed_at"] == before_open["round"]["observed_at"], "no round between the removal and OPEN"
     reopened = shims.applied("OPEN", freed)
     return {
         "fill": (crossed - writing, written - writing),
