@@ -349,6 +349,18 @@ def _typed(name: str) -> Column:
     return F.col(name)
 
 
+OBSERVED_BY = "observed_by"
+
+
+def _observed_by() -> Column:
+    """Where a volume row's observation came from; on a row written before the field existed
+    (or a format 2 row leaving it out), admin-api, node-report on a metadata volume's row. Null
+    on a row without a volume."""
+    metadata = F.coalesce(F.col("holds").contains("metadata"), F.lit(False))
+    default = F.when(metadata, F.lit("node-report")).otherwise(F.lit("admin-api"))
+    return F.when(F.col("broker_id").isNotNull(), F.coalesce(F.col(OBSERVED_BY), default))
+
+
 def _typed_column(name: str) -> str:
     """The working column of ``checked_lines`` that holds a timestamp field's ``_typed`` value."""
     return f"{name}__typed"
@@ -445,6 +457,8 @@ def checked_lines(raw: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
     kept = F.col(SKIP_REASON).isNull()
 
     def value(name: str) -> Column:
+        if name == OBSERVED_BY:
+            return _observed_by()
         return F.col(_typed_column(name)) if name in TIMESTAMP_FIELDS else _typed(name)
 
     columns = [

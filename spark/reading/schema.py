@@ -48,6 +48,8 @@ RULES: dict[str, Rule] = {
     # app.observation.model.KeptReason's values (a test holds them equal)
     "kept": Rule(allowed=("fenced", "missing", "unregistered", "last-valid")),
     "mutation_factor": Rule(minimum=0, maximum=1),
+    # app.observation.model's ADMIN_API and NODE_REPORT
+    "observed_by": Rule(allowed=("admin-api", "node-report")),
 }
 # A volume is named by both; a row of a round that observed no volume has neither.
 VOLUME_FIELDS = ("broker_id", "log_dir")

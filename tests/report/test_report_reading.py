@@ -98,6 +98,8 @@ def reference_read(text: str) -> tuple[list[tuple], Counter]:
             skipped[reason] += 1
             continue
         values = {name: row.get(name) for name in READ_FIELDS}
+        if values["observed_by"] is None and values["broker_id"] is not None:  # rows before the field
+            values["observed_by"] = "node-report" if "metadata" in (values["holds"] or "") else "admin-api"
         values["time"] = round(datetime.fromisoformat(values["time"]).timestamp() * 1_000_000)
         kept.append(kept_row(values))
     return kept, skipped
