@@ -285,31 +285,60 @@ class ReportOverlay:
         self.notable_version += 1
         self._take_base(base, now)
         entries, book, cache = self.entries, self.book, self.cache
+        disagreeing, tolerance = self.disagreeing, self.tolerance
         if entries:
+            # Every round: a pass over its observations, inline (a call per volume would cost
+            # more than the round's own judging of them). A node's entries share its report.
+            valid: dict[int, bool] = {}
             for fresh in round_.observations:
-                entry = entries.get((fresh.broker_id, fresh.log_dir))
-                if entry is None or now > book.expires_at(entry.report):
+                key = (fresh.broker_id, fresh.log_dir)
+                entry = entries.get(key)
+                if entry is None:
                     continue
-                if disagree(fresh, entry.volume, self.tolerance):
+                node_valid = valid.get(fresh.broker_id)
+                if node_valid is None:
+                    node_valid = valid[fresh.broker_id] = now <= book.expires_at(entry.report)
+                if not node_valid:
+                    continue
+                reported = entry.volume
+                total, usable = reported.total_bytes, reported.usable_bytes
+                if fresh.error is not None:
+                    apart = True
+                elif fresh.total_bytes < 0 or fresh.usable_bytes < 0 or total < 0 or usable < 0:
+                    apart = False
+                else:
+                    margin = tolerance * max(fresh.total_bytes, total)
+                    apart = (
+                        abs(fresh.usable_bytes - usable) > margin
+                        or abs(fresh.total_bytes - total) > margin
+                    )
+                if apart:
                     self._disagreed(fresh, entry)
-                elif (fresh.broker_id, fresh.log_dir) in self.disagreeing:
-                    self._agreed((fresh.broker_id, fresh.log_dir))
-        for key in list(self.disagreeing):
-            reported, admin = entries.get(key), cache.get(key)
+                elif key in disagreeing:
+                    self._agreed(key)
+        for key in list(disagreeing):
+            reported_entry, admin = entries.get(key), cache.get(key)
             if (
-                reported is None
+                reported_entry is None
                 or admin is None
-                or now > book.expires_at(reported.report)
+                or now > book.expires_at(reported_entry.report)
                 or now > cache.expires_at(admin)
             ):
                 self._agreed(key)
-        times = self.times_to_full
-        for key, entry in entries.items():
-            if entry.status is not _OK or (times and key in times):
-                verdict = self._judge(entry.observation, entry.status is _BREACHING)
-                if verdict != entry.verdict:
-                    entries[key] = entry._replace(verdict=verdict)
-        self.notable = {k: e for k, e in entries.items() if self._is_notable(k, e)}
+        times, base_listed = self.times_to_full, self.base_listed
+        cache_entries = cache._entries  # noqa: SLF001 - read in place: every round
+        notable: dict[VolumeKey, Reported] = {}
+        for key, held in entries.items():
+            entry, verdict = held, held.verdict
+            listed = verdict is not None and verdict.status is not _OK
+            if listed or (times and key in times):
+                judged = self._judge(entry.observation, entry.status is _BREACHING)
+                if judged != verdict:
+                    entry = entries[key] = entry._replace(verdict=judged)
+                listed = judged.status is not _OK
+            if listed or key in base_listed or key in disagreeing or key not in cache_entries:
+                notable[key] = entry
+        self.notable = notable
 
     def _take_base(self, base: ViewTimeline, at: float) -> None:
         """What a report over the round's view ``base`` must be put over it for: the volumes the
