@@ -180,7 +180,8 @@ class ReportOverlay:
             policy.hard_level + policy.hysteresis,
             policy.soft_level if policy.soft_level is not None else policy.hard_level,
         )
-        changed = False
+        # The first data dir in the overlay: the steps' volume lists must be rebuilt to show it.
+        changed = not entries
         keys = []
         for volume in report.volumes:
             if DATA not in volume.holds:
@@ -448,6 +449,8 @@ class ReportOverlay:
                 factor, breaching, ramping, unjudged, evaluation.volume_count + len(extra)
             )
         base_volumes = base.volumes
+        if not self.entries:  # no report's data dir (no node token): the round's own step
+            return Step(start, bound, evaluation, base_volumes)
         entries, chosen = self.entries, self.chosen
 
         def build() -> list[VolumeObservation]:
