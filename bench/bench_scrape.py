@@ -4,7 +4,8 @@ baseline revision measured in the same run.
 A simulated cluster (devtools.simcluster, a process of its own) and, one after the other, the
 service of each revision observing it every ``--interval``. Between two rounds the bench scrapes
 as Prometheus does (``Accept-Encoding: gzip``) and reads the service's CPU time from /proc around
-the scrapes; a measurement a round overlapped is dropped. Three kinds of scrape, each
+the scrapes, once the service is idle after a round (its state snapshot written); a measurement
+a round overlapped is dropped. Three kinds of scrape, each
 ``--cycles`` times (one cycle per round):
 
 - ``changed``: the first scrape after a round in which every volume's usable bytes changed (the
@@ -49,6 +50,18 @@ def cpu_seconds(pid: int) -> float:
     return total / 1e9
 
 
+def wait_until_idle(pid: int, window: float = 0.25, idle_cpu: float = 0.002, longest: float = 5.0) -> None:
+    """Until the process spends less than ``idle_cpu`` CPU seconds in a ``window`` (at most
+    ``longest`` seconds): a round's end (the decider's state snapshot, written on a thread of its
+    own) is still running for a while after the round is counted."""
+    deadline = time.monotonic() + longest
+    while time.monotonic() < deadline:
+        before = cpu_seconds(pid)
+        time.sleep(window)
+        if cpu_seconds(pid) - before < idle_cpu:
+            return
+
+
 def scrape_cpu(service: ServiceProcess, times: int, headers: dict[str, str]) -> tuple[float, int]:
     """The service's CPU seconds per scrape over ``times`` scrapes, and the body's bytes."""
     before = cpu_seconds(service.pid)
@@ -74,7 +87,7 @@ def measure(service: ServiceProcess, cluster: SimulatedClusterProcess, brokers: 
                 cluster.call("set_usable_bytes", broker, usable + broker)
         rounds = service.rounds()
         service.wait_for_rounds(rounds + 1, timeout=interval + 120, poll_seconds=0.2)
-        time.sleep(0.5)  # what the round's end still does (publication) is not the scrape's
+        wait_until_idle(service.pid)  # what follows a round (its state snapshot) is not the scrape's
         rounds = service.rounds()
         first, sizes["gzip"] = scrape_cpu(service, 1, GZIP)
         steady, _ = scrape_cpu(service, scrapes, GZIP)

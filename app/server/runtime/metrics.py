@@ -540,24 +540,23 @@ def _label_value(value: str) -> str:
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
-# One volume's figures and lines: total bytes, usable bytes, the label set (with the space
-# before the value), the available-bytes line and the total-bytes line.
+# One volume's figures and lines: total bytes, usable bytes, the available-bytes line up to its
+# value (name, label set and the space), the available-bytes line and the total-bytes line.
 _Lines = tuple[int, int, str, str, str]
 
 
-def _volume_lines(volume: VolumeObservation, kept: _Lines | None) -> _Lines:
-    """``volume``'s lines, those of ``kept`` reused where its figures are the same."""
+def _volume_lines(volume: VolumeObservation) -> _Lines:
+    """``volume``'s lines, rendered afresh."""
     total, usable = volume.total_bytes, volume.usable_bytes
-    if kept is None:
-        labels = f'{{broker_id="{volume.broker_id}",log_dir="{_label_value(volume.log_dir)}"}} '
-        total_line = f"{TOTAL_NAME}{labels}{_sample_value(total)}\n"
-    else:
-        labels = kept[2]
-        total_line = (
-            kept[4] if kept[0] == total else f"{TOTAL_NAME}{labels}{_sample_value(total)}\n"
-        )
-    available_line = f"{AVAILABLE_NAME}{labels}{_sample_value(usable)}\n"
-    return (total, usable, labels, available_line, total_line)
+    labels = f'{{broker_id="{volume.broker_id}",log_dir="{_label_value(volume.log_dir)}"}} '
+    available = AVAILABLE_NAME + labels
+    return (
+        total,
+        usable,
+        available,
+        f"{available}{_sample_value(usable)}\n",
+        f"{TOTAL_NAME}{labels}{_sample_value(total)}\n",
+    )
 
 
 AVAILABLE_NAME = "kafka_throttle_volume_available_bytes"
@@ -620,8 +619,10 @@ class VolumeCollector(Collector):
                 continue
             key = (volume.broker_id, volume.log_dir)
             entry = kept.get(key)
-            if entry is None or entry[1] != usable or entry[0] != total:
-                entry = _volume_lines(volume, entry)
+            if entry is None or entry[0] != total:
+                entry = _volume_lines(volume)
+            elif entry[1] != usable:  # the usual change: only the usable bytes' line again
+                entry = (total, usable, entry[2], f"{entry[2]}{_sample_value(usable)}\n", entry[4])
             lines[key] = entry
             available_lines.append(entry[3])
             total_lines.append(entry[4])
