@@ -136,3 +136,15 @@ def test_a_scrape_is_gzipped_only_for_a_scraper_that_takes_it_and_both_carry_the
     assert volume_lines(zipped.text) == volume_lines(plain.text)
     assert len(volume_lines(plain.text)) == 12
     assert 'kafka_throttle_volume_available_bytes{broker_id="2",log_dir="/data/2"} 502.0' in plain.text
+
+
+def test_a_byte_count_is_written_as_generate_latest_writes_it():
+    import random
+
+    from prometheus_client.utils import floatToGoString
+
+    from app.server.runtime.metrics import _sample_value
+
+    edges = [0, 1, 9, 10, 999_999, 1_000_000, 1_000_001, 10**7, 1_020_000_000, 10**14, 10**15 - 1, 10**15, 2**53 + 1, -1, 0.5, 1e300]
+    drawn = [random.Random(seed).randrange(10 ** random.Random(seed).randrange(1, 16)) for seed in range(5000)]
+    assert [_sample_value(v) for v in edges + drawn] == [floatToGoString(v) for v in edges + drawn]

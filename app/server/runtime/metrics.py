@@ -523,14 +523,23 @@ class HistoryWriterCollector(Collector):
             )
 
 
+_EXACT_INTEGERS = 10**15
+_EXPONENTS = tuple(f"e+{exponent:02d}" for exponent in range(16))
+
+
 def _sample_value(value: float) -> str:
     """``floatToGoString(value)``, what ``generate_latest`` writes for a value; an integer below
     10**15 (a byte count: exact as a float, printed by ``repr`` with all its digits) without
-    going through a float."""
-    if type(value) is int and 0 <= value < 10**15:
+    going through a float: up to 6 digits as ``123456.0``, more as Go's shortest exponent form
+    (``1.099511627776e+12``, ``1e+07``)."""
+    if type(value) is int and 0 <= value < _EXACT_INTEGERS:
         digits = str(value)
-        if len(digits) > 6:
-            return f"{(digits[0] + '.' + digits[1:]).rstrip('0.')}e+{len(digits) - 1:02d}"
+        size = len(digits)
+        if size > 6:
+            mantissa = digits.rstrip("0")
+            if len(mantissa) > 1:
+                return mantissa[0] + "." + mantissa[1:] + _EXPONENTS[size - 1]
+            return mantissa + _EXPONENTS[size - 1]
         return digits + ".0"
     return floatToGoString(value)
 
