@@ -1,6 +1,6 @@
 """History bytes per day and the history writer's CPU per round: format 1 (a full row per volume
 per round, plain files: before) against format 2 (rows in proportion to what happened, closed
-hours gzipped: after), measured in the same run on the same rounds.
+hours compressed: after), measured in the same run on the same rounds.
 
 Run: .venv/bin/python bench/bench_history.py [--sizes 100x4,1000x12] [--intervals 60,10] [--hours 1]
 
@@ -15,14 +15,15 @@ while it is not ok, so this overstates them). ``--hours`` of rounds are simulate
 (two hour files, so each hour's keyframe is in), then scaled to a day.
 
 Per size and check interval: rows and bytes per day before (format 1, plain), format 1
-gzipped (for reference), after (format 2 + gzip); 30 days after against the default
+gzipped (for reference), after (format 2, closed hours gzip or bzip2); 30 days after against the default
 history.retention.bytes (1 GiB); CPU per round (time.process_time, median) of building and
 encoding a round's lines: before (``round_lines``) and after (``Compactor.rows`` + encoding,
-plus the hour's gzip, level 9 as the service's, spread over its rounds)."""
+plus the hour's compression, level 9 as the service's, spread over its rounds)."""
 
 from __future__ import annotations
 
 import argparse
+import bz2
 import zlib
 import logging
 import math
@@ -85,19 +86,22 @@ def cpu(fn) -> tuple[object, float]:
 
 
 class _Hourly:
-    """Bytes written in plain and gzipped (level 9, as the service compresses a closed hour),
-    one gzip stream per hour, fed as the rounds come (nothing kept in memory)."""
+    """Bytes written in plain and compressed (level 9, as the service compresses a closed hour:
+    gzip, or bzip2 with ``bzip2``), one stream per hour, fed as the rounds come (nothing kept in
+    memory)."""
 
-    def __init__(self) -> None:
+    def __init__(self, bzip2: bool = False) -> None:
         self.plain = self.compressed = 0
         self.gzip_ms = 0.0
         self._hour: int | None = None
         self._stream = None
+        self._bzip2 = bzip2
 
     def add(self, hour: int, data: bytes) -> None:
         if hour != self._hour:
             self.close()
-            self._hour, self._stream = hour, zlib.compressobj(9, zlib.DEFLATED, 31)
+            self._hour = hour
+            self._stream = bz2.BZ2Compressor(9) if self._bzip2 else zlib.compressobj(9, zlib.DEFLATED, 31)
         self.plain += len(data)
         start = time.process_time()
         self.compressed += len(self._stream.compress(data))
@@ -112,7 +116,7 @@ class _Hourly:
 def measure(brokers: int, dirs: int, interval: float, hours: float, keyframe: float = 300.0) -> dict:
     cluster = Cluster(brokers, dirs)
     compactor = Compactor(Compaction(keyframe_seconds=keyframe))
-    full, compact = _Hourly(), _Hourly()
+    full, compact, compact_bzip2 = _Hourly(), _Hourly(), _Hourly(bzip2=True)
     before_ms, after_ms = [], []
     full_rows = compact_rows = rounds_done = 0
     for round_, decision in rounds(cluster, interval, hours):
@@ -123,11 +127,13 @@ def measure(brokers: int, dirs: int, interval: float, hours: float, keyframe: fl
         after_ms.append(ms)
         full.add(hour, lines)
         compact.add(hour, ("\n".join(encoded) + "\n").encode())
+        compact_bzip2.add(hour, ("\n".join(encoded) + "\n").encode())
         full_rows += lines.count(b"\n")
         compact_rows += len(encoded)
         rounds_done += 1
     full.close()
     compact.close()
+    compact_bzip2.close()
     per_day = 24 / hours
     return {
         "size": f"{brokers} x {dirs}",
@@ -138,8 +144,10 @@ def measure(brokers: int, dirs: int, interval: float, hours: float, keyframe: fl
         "before_gzip": full.compressed * per_day,
         "after_plain": compact.plain * per_day,
         "after": compact.compressed * per_day,
+        "after_bzip2": compact_bzip2.compressed * per_day,
         "cpu_before": statistics.median(before_ms),
         "cpu_after": statistics.median(after_ms) + compact.gzip_ms / rounds_done,
+        "cpu_after_bzip2": statistics.median(after_ms) + compact_bzip2.gzip_ms / rounds_done,
     }
 
 
@@ -156,20 +164,23 @@ def main() -> None:
     args = parser.parse_args()
     logging.disable(logging.WARNING)
     print(
-        f"history bytes per day, format 1 (before) vs format 2 + gzip (after), keyframe PT{args.keyframe:g}S; "
+        f"history bytes per day, format 1 (before) vs format 2 + gzip or bzip2 (after), keyframe PT{args.keyframe:g}S; "
         f"{args.hours:g} h simulated, x{24 / args.hours:g} a day"
     )
-    print("| cluster | interval | rows/day before | rows/day after | MiB/day before | before gzipped | after plain | MiB/day after | after/before | 30 days after | CPU/round before ms | after ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(
+        "| cluster | interval | rows/day before | rows/day after | MiB/day before | before gzipped | after plain "
+        "| MiB/day after gzip | after bzip2 | after/before (bzip2) | 30 days gzip | 30 days bzip2 | CPU/round before ms | after gzip ms | after bzip2 ms |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for size in args.sizes.split(","):
         brokers, dirs = map(int, size.split("x"))
         for interval in map(float, args.intervals.split(",")):
             r = measure(brokers, dirs, interval, args.hours, args.keyframe)
-            month = r["after"] * 30
-            fits = f"{month / GIB:.2f} GiB ({'fits' if month <= GIB else 'over'} 1 GiB)"
+            fits = [f"{month / GIB:.2f} GiB ({'fits' if month <= GIB else 'over'} 1 GiB)" for month in (r["after"] * 30, r["after_bzip2"] * 30)]
             print(
                 f"| {r['size']} | PT{interval:g}S | {r['rows_before']:,.0f} | {r['rows_after']:,.0f} | {mib(r['before'])} | {mib(r['before_gzip'])} "
-                f"| {mib(r['after_plain'])} | {mib(r['after'])} | {r['after'] / r['before']:.4f} | {fits} | {r['cpu_before']:.1f} | {r['cpu_after']:.1f} |",
+                f"| {mib(r['after_plain'])} | {mib(r['after'])} | {mib(r['after_bzip2'])} | {r['after_bzip2'] / r['before']:.4f} | {fits[0]} | {fits[1]} "
+                f"| {r['cpu_before']:.1f} | {r['cpu_after']:.1f} | {r['cpu_after_bzip2']:.1f} |",
                 flush=True,
             )
 

@@ -9,8 +9,9 @@ Before appending to a file that does not end in a newline (the previous process 
 mid-line), a newline is written first, so the truncated line stays alone and readers skip it.
 
 Closed hours are compressed: when a new file is begun (and at start-up, for the hours before
-the current one) each plain file but the one being written becomes ``history-HH.jsonl.gz``
-(gzip, which Spark and Python read as it is). The compressed copy is written to a hidden
+the current one) each plain file but the one being written becomes ``history-HH.jsonl.bz2``
+(bzip2, the default) or ``history-HH.jsonl.gz`` (gzip; ``history.compression``), which Spark
+and Python read as they are. The compressed copy is written to a hidden
 staging file and synced before the plain file is deleted, and put in place after: a crash at
 any step leaves either the plain file or a complete staging copy, which the next start puts in
 place. A truncated last line is ended with a newline in the copy, as when appending.
@@ -22,15 +23,23 @@ count by their compressed size). The file being written is never deleted.
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import os
 import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import BinaryIO
 
 from app.clock import Clock, system_clock
-from app.history.schema import COMPRESSED_SUFFIX, FILE_PREFIX, FILE_SUFFIX, PARTITION_PREFIX
+from app.history.schema import (
+    COMPRESSED_SUFFIXES,
+    FILE_PREFIX,
+    FILE_SUFFIX,
+    PARTITION_PREFIX,
+    Codec,
+)
 
 SECONDS_PER_DAY = 86400.0
 
@@ -48,11 +57,9 @@ def _hour_of(path: Path) -> float | None:
     """The epoch second at which the file's hour began, from its folder and file name."""
     try:
         day = path.parent.name.removeprefix(PARTITION_PREFIX)
-        hour = (
-            path.name.removeprefix(FILE_PREFIX)
-            .removesuffix(COMPRESSED_SUFFIX)
-            .removesuffix(FILE_SUFFIX)
-        )
+        hour = path.name.removeprefix(FILE_PREFIX)
+        for suffix in (*COMPRESSED_SUFFIXES, FILE_SUFFIX):
+            hour = hour.removesuffix(suffix)
         return datetime.strptime(f"{day} {hour}", "%Y-%m-%d %H").replace(tzinfo=UTC).timestamp()
     except ValueError:
         return None
@@ -68,10 +75,15 @@ class HistoryFiles:
     """Appends batches of encoded lines. Used from one thread (the history writer)."""
 
     def __init__(
-        self, directory: Path, retention: Retention, wall_clock: Clock = system_clock
+        self,
+        directory: Path,
+        retention: Retention,
+        wall_clock: Clock = system_clock,
+        codec: Codec = Codec.BZIP2,
     ) -> None:
         self.directory = directory
         self.retention = retention
+        self.codec = codec
         self._wall_clock = wall_clock
         self._path: Path | None = None
         self._fd: int | None = None
@@ -117,7 +129,7 @@ class HistoryFiles:
         return sorted(
             p
             for p in self.directory.glob(pattern)
-            if p.name.endswith((FILE_SUFFIX, COMPRESSED_SUFFIX))
+            if p.name.endswith((FILE_SUFFIX, *COMPRESSED_SUFFIXES))
         )
 
     def _plain_files(self) -> list[Path]:
@@ -127,19 +139,20 @@ class HistoryFiles:
         """Compress every plain file ``closed`` says is closed (never the one being written)."""
         for path in self._plain_files():
             if path != self._path and closed(path):
-                compress(path)
+                compress(path, self.codec)
 
     def _finish_staged(self) -> None:
         """Put in place the compressed copies a crash left staged after their plain file went;
         drop those whose plain file is still there (the copy may be incomplete: done again)."""
-        for staged in self.directory.glob(
-            f"{PARTITION_PREFIX}*/.{FILE_PREFIX}*{COMPRESSED_SUFFIX}.tmp"
-        ):
-            plain = staged.with_name(staged.name[1:].removesuffix(".gz.tmp"))
+        for staged in self.directory.glob(f"{PARTITION_PREFIX}*/.{FILE_PREFIX}*.tmp"):
+            target = staged.with_name(staged.name[1:].removesuffix(".tmp"))
+            if not target.name.endswith(COMPRESSED_SUFFIXES):
+                continue
+            plain = target.with_name(target.name.rsplit(".", 1)[0])
             if plain.exists():
                 staged.unlink()
             else:
-                _put_in_place(staged, plain.with_name(plain.name + ".gz"))
+                _put_in_place(staged, target)
 
     def apply_retention(self) -> None:
         files = [(path, path.stat().st_size) for path in self.files() if path != self._path]
@@ -158,16 +171,31 @@ class HistoryFiles:
                     path.parent.rmdir()
 
 
-def compress(path: Path, level: int = 9) -> Path:
-    """``history-HH.jsonl`` -> ``history-HH.jsonl.gz``, crash-safe (the module's docstring);
-    when the hour was compressed before (a round of an hour already closed came late), its
-    lines are added as a second gzip member, which every gzip reader reads on."""
-    target = path.with_name(path.name + ".gz")
+def file_bytes(path: Path) -> bytes:
+    """A history file's lines, whichever codec compressed it (every stream of it) or none."""
+    data = path.read_bytes()
+    if path.name.endswith(Codec.BZIP2.suffix):
+        return bz2.decompress(data)
+    if path.name.endswith(Codec.GZIP.suffix):
+        return gzip.decompress(data)
+    return data
+
+
+def _compressor(codec: Codec, raw: BinaryIO) -> bz2.BZ2File | gzip.GzipFile:
+    if codec is Codec.BZIP2:
+        return bz2.BZ2File(raw, "wb", compresslevel=9)
+    return gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0)
+
+
+def compress(path: Path, codec: Codec = Codec.BZIP2) -> Path:
+    """``history-HH.jsonl`` -> ``history-HH.jsonl.bz2`` (or ``.gz``), crash-safe (the module's
+    docstring); when the hour was compressed before (a round of an hour already closed came
+    late), its lines are added as a second stream (a gzip member), which every reader of the
+    codec, Spark's among them, reads on."""
+    target = path.with_name(path.name[: -len(FILE_SUFFIX)] + codec.suffix)
     staged = path.with_name(f".{target.name}.tmp")
     with path.open("rb") as source, staged.open("wb") as raw:
-        with gzip.GzipFile(
-            filename="", mode="wb", fileobj=raw, compresslevel=level, mtime=0
-        ) as out:
+        with _compressor(codec, raw) as out:
             shutil.copyfileobj(source, out, 1 << 20)
             size = source.tell()
             if size > 0 and _last_byte(path, size) != b"\n":

@@ -36,6 +36,7 @@ imports this module on the Spark driver, where the service's dependencies need n
 
 from __future__ import annotations
 
+import enum
 from typing import NamedTuple
 
 
@@ -209,5 +210,23 @@ VOLUME_ROW_FIELDS = tuple(name for name in FIELD_NAMES if name not in ROUND_FIEL
 PARTITION_PREFIX = "date="
 FILE_PREFIX = "history-"
 FILE_SUFFIX = ".jsonl"
-# A closed hour: its file compressed whole (gzip; Spark and Python's gzip read it as it is).
-COMPRESSED_SUFFIX = FILE_SUFFIX + ".gz"
+
+
+class Codec(str, enum.Enum):
+    """How a closed hour's file is compressed whole: codecs Spark reads as they are (Hadoop's
+    own, no native library) and Python's standard library writes. bzip2 keeps about a third
+    less than gzip; gzip reads about ten times faster (BENCHMARKS.md, history)."""
+
+    BZIP2 = "bzip2"
+    GZIP = "gzip"
+
+    @property
+    def suffix(self) -> str:
+        """The compressed file's name: the plain name and this."""
+        return FILE_SUFFIX + (".bz2" if self is Codec.BZIP2 else ".gz")
+
+
+GZIP_SUFFIX = Codec.GZIP.suffix
+# Every closed hour's name, whichever codec wrote it (a history may hold both, after the
+# setting changed).
+COMPRESSED_SUFFIXES = tuple(codec.suffix for codec in Codec)

@@ -19,6 +19,7 @@ from app.decision.snapshot import SnapshotError
 from app.history.compact import Compaction
 from app.history.files import HistoryFiles, Retention
 from app.history.kafka_topic import HistoryTopic
+from app.history.schema import Codec
 from app.history.writer import HistoryCounters, HistoryWriter
 from app.kafka.admin_config import to_kafka_python, to_librdkafka
 from app.observation.source import VolumeSource
@@ -196,7 +197,9 @@ def history_writer_from(settings: Settings, metrics: ServiceMetrics) -> HistoryW
             settings.history_retention_days * 86_400_000,
         )
     return HistoryWriter(
-        HistoryFiles(settings.effective_history_dir, retention),
+        HistoryFiles(
+            settings.effective_history_dir, retention, codec=Codec(settings.history_compression)
+        ),
         settings.storage_check_interval.total_seconds(),
         counters,
         topic,

@@ -402,6 +402,14 @@ class Settings(BaseSettings):
         "A volume gets a history row when its usable bytes moved by more than this share of its total since its "
         "last row (0: whenever they moved); between its rows the report reads the last row's bytes.",
     )
+    history_compression: Literal["bzip2", "gzip"] = setting(
+        "bzip2",
+        SERVICE_PREFIX + "history.compression",
+        "bzip2 or gzip",
+        "How each closed hour's history file is compressed (the hour being written stays plain). bzip2 keeps about "
+        "a third less than gzip (30 days of 1,000 brokers x 12 log dirs in 0.8 GiB, not 1.1); Spark decompresses gzip "
+        "about three times faster (a cold report's first read). Spark reads both as they are; a history may hold both.",
+    )
     history_kafka_enabled: bool = setting(
         False,
         SERVICE_PREFIX + "history.kafka.enabled",

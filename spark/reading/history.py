@@ -1,6 +1,6 @@
 """Reading the history: declared schema, corrupt and truncated lines skipped and counted.
 
-Files of either format, plain or gzip (``.jsonl.gz``, read as they are), in any mix. Format 2's
+Files of either format, plain or compressed (``.jsonl.bz2``, ``.jsonl.gz``: Spark reads both as they are), in any mix. Format 2's
 rows (``app/history/compact.py``) are expanded here into the rows format 1 would have written
 for the same rounds, so everything after the reader sees one full row per volume per round:
 a volume row gives its volume's row for its own round and every later round of its hour until

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import gzip
 import json
 import sys
 import time
@@ -14,6 +13,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from app.history.compact import expand
+from app.history.files import file_bytes
 from devtools.commands import run_command
 
 from .conftest import ROOT, MiB, create_topic_on, delete_topic, fill
@@ -21,9 +21,9 @@ from .test_service_on_kafka import FAST
 
 
 def history_lines(directory: Path) -> list[dict]:
-    """The history's rows as format 1 has them (format 2 expanded; closed hours gzipped)."""
+    """The history's rows as format 1 has them (format 2 expanded; closed hours compressed)."""
     paths = sorted(directory.glob("date=*/history-*.jsonl*"))
-    texts = [gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text() for path in paths]
+    texts = [file_bytes(path).decode() for path in paths]
     return list(expand(json.loads(line) for text in texts for line in text.splitlines()))
 
 

@@ -168,14 +168,14 @@ def service_rounds(start: datetime, rounds: int):
         yield round_, decider.decision(at_)
 
 
-def write_service_history(directory: Path, start: datetime, rounds: int, compaction=None, only: range | None = None) -> None:
+def write_service_history(directory: Path, start: datetime, rounds: int, compaction=None, only: range | None = None, codec=None) -> None:
     """The rounds of ``service_rounds`` written by the service's history writer: format 1 without
-    ``compaction``, format 2 with it (closed hours compressed); ``only``: the rounds this writer
-    writes (a service run: another run writes the others)."""
+    ``compaction``, format 2 with it (closed hours compressed, by ``codec`` or the default);
+    ``only``: the rounds this writer writes (a service run: another run writes the others)."""
     from app.history.writer import HistoryCounters, HistoryWriter
 
     counters = HistoryCounters(lambda n: None, lambda reason, n: None, lambda n: None)
-    files = HistoryFiles(directory, Retention(max_age_days=100000, max_total_bytes=1 << 50))
+    files = HistoryFiles(directory, Retention(max_age_days=100000, max_total_bytes=1 << 50), **({"codec": codec} if codec else {}))
     writer = HistoryWriter(files, CHECK_INTERVAL, counters, queue_rounds=1 << 20, compaction=compaction)
     writer.start()
     for i, (round_, decision) in enumerate(service_rounds(start, rounds)):

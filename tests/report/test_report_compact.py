@@ -1,4 +1,4 @@
-"""The report on history format 2 (compact, closed hours gzipped) against the report on format 1
+"""The report on history format 2 (compact, closed hours compressed) against the report on format 1
 (a full row per volume per round) of the same rounds, both written by the service's own writer
 from rounds its own decider judged (``synthetic.service_rounds``).
 
@@ -16,7 +16,7 @@ its soft ones may start a few rounds apart)."""
 from __future__ import annotations
 
 import csv
-import gzip
+import bz2
 import shutil
 from pathlib import Path
 
@@ -24,6 +24,7 @@ import pytest
 
 from app.decision.policy import LimitKind, StoragePolicy
 from app.history.compact import Compaction
+from app.history.schema import Codec
 from spark.analysis.backtest import LimitSet
 from spark.job import run_report
 from spark.reading.history import read_history, skipped_by_reason
@@ -54,7 +55,7 @@ def tables(output: Path) -> dict[str, list[dict]]:
 @pytest.fixture(scope="module")
 def histories(tmp_path_factory):
     root = tmp_path_factory.mktemp("compact")
-    write_service_history(root / "full", START, ROUNDS)
+    write_service_history(root / "full", START, ROUNDS, codec=Codec.GZIP)  # both codecs are read
     write_service_history(root / "compact", START, ROUNDS, Compaction(300, SHARE))
     # the service's format 1 for the first 110 rounds, then a restart writing format 2 mid-hour
     write_service_history(root / "mixed", START, ROUNDS, only=range(110))
@@ -135,13 +136,14 @@ def test_the_forecast_is_within_its_tolerance(reports):
             assert abs(rate - expected) <= 0.1 * abs(expected), (want, got)
 
 
-def test_the_closed_hours_are_gzipped_and_read_and_the_compact_history_is_a_fraction_of_the_full(reports):
+def test_the_closed_hours_are_compressed_and_read_and_the_compact_history_is_a_fraction_of_the_full(reports):
     (full_report, _, full), (compact_report, _, compact) = reports["full"], reports["compact"]
     names = sorted(p.name for p in compact.rglob("history-*"))
-    assert names == ["history-09.jsonl.gz", "history-10.jsonl.gz", "history-11.jsonl.gz", "history-12.jsonl"]
-    assert all(gzip.decompress(p.read_bytes()) for p in compact.rglob("*.gz"))
+    assert names == ["history-09.jsonl.bz2", "history-10.jsonl.bz2", "history-11.jsonl.bz2", "history-12.jsonl"]
+    assert all(bz2.decompress(p.read_bytes()) for p in compact.rglob("*.bz2"))
+    assert sorted(p.name for p in full.rglob("history-*"))[0] == "history-09.jsonl.gz"
     size = lambda folder: sum(p.stat().st_size for p in folder.rglob("history-*"))  # noqa: E731
-    # both gzip their closed hours; this simulation's saw-tooths move 0.5% of a volume a round,
+    # both compress their closed hours (the full one with gzip, the compact one bzip2); this simulation's saw-tooths move 0.5% of a volume a round,
     # so an ok volume gets a row every few rounds here (bench/bench_history.py has a realistic mix)
     assert size(compact) < size(full) / 4
     assert compact_report.rows == full_report.rows  # expanded: a row per volume per round

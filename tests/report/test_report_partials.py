@@ -6,6 +6,7 @@ seldom for the forecast's short read (all rows instead)."""
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import json
 from datetime import timedelta
@@ -15,6 +16,7 @@ import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from app.history.files import file_bytes
 from spark.analysis import partials
 from spark.analysis.brokers import volume_summary
 from spark.analysis.episodes import data_rows, metadata_rows, segment_episodes, violation_episodes, volume_rows
@@ -50,17 +52,17 @@ def sparse() -> dict:
 def with_log_dir_errors(history: Path) -> None:
     """Broker 3's /data/a offline for six rounds (breaching, with the error), twice."""
     offline = {instant(START + timedelta(minutes=i)) for i in (*range(20, 26), *range(80, 86))}
-    for file in history.rglob("*.jsonl*"):  # closed hours gzipped, as the service leaves them
+    for file in history.rglob("*.jsonl*"):  # closed hours compressed, as the service leaves them
         rows = [json.loads(line) for line in _text(file).splitlines()]
         for row in rows:
             if (row["broker_id"], row["log_dir"]) == (3, "/data/a") and row["time"] in offline:
                 row.update(log_dir_error="KAFKA_STORAGE_ERROR" if row["time"] < instant(START + timedelta(minutes=50)) else "OFFLINE", volume_status="breaching")
         text = "".join(json.dumps(row) + "\n" for row in rows).encode()
-        file.write_bytes(gzip.compress(text) if file.suffix == ".gz" else text)
+        file.write_bytes(bz2.compress(text) if file.suffix == ".bz2" else gzip.compress(text) if file.suffix == ".gz" else text)
 
 
 def _text(file: Path) -> str:
-    return gzip.decompress(file.read_bytes()).decode() if file.suffix == ".gz" else file.read_text()
+    return file_bytes(file).decode()
 
 
 def interleave(source: Path, target: Path) -> None:

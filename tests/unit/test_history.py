@@ -141,14 +141,14 @@ def test_retention_deletes_files_past_the_age_then_the_oldest_past_the_size_neve
     # at start-up, the files whose hour ended more than a day ago go, and their empty folder;
     # the closed hours left are compressed
     files = HistoryFiles(tmp_path, Retention(max_age_days=1, max_total_bytes=1 << 40), wall_clock=lambda: T0)
-    assert names() == ["date=2026-11-21/history-21.jsonl.gz", "date=2026-11-21/history-22.jsonl.gz"]
+    assert names() == ["date=2026-11-21/history-21.jsonl.bz2", "date=2026-11-21/history-22.jsonl.bz2"]
     assert not (tmp_path / "date=2026-11-20").exists()
     compressed = sum(p.stat().st_size for p in files.files())
     assert compressed < 2 * len(line)
     # a new file: retention runs before it, counting the compressed bytes, and the oldest goes to fit
     files.retention = Retention(max_age_days=1, max_total_bytes=compressed - 1)
     files.append(line, T0)
-    assert names() == ["date=2026-11-21/history-22.jsonl.gz", "date=2026-11-21/history-23.jsonl"]
+    assert names() == ["date=2026-11-21/history-22.jsonl.bz2", "date=2026-11-21/history-23.jsonl"]
     files.retention = Retention(max_age_days=1, max_total_bytes=1)
     files.apply_retention()
     assert names() == ["date=2026-11-21/history-23.jsonl"]  # the file being written stays

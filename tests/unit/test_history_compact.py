@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import json
 from datetime import UTC, datetime
@@ -9,9 +10,9 @@ from datetime import UTC, datetime
 import pytest
 
 from app.history.compact import Compaction, Compactor, expand
-from app.history.files import HistoryFiles, Retention
+from app.history.files import HistoryFiles, Retention, file_bytes
 from app.history.rows import ROW_ENCODER, round_rows
-from app.history.schema import COMPRESSED_SUFFIX, FIELD_NAMES, ROUND_FIELDS, SHARED_FIELDS
+from app.history.schema import FIELD_NAMES, ROUND_FIELDS, SHARED_FIELDS, Codec
 from app.observation.model import KeptReason
 from spark.reading.schema import RULES
 from tests.report.synthetic import CHECK_INTERVAL, TOTAL, service_rounds, write_service_history
@@ -84,43 +85,52 @@ def test_a_failed_write_makes_the_next_round_a_keyframe():
     assert rows[0]["keyframe"] and rows[0]["shared"] and len(rows) == 1 + 8
 
 
-def test_the_writer_writes_format_2_and_compresses_the_closed_hours(tmp_path):
-    write_service_history(tmp_path, START, ROUNDS, Compaction())
+@pytest.mark.parametrize("codec", list(Codec))
+def test_the_writer_writes_format_2_and_compresses_the_closed_hours(tmp_path, codec):
+    write_service_history(tmp_path, START, ROUNDS, Compaction(), codec=codec)
     names = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("history-*"))
     assert names == [
-        "date=2026-06-01/history-09.jsonl.gz",
-        "date=2026-06-01/history-10.jsonl.gz",
-        "date=2026-06-01/history-11.jsonl.gz",
+        f"date=2026-06-01/history-09{codec.suffix}",
+        f"date=2026-06-01/history-10{codec.suffix}",
+        f"date=2026-06-01/history-11{codec.suffix}",
         "date=2026-06-01/history-12.jsonl",
     ]
     lines = []
     for path in sorted(tmp_path.rglob("history-*")):
-        data = gzip.decompress(path.read_bytes()) if path.name.endswith(COMPRESSED_SUFFIX) else path.read_bytes()
-        lines += [json.loads(line) for line in data.decode().splitlines()]
+        lines += [json.loads(line) for line in file_bytes(path).decode().splitlines()]
     full, compact, expanded = both(Compaction())
     assert lines == compact
 
 
-def test_a_restart_starts_with_a_keyframe_and_a_late_round_of_a_closed_hour_is_added_to_its_file(tmp_path):
-    files = HistoryFiles(tmp_path, Retention(3650, 1 << 40), wall_clock=lambda: START.timestamp())
+@pytest.mark.parametrize("codec", list(Codec))
+def test_a_restart_starts_with_a_keyframe_and_a_late_round_of_a_closed_hour_is_added_to_its_file(tmp_path, codec):
+    files = HistoryFiles(tmp_path, Retention(3650, 1 << 40), wall_clock=lambda: START.timestamp(), codec=codec)
     files.append(b'{"a":1}\n', START.timestamp())
     files.append(b'{"a":2}\n', START.timestamp() + 3600)  # the 09:00 hour closes: compressed
     files.append(b'{"a":3}\n', START.timestamp())  # a round of 09:00 comes late: its own member
     files.append(b'{"a":4}\n', START.timestamp() + 3600)
     files.close()
-    old = tmp_path / "date=2026-06-01" / "history-09.jsonl.gz"
-    assert gzip.decompress(old.read_bytes()) == b'{"a":1}\n{"a":3}\n'
+    old = tmp_path / "date=2026-06-01" / f"history-09{codec.suffix}"
+    assert file_bytes(old) == b'{"a":1}\n{"a":3}\n'
 
 
-def test_a_crash_after_the_plain_file_went_puts_the_staged_copy_in_place(tmp_path):
+@pytest.mark.parametrize("codec", list(Codec))
+def test_a_crash_after_the_plain_file_went_puts_the_staged_copy_in_place(tmp_path, codec):
     folder = tmp_path / "date=2026-06-01"
     folder.mkdir()
-    (folder / ".history-09.jsonl.gz.tmp").write_bytes(gzip.compress(b'{"a":1}\n'))
-    (folder / ".history-10.jsonl.gz.tmp").write_bytes(b"\x1f\x8b half")  # its plain file is still there
+    # a copy staged by the other codec (the setting changed since) is put in place too
+    other = next(c for c in Codec if c is not codec)
+    (folder / f".history-08{other.suffix}.tmp").write_bytes(gzip.compress(b'{"a":0}\n') if other is Codec.GZIP else bz2.compress(b'{"a":0}\n'))
+    (folder / f".history-09{codec.suffix}.tmp").write_bytes(gzip.compress(b'{"a":1}\n') if codec is Codec.GZIP else bz2.compress(b'{"a":1}\n'))
+    (folder / f".history-10{codec.suffix}.tmp").write_bytes(b"\x1f\x8b half")  # its plain file is still there
     (folder / "history-10.jsonl").write_bytes(b'{"a":2}\n{"a":')  # and ends in a truncated line
-    HistoryFiles(tmp_path, Retention(3650, 1 << 40), wall_clock=lambda: START.timestamp() + 7200).close()
-    assert sorted(p.name for p in folder.iterdir()) == ["history-09.jsonl.gz", "history-10.jsonl.gz"]
-    assert gzip.decompress((folder / "history-10.jsonl.gz").read_bytes()) == b'{"a":2}\n{"a":\n'
+    HistoryFiles(tmp_path, Retention(3650, 1 << 40), wall_clock=lambda: START.timestamp() + 7200, codec=codec).close()
+    assert sorted(p.name for p in folder.iterdir()) == [f"history-08{other.suffix}", f"history-09{codec.suffix}", f"history-10{codec.suffix}"]
+    assert [file_bytes(folder / f"history-{hour}{c.suffix}") for hour, c in (("08", other), ("09", codec), ("10", codec))] == [
+        b'{"a":0}\n',
+        b'{"a":1}\n',
+        b'{"a":2}\n{"a":\n',
+    ]
 
 
 def test_kept_accepts_exactly_the_reasons_the_service_writes():
