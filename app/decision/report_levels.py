@@ -73,6 +73,7 @@ class ReportOn:
     move_share: float
     min_interval_ms: int
     take_hold: Mapping[VolumeKey, int]  # usable bytes, per (broker id, log dir)
+    burst: int = 1  # reports a node may send in a row before min_interval_ms paces them
 
 
 def take_hold_levels(
@@ -126,6 +127,7 @@ class ReportLevels:
         metadata_policy: StoragePolicy | None,
         min_interval_ms: int,
         move_share: float = MOVE_SHARE,
+        burst: int = 1,
     ) -> None:
         self._current = ReportOn(
             LimitLevels.of(policy),
@@ -133,6 +135,7 @@ class ReportLevels:
             move_share,
             min_interval_ms,
             NO_TAKE_HOLD,
+            burst,
         )
         self._rates_seen: object = None
 
@@ -163,4 +166,5 @@ def _with_take_hold(report_on: ReportOn, take_hold: Mapping[VolumeKey, int]) -> 
         report_on.move_share,
         report_on.min_interval_ms,
         take_hold,
+        report_on.burst,
     )

@@ -261,6 +261,7 @@ def create_app(
             decider.policy,
             decider.metadata.policy,
             round(report_rate.MIN_INTERVAL_SECONDS * 1000),
+            burst=report_rate.BURST,
         )
         state.quota_table = Publication(
             lambda now: _quota_table(

@@ -16,6 +16,7 @@ from app.decision.report_levels import (
 )
 from app.observation.model import ObservationRound, VolumeObservation
 from app.server.api.schemas.quotas import ReportOnModel
+from app.server.runtime.report_rate import BURST, MIN_INTERVAL_SECONDS
 
 from .asgi import run_scenario
 from .test_api import make_app
@@ -51,7 +52,7 @@ def fill(
 def test_the_limits_levels_are_sent_in_their_kinds_hard_first():
     data = StoragePolicy(LimitKind.MIN_AVAILABLE_RATIO, 0.05, soft_level=0.15, hysteresis=0.01)
     metadata = StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, float(GiB))
-    report_on = ReportLevels(data, metadata, min_interval_ms=250).current(None, list)
+    report_on = ReportLevels(data, metadata, min_interval_ms=250, burst=4).current(None, list)
     body = ReportOnModel.of(report_on).model_dump(mode="json")
     assert body == {
         "kind": "min-available-ratio",
@@ -60,6 +61,7 @@ def test_the_limits_levels_are_sent_in_their_kinds_hard_first():
         "metadata": {"kind": "min-available-bytes", "levels": [float(GiB)], "hysteresis": 0.0},
         "move_share": MOVE_SHARE,
         "min_interval_ms": 250,
+        "burst": 4,
         "take_hold": {},
     }
     without = ReportOnModel.of(ReportLevels(POLICY, None, 1000).current(None, list))
@@ -189,6 +191,8 @@ def test_get_quotas_carries_report_on_and_its_etag_moves_only_when_report_on_doe
         report_on = first.json()["report_on"]
         assert report_on["kind"] == "min-available-bytes" and report_on["levels"] == [100.0]
         assert report_on["take_hold"] == {} and report_on["metadata"] is None
+        # the pace the service takes reports at (app/server/runtime/report_rate.py)
+        assert (report_on["min_interval_ms"], report_on["burst"]) == (round(MIN_INTERVAL_SECONDS * 1000), BURST)
         clock.advance(CHECK)
         observer.apply_round(round_(8 * GiB))  # nothing moves: the same ETag
         same = await client.get("/quotas", headers={"If-None-Match": first.headers["etag"]})

@@ -264,7 +264,8 @@ class ReportOnModel(BaseModel):
     """When a node's shim sends its volume report (PUT /nodes/{id}/volumes) at once rather than
     at its poll interval: when a volume crosses a level that changes the decision, or its usable
     bytes moved by more than move_share of its total since the report it last sent (at most one
-    such report a second), never twice within min_interval_ms."""
+    such report a second), paced as the service takes them: burst reports in a row, then one per
+    min_interval_ms (a shim keeps a report in hand for a crossing)."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -280,6 +281,7 @@ class ReportOnModel(BaseModel):
                     },
                     "move_share": 0.01,
                     "min_interval_ms": 250,
+                    "burst": 4,
                     "take_hold": {"1": {"/var/lib/kafka/data-0": 21474836480}},
                 }
             ]
@@ -297,7 +299,13 @@ class ReportOnModel(BaseModel):
     )
     move_share: float = Field(gt=0, le=1, json_schema_extra=DOUBLE)
     min_interval_ms: int = Field(
-        ge=0, description="The service takes at most one report per node per this interval"
+        ge=0,
+        description="The service takes one report per node per this interval, once the burst is spent",
+    )
+    burst: int = Field(
+        ge=1,
+        description="How many reports in a row the service takes from a node before it paces them by min_interval_ms "
+        "(a token bucket: one token per min_interval_ms, at most this many kept)",
     )
     take_hold: dict[str, dict[str, int]] = Field(
         description="Per node id and log dir, the usable bytes below which the time-to-full rule would take hold of "
@@ -319,6 +327,7 @@ class ReportOnModel(BaseModel):
             else LimitLevelsModel.of(report_on.metadata),
             move_share=report_on.move_share,
             min_interval_ms=report_on.min_interval_ms,
+            burst=report_on.burst,
             take_hold=take_hold,
         )
 

@@ -25,14 +25,21 @@ final class ReportLevels {
     final Limit metadata;
     final double moveShare;
     final long minIntervalMs;
+    /** How many reports in a row the service takes before min_interval_ms paces them (1 when it does not say). */
+    final int burst;
     /** This node's take-hold levels, by log dir as the shim names it (absolute, normalised). */
     final Map<String, Long> takeHold;
 
     ReportLevels(Limit data, Limit metadata, double moveShare, long minIntervalMs, Map<String, Long> takeHold) {
+        this(data, metadata, moveShare, minIntervalMs, 1, takeHold);
+    }
+
+    ReportLevels(Limit data, Limit metadata, double moveShare, long minIntervalMs, int burst, Map<String, Long> takeHold) {
         this.data = data;
         this.metadata = metadata;
         this.moveShare = moveShare;
         this.minIntervalMs = minIntervalMs;
+        this.burst = burst;
         this.takeHold = Map.copyOf(takeHold);
     }
 
@@ -58,6 +65,14 @@ final class ReportLevels {
         if (interval == null || !interval.isIntegralNumber() || interval.asLong() < 0 || interval.asLong() > 3_600_000) {
             throw new IllegalArgumentException("'report_on.min_interval_ms' must be an integer in [0, 3600000], got " + brief(interval));
         }
+        JsonNode burstNode = reportOn.get("burst");
+        int burst = 1; // a service that does not say takes one report per interval
+        if (burstNode != null && !burstNode.isNull()) {
+            if (!burstNode.isIntegralNumber() || burstNode.asLong() < 1 || burstNode.asLong() > 1000) {
+                throw new IllegalArgumentException("'report_on.burst' must be an integer in [1, 1000], got " + brief(burstNode));
+            }
+            burst = burstNode.asInt();
+        }
         Map<String, Long> takeHold = new HashMap<>();
         JsonNode all = reportOn.get("take_hold");
         if (all != null && !all.isNull()) {
@@ -79,7 +94,7 @@ final class ReportLevels {
                 }
             }
         }
-        return new ReportLevels(data, metadata, move.asDouble(), interval.asLong(), takeHold);
+        return new ReportLevels(data, metadata, move.asDouble(), interval.asLong(), burst, takeHold);
     }
 
     private static Limit limit(JsonNode node, String where) {

@@ -17,8 +17,10 @@ import java.util.List;
  * with the metadata limit's. A volume crosses a level downward at the level, upward above the level plus the hysteresis,
  * so a volume that hovers at a level reports once, not at every sample. A level new to a dir starts on the side where
  * the last report sent put the volume: a crossing since then is reported.
- * <li>Rate: no report sooner than {@code min_interval_ms} after the last (a crossing waits for it, then goes at once);
- * at most one report a second for a move alone; a crossing is not held back by that second. After a refusal that asks
+ * <li>Rate: the service's own pace, a token bucket of {@code burst} reports refilled one per {@code min_interval_ms}
+ * (counted from each report's answer, so never faster than the service counts): a crossing goes at once while a token
+ * is left, otherwise as soon as one is; a report for a move alone needs two (one stays in hand for a crossing, when the
+ * burst allows) and goes at most once a second; a crossing is not held back by that second. After a refusal that asks
  * the shim to wait (429 Retry-After, or a service that takes no reports) nothing is sent before the wait is over, and
  * nothing is sampled meanwhile.
  * <li>Without levels (an older service, or before the first table) the reports go at the poll interval only, exactly as
@@ -82,7 +84,11 @@ final class ReportTrigger {
     private boolean started; // the first report was sent
     private boolean backingOff; // the service asked the shim to wait until dueAt
     private long dueAt;
-    private long holdUntil;
+    private long holdUntil; // no crossing report before (a token is back, or the service's wait is over)
+    private long moveHoldUntil; // no move report before
+    private long credit; // the bucket when tokensAt, in nanoseconds of min_interval_ms (one token: one interval)
+    private long tokensAt;
+    private boolean counting; // the bucket is counted (from the first report answered while levels were known)
     private long lastMoveAt;
     private boolean moved; // a move was sent at lastMoveAt
     private boolean crossingPending;
@@ -170,13 +176,11 @@ final class ReportTrigger {
             }
         }
         movePending = move;
-        if (now - holdUntil >= 0) {
-            if (crossingPending) {
-                return Reason.CROSSING;
-            }
-            if (movePending && (!moved || now - (lastMoveAt + MOVE_SPACING_NANOS) >= 0)) {
-                return Reason.MOVE;
-            }
+        if (crossingPending && now - holdUntil >= 0) {
+            return Reason.CROSSING;
+        }
+        if (movePending && now - moveHoldUntil >= 0 && (!moved || now - (lastMoveAt + MOVE_SPACING_NANOS) >= 0)) {
+            return Reason.MOVE;
         }
         return now - dueAt >= 0 ? Reason.DUE : Reason.NONE;
     }
@@ -191,7 +195,14 @@ final class ReportTrigger {
         long nextNanos = next.toNanos();
         dueAt = now + nextNanos;
         backingOff = nextNanos > pollNanos;
-        holdUntil = backingOff ? dueAt : now + (levels == null ? 0 : levels.minIntervalMs * 1_000_000L);
+        takeToken(now);
+        if (backingOff) {
+            holdUntil = dueAt;
+            moveHoldUntil = dueAt;
+        } else {
+            holdUntil = whenTokens(now, 1);
+            moveHoldUntil = whenTokens(now, levels == null || levels.burst < 2 ? 1 : 2);
+        }
         if (reason == Reason.MOVE) {
             moved = true;
             lastMoveAt = now;
@@ -208,6 +219,27 @@ final class ReportTrigger {
         }
     }
 
+    /** The bucket after a report answered at {@code now}: refilled up to then, less the report's token. */
+    private void takeToken(long now) {
+        if (levels == null || levels.minIntervalMs <= 0) {
+            counting = false;
+            return;
+        }
+        long interval = levels.minIntervalMs * 1_000_000L;
+        long full = interval * levels.burst;
+        // Reports before the levels were known went a poll interval apart: the service's bucket is full by now.
+        long refilled = counting ? Math.min(full, credit + Math.max(0, now - tokensAt)) : full;
+        counting = true;
+        credit = Math.max(0, refilled - interval);
+        tokensAt = now;
+    }
+
+    /** When the bucket holds {@code wanted} tokens again (now when it does). */
+    private long whenTokens(long now, int wanted) {
+        long needed = levels == null ? 0 : levels.minIntervalMs * 1_000_000L * wanted;
+        return credit >= needed ? now : now + (needed - credit);
+    }
+
     /** When to sample (and judge) next, at the latest; {@code sampleNanos}: the sample interval. */
     long nextWake(long now, long sampleNanos) {
         if (!started) {
@@ -220,7 +252,7 @@ final class ReportTrigger {
         if (crossingPending) {
             wake = earlier(wake, holdUntil);
         } else if (movePending) {
-            wake = earlier(wake, moved ? later(holdUntil, lastMoveAt + MOVE_SPACING_NANOS) : holdUntil);
+            wake = earlier(wake, moved ? later(moveHoldUntil, lastMoveAt + MOVE_SPACING_NANOS) : moveHoldUntil);
         }
         return later(wake, now);
     }

@@ -125,6 +125,55 @@ class ReportTriggerTest {
         assertEquals(CROSSING, at(500 * MS, 90_000, 11_500));
     }
 
+    /** The service's pace as it says it (report_rate.py): four reports in a row, then one per 250 ms. */
+    private static ReportLevels burstOf4(double moveShare) {
+        return new ReportLevels(bytes(1_000, 10_000), null, moveShare, 250, 4, Map.of());
+    }
+
+    @Test
+    void aCrossingRightAfterAMoveReportGoesAtOnceWhileTheServiceHasATokenForIt() {
+        started(burstOf4(0.01), 90_000); // the bucket: 4, less the first report: 3
+        assertEquals(MOVE, at(100 * MS, 90_000, 41_000), "a fill caught half way: a move report");
+        send(100 * MS, MOVE); // 3 + 0.4 refilled - 1 = 2.4
+        assertEquals(CROSSING, at(200 * MS, 90_000, 9_000), "the crossing a sample later is not held for min_interval_ms");
+        send(200 * MS, CROSSING); // 1.8
+        assertEquals(CROSSING, at(300 * MS, 90_000, 11_500), "nor the way back");
+        send(300 * MS, CROSSING); // 1.2
+        assertEquals(CROSSING, at(400 * MS, 90_000, 9_500));
+        send(400 * MS, CROSSING); // 0.6: the service would refuse one more now
+        assertEquals(NONE, at(450 * MS, 90_000, 11_500), "the next crossing waits for a token");
+        assertEquals(500 * MS, trigger.nextWake(450 * MS, SAMPLE), "woken when one is back");
+        assertEquals(CROSSING, at(500 * MS, 90_000, 11_500));
+    }
+
+    @Test
+    void aMoveReportLeavesATokenInHandForACrossing() {
+        started(burstOf4(0.01), 90_000); // 3
+        assertEquals(CROSSING, at(100 * MS, 90_000, 9_000));
+        send(100 * MS, CROSSING); // 2.4
+        assertEquals(CROSSING, at(200 * MS, 90_000, 12_000));
+        send(200 * MS, CROSSING); // 1.8
+        assertEquals(CROSSING, at(300 * MS, 90_000, 9_500));
+        send(300 * MS, CROSSING); // 1.2
+        assertEquals(NONE, at(350 * MS, 90_000, 8_000), "a move (1,500 bytes) with fewer than two tokens waits");
+        assertEquals(NONE, at(450 * MS, 90_000, 8_000), "1.8 tokens");
+        assertEquals(MOVE, at(500 * MS, 90_000, 8_000), "two tokens");
+        send(500 * MS, MOVE); // 1.0
+        assertEquals(CROSSING, at(510 * MS, 90_000, 12_000), "a crossing takes the token the move left");
+    }
+
+    @Test
+    void withoutABurstACrossingWaitsForTheMinimumIntervalAsBefore() {
+        started(levels(bytes(1_000, 10_000), null, 0.01, Map.of()), 90_000); // burst 1: what an older service implies
+        assertEquals(NONE, at(100 * MS, 90_000, 41_000), "a move, within 250 ms of the last report");
+        assertEquals(MOVE, at(250 * MS, 90_000, 41_000));
+        send(250 * MS, MOVE);
+        assertEquals(NONE, at(350 * MS, 90_000, 9_000));
+        assertEquals(NONE, at(450 * MS, 90_000, 9_000));
+        assertEquals(500 * MS, trigger.nextWake(450 * MS, SAMPLE), "250 ms after the move report");
+        assertEquals(CROSSING, at(500 * MS, 90_000, 9_000));
+    }
+
     @Test
     void movesAloneAreReportedAtMostOnceASecondButCrossingsAreNotHeldBack() {
         started(levels(bytes(0, 10_000), null, 0.01, Map.of()), 90_000); // a move: more than 1,000 bytes
