@@ -5,7 +5,7 @@ import java.nio.file.attribute.FileAttributeView;
 import java.nio.file.attribute.FileStoreAttributeView;
 import java.util.concurrent.atomic.AtomicLong;
 
-/** A file store whose usable bytes a test sets, counting how often they are read. */
+/** A file store whose usable bytes a test sets, counting how often they are read; stores of the same name are equal. */
 final class MutableStore extends FileStore {
     final AtomicLong usable;
     final AtomicLong reads = new AtomicLong();
@@ -67,5 +67,15 @@ final class MutableStore extends FileStore {
     @Override
     public Object getAttribute(String attribute) {
         return null;
+    }
+
+    @Override
+    public boolean equals(Object other) {
+        return other instanceof MutableStore store && store.name.equals(name);
+    }
+
+    @Override
+    public int hashCode() {
+        return name.hashCode();
     }
 }

@@ -7,8 +7,6 @@ import java.io.IOException;
 import java.nio.file.FileStore;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.attribute.FileAttributeView;
-import java.nio.file.attribute.FileStoreAttributeView;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -25,86 +23,13 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 class NodeVolumesTest {
     private static final ObjectMapper JSON = new ObjectMapper();
 
-    /** A file store of fixed size, one per name: directories under the same top folder share one. */
-    private static final class FixedStore extends FileStore {
-        private final String name;
-        private final long total;
-        private final long usable;
-
-        FixedStore(String name, long total, long usable) {
-            this.name = name;
-            this.total = total;
-            this.usable = usable;
-        }
-
-        @Override
-        public String name() {
-            return name;
-        }
-
-        @Override
-        public String type() {
-            return "test";
-        }
-
-        @Override
-        public boolean isReadOnly() {
-            return false;
-        }
-
-        @Override
-        public long getTotalSpace() {
-            return total;
-        }
-
-        @Override
-        public long getUsableSpace() {
-            return usable;
-        }
-
-        @Override
-        public long getUnallocatedSpace() {
-            return usable;
-        }
-
-        @Override
-        public boolean supportsFileAttributeView(Class<? extends FileAttributeView> type) {
-            return false;
-        }
-
-        @Override
-        public boolean supportsFileAttributeView(String name) {
-            return false;
-        }
-
-        @Override
-        public <V extends FileStoreAttributeView> V getFileStoreAttributeView(Class<V> type) {
-            return null;
-        }
-
-        @Override
-        public Object getAttribute(String attribute) {
-            return null;
-        }
-
-        @Override
-        public boolean equals(Object other) {
-            return other instanceof FixedStore store && store.name.equals(name);
-        }
-
-        @Override
-        public int hashCode() {
-            return name.hashCode();
-        }
-    }
-
     /** Each top folder (/meta, /data1 ...) is a volume of its own; its size is given by its name's length, usable a quarter. */
     private static FileStore byTopFolder(Path directory) throws IOException {
         String top = directory.getName(0).toString();
         if (top.startsWith("unreadable")) {
             throw new IOException("no such file");
         }
-        return new FixedStore(top, 1_000_000L * top.length(), 250_000L * top.length());
+        return new MutableStore(top, 1_000_000L * top.length(), 250_000L * top.length()); // one per name: dirs under a top folder share it
     }
 
     private static JsonNode report(Map<String, Object> configs) throws IOException {
