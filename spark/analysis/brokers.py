@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 from spark.analysis.episodes import volume_rows
 from spark.analysis.forecast import fitted_rows
 from spark.analysis.gaps import HistoryEnd, gap_limit, still_present
-from spark.reading.history import epoch_seconds
+from spark.reading.history import epoch_seconds, node_reported
 
 
 def judged() -> Column:
@@ -31,6 +31,7 @@ def volume_aggregates() -> list[Column]:
         F.min("time").alias("first_seen"),
         F.max("time").alias("last_seen"),
         F.count(F.lit(1)).alias("observations"),
+        F.sum(node_reported()).alias("node_report_observations"),
         F.min(F.when(F.col("usable_bytes") >= 0, F.col("usable_bytes"))).alias("min_usable_bytes"),
         F.min("available_ratio").alias("min_available_ratio"),
         F.min(F.when(judged(), headroom())).alias(
@@ -59,6 +60,7 @@ def _observed(volumes: DataFrame, end: HistoryEnd) -> DataFrame:
         F.min("first_seen").alias("first_seen"),
         F.max("last_seen").alias("last_seen"),
         F.sum("observations").alias("observations"),
+        F.sum("node_report_observations").alias("node_report_observations"),
         F.min("min_usable_bytes").alias("min_usable_bytes"),
         F.min("min_available_ratio").alias("min_available_ratio"),
         F.max("gap_limit").alias("gap_limit"),

@@ -33,7 +33,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from spark.analysis.gaps import HistoryEnd, gap_limit, still_present
-from spark.reading.history import epoch_seconds
+from spark.reading.history import epoch_seconds, node_reported
 
 VOLUME = ("broker_id", "log_dir")
 LIMIT_KINDS = ("hard", "soft")
@@ -130,6 +130,7 @@ SEGMENT_FIELDS = (
     "time_first",
     "time_last",
     "observations",
+    "node_report_observations",
     "worst_usable_bytes",
     "worst_available_ratio",
     "total_bytes",
@@ -155,6 +156,7 @@ def as_segments(rows: DataFrame, by: tuple[str, ...] = ()) -> DataFrame:
         F.col("time").alias("time_first"),
         F.col("time").alias("time_last"),
         F.lit(1).cast("long").alias("observations"),
+        node_reported().cast("long").alias("node_report_observations"),
         F.when(F.col("usable_bytes") >= 0, F.col("usable_bytes")).alias("worst_usable_bytes"),
         F.col("available_ratio").alias("worst_available_ratio"),
         "total_bytes",
@@ -169,6 +171,7 @@ _ROLL_UP = {
     "time_first": F.min,
     "time_last": F.max,
     "observations": F.sum,
+    "node_report_observations": F.sum,
     "worst_usable_bytes": F.min,
     "worst_available_ratio": F.min,
     "total_bytes": F.max,
@@ -225,6 +228,7 @@ def _with_status(max_gap_seconds: float | None):
             "hard_limit",
             "soft_limit",
             "observations",
+            "node_report_observations",
             "worst_usable_bytes",
             "worst_available_ratio",
             "total_bytes",
@@ -378,6 +382,7 @@ _EPISODE_COLUMNS = (
     "worst_available_ratio",
     "total_bytes",
     "observations",
+    "node_report_observations",
     "log_dir_error",
 )
 
@@ -400,7 +405,13 @@ def _episodes(rows: DataFrame) -> DataFrame:
             )
         ).alias("end"),
         F.max(F.when(last, F.col("kind.end_reason"))).alias("end_reason"),
-        *_rolled_up("worst_usable_bytes", "worst_available_ratio", "total_bytes", "observations"),
+        *_rolled_up(
+            "worst_usable_bytes",
+            "worst_available_ratio",
+            "total_bytes",
+            "observations",
+            "node_report_observations",
+        ),
         # When the last log dir error of the episode was observed: its text is looked up after
         # (a text in the aggregation would make Spark sort the segments in breach instead of
         # aggregating them in a hash table).
@@ -422,6 +433,7 @@ def _episodes(rows: DataFrame) -> DataFrame:
         "worst_available_ratio",
         "total_bytes",
         "observations",
+        "node_report_observations",
         _ERROR_T,
     )
 

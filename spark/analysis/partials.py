@@ -154,6 +154,7 @@ _ROLL_UP = {
     "first_seen": F.min,
     "last_seen": F.max,
     "observations": F.sum,
+    "node_report_observations": F.sum,
     "min_usable_bytes": F.min,
     "min_available_ratio": F.min,
     "headroom": F.min,

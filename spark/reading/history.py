@@ -352,6 +352,12 @@ def _typed(name: str) -> Column:
 OBSERVED_BY = "observed_by"
 
 
+def node_reported() -> Column:
+    """1 for a volume row whose observation came from its node's report, else 0: summed, the
+    observations each table says came from node reports."""
+    return F.when(F.col(OBSERVED_BY) == F.lit("node-report"), F.lit(1)).otherwise(F.lit(0))
+
+
 def _observed_by() -> Column:
     """Where a volume row's observation came from; on a row written before the field existed
     (or a format 2 row leaving it out), admin-api, node-report on a metadata volume's row. Null
