@@ -170,55 +170,17 @@ class ReportOverlay:
         volumes in breach in the view now (the hysteresis holds them)."""
         node = report.node_id
         previous = self._by_node.get(node, ())
-        entries, notable, disagreeing = self.entries, self.notable, self.disagreeing
-        cache_entries = self.cache._entries  # noqa: SLF001 - read in place: per report
-        base_listed, times = self.base_listed, self.times_to_full
-        policy = self.policy
-        by_bytes = policy.kind is LimitKind.MIN_AVAILABLE_BYTES
-        # A volume above both levels (and the hysteresis) is ok: decided inline, as evaluate does.
-        quick_ok_above = max(
-            policy.hard_level + policy.hysteresis,
-            policy.soft_level if policy.soft_level is not None else policy.hard_level,
-        )
         # The first data dir in the overlay: the steps' volume lists must be rebuilt to show it.
-        changed = not entries
+        changed = not self.entries
         keys = []
+        quick_ok_above = self._quick_ok_above()
         for volume in report.volumes:
             if DATA not in volume.holds:
                 continue
             key = (node, volume.log_dir)
             keys.append(key)
-            total, usable = volume.total_bytes, volume.usable_bytes
-            entry = None
-            if total >= 0 and usable >= 0 and not (times and key in times):
-                measured = usable if by_bytes else (usable / total if total > 0 else 0.0)
-                if measured > quick_ok_above:
-                    entry = entries[key] = Reported(volume, report)
-            if entry is None:
-                before = entries.get(key)
-                was_breaching = key in breaching or (
-                    before is not None and before.status is _BREACHING
-                )
-                entry = Reported(volume, report)
-                entry = entries[key] = Reported(
-                    volume, report, self._judge(entry.observation, was_breaching)
-                )
-            if key in disagreeing:
-                admin = cache_entries.get(key)
-                if admin is None or not disagree(admin, volume, self.tolerance):
-                    self._agreed(key)
-                    changed = True
-            if (
-                (entry.verdict is not None and entry.verdict.status is not _OK)
-                or key in base_listed
-                or key in disagreeing
-                or key not in cache_entries
-            ):
-                notable[key] = entry
-                changed = True
-            elif key in notable:
-                del notable[key]
-                changed = True
+            entry = self._entry(key, volume, report, breaching, quick_ok_above)
+            changed = self._note(key, entry) or changed
         if previous and previous != tuple(keys):
             for key in set(previous).difference(keys):
                 changed = changed or key in self.notable
@@ -230,6 +192,64 @@ class ReportOverlay:
         self.version += 1
         if changed:
             self.notable_version += 1
+
+    def _quick_ok_above(self) -> float:
+        """A volume above both levels (and the hysteresis) is ok: decided inline, as evaluate does."""
+        policy = self.policy
+        return max(
+            policy.hard_level + policy.hysteresis,
+            policy.soft_level if policy.soft_level is not None else policy.hard_level,
+        )
+
+    def _entry(
+        self,
+        key: VolumeKey,
+        volume: NodeVolume,
+        report: NodeReport,
+        breaching: frozenset[VolumeKey],
+        quick_ok_above: float,
+    ) -> Reported:
+        """``volume`` of ``report`` as the overlay's entry for ``key``, judged unless plainly ok."""
+        entries, times = self.entries, self.times_to_full
+        total, usable = volume.total_bytes, volume.usable_bytes
+        if total >= 0 and usable >= 0 and not (times and key in times):
+            if self.policy.kind is LimitKind.MIN_AVAILABLE_BYTES:
+                measured = float(usable)
+            else:
+                measured = usable / total if total > 0 else 0.0
+            if measured > quick_ok_above:
+                entry = entries[key] = Reported(volume, report)
+                return entry
+        before = entries.get(key)
+        was_breaching = key in breaching or (before is not None and before.status is _BREACHING)
+        unjudged = Reported(volume, report)
+        entry = entries[key] = Reported(
+            volume, report, self._judge(unjudged.observation, was_breaching)
+        )
+        return entry
+
+    def _note(self, key: VolumeKey, entry: Reported) -> bool:
+        """Settle a disagreement the new entry ends, and keep the entry among the notable ones
+        when a step's evaluation must read it. Returns whether what the steps read changed."""
+        changed = False
+        cache_entries = self.cache._entries  # noqa: SLF001 - read in place: per report
+        if key in self.disagreeing:
+            admin = cache_entries.get(key)
+            if admin is None or not disagree(admin, entry.volume, self.tolerance):
+                self._agreed(key)
+                changed = True
+        if (
+            (entry.verdict is not None and entry.verdict.status is not _OK)
+            or key in self.base_listed
+            or key in self.disagreeing
+            or key not in cache_entries
+        ):
+            self.notable[key] = entry
+            return True
+        if key in self.notable:
+            del self.notable[key]
+            return True
+        return changed
 
     def _forget(self, key: VolumeKey) -> None:
         self.entries.pop(key, None)
@@ -285,39 +305,35 @@ class ReportOverlay:
         self.version += 1
         self.notable_version += 1
         self._take_base(base, now)
+        if self.entries:
+            self._cross_check(round_, now)
+        self._end_stale_disagreements(now)
+        self._rejudge()
+
+    def _cross_check(self, round_: ObservationRound, now: float) -> None:
+        """The round's fresh observations against the valid reports of the same volumes. A pass
+        over the round's observations, inline but for the volumes a report covers; a node's
+        entries share its report, so its validity is looked up once."""
+        entries, book, tolerance = self.entries, self.book, self.tolerance
+        valid: dict[int, bool] = {}
+        for fresh in round_.observations:
+            entry = entries.get((fresh.broker_id, fresh.log_dir))
+            if entry is None:
+                continue
+            node_valid = valid.get(fresh.broker_id)
+            if node_valid is None:
+                node_valid = valid[fresh.broker_id] = now <= book.expires_at(entry.report)
+            if not node_valid:
+                continue
+            if disagree(fresh, entry.volume, tolerance):
+                self._disagreed(fresh, entry)
+            elif (fresh.broker_id, fresh.log_dir) in self.disagreeing:
+                self._agreed((fresh.broker_id, fresh.log_dir))
+
+    def _end_stale_disagreements(self, now: float) -> None:
+        """A disagreement ends when either side is gone or past its validity."""
         entries, book, cache = self.entries, self.book, self.cache
-        disagreeing, tolerance = self.disagreeing, self.tolerance
-        if entries:
-            # Every round: a pass over its observations, inline (a call per volume would cost
-            # more than the round's own judging of them). A node's entries share its report.
-            valid: dict[int, bool] = {}
-            for fresh in round_.observations:
-                key = (fresh.broker_id, fresh.log_dir)
-                entry = entries.get(key)
-                if entry is None:
-                    continue
-                node_valid = valid.get(fresh.broker_id)
-                if node_valid is None:
-                    node_valid = valid[fresh.broker_id] = now <= book.expires_at(entry.report)
-                if not node_valid:
-                    continue
-                reported = entry.volume
-                total, usable = reported.total_bytes, reported.usable_bytes
-                if fresh.error is not None:
-                    apart = True
-                elif fresh.total_bytes < 0 or fresh.usable_bytes < 0 or total < 0 or usable < 0:
-                    apart = False
-                else:
-                    margin = tolerance * max(fresh.total_bytes, total)
-                    apart = (
-                        abs(fresh.usable_bytes - usable) > margin
-                        or abs(fresh.total_bytes - total) > margin
-                    )
-                if apart:
-                    self._disagreed(fresh, entry)
-                elif key in disagreeing:
-                    self._agreed(key)
-        for key in list(disagreeing):
+        for key in list(self.disagreeing):
             reported_entry, admin = entries.get(key), cache.get(key)
             if (
                 reported_entry is None
@@ -326,8 +342,13 @@ class ReportOverlay:
                 or now > cache.expires_at(admin)
             ):
                 self._agreed(key)
-        times, base_listed = self.times_to_full, self.base_listed
-        cache_entries = cache._entries  # noqa: SLF001 - read in place: every round
+
+    def _rejudge(self) -> None:
+        """Judge again the entries the round may change (those not ok, or with a time to full),
+        and list the notable ones afresh."""
+        entries, times, base_listed = self.entries, self.times_to_full, self.base_listed
+        disagreeing = self.disagreeing
+        cache_entries = self.cache._entries  # noqa: SLF001 - read in place: every round
         notable: dict[VolumeKey, Reported] = {}
         for key, held in entries.items():
             entry, verdict = held, held.verdict

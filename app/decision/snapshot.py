@@ -663,14 +663,36 @@ def _restore_from(decider: ThrottleDecider, data: bytes, now: float, exact_only:
 def _restore(
     decider: ThrottleDecider, reader: _Reader, header: dict[str, Any], exact: bool, now: float
 ) -> Restored:
-    cache = decider.cache
+    _restore_cache(decider.cache, reader, header["cache"])
+    _restore_round_state(decider, header["decider"])
+    trends = 0
+    if decider.horizon is not None and "horizon" in header:
+        trends = _restore_trends(decider, reader, header["horizon"])
+        if not exact:  # the volumes held are judged again at the next round
+            decider.horizon._at_risk = {}  # noqa: SLF001
+            decider.horizon._held_at = {}  # noqa: SLF001
+    nodes = _restore_metadata(decider, reader, header["metadata"], exact)
+    view = (
+        reader.timeline(header["view"], "view", decider.policy, decider.cache)
+        if exact and header["view"] is not None
+        else None
+    )
+    assert view is None or isinstance(view, ViewTimeline)
+    _restore_reported(decider, reader, header, exact, view)
+    if exact:
+        _restore_exact(decider, reader, header, view, now)
+    return Restored(float(header["saved_at"]), exact, len(decider.cache), nodes, trends)
+
+
+def _restore_cache(cache: VolumeCache, reader: _Reader, cached: dict[str, Any]) -> None:
     observations = reader.observations
-    cached = header["cache"]
     entries = [observations[i] for i in cached["entries"]]
     cache._entries = {(o.broker_id, o.log_dir): o for o in entries}  # noqa: SLF001
     cache._confirmed = {reader.key([b, d]): at for b, d, at in cached["confirmed"]}  # noqa: SLF001
     cache._fenced = frozenset(cached["fenced"])  # noqa: SLF001
-    state = header["decider"]
+
+
+def _restore_round_state(decider: ThrottleDecider, state: dict[str, Any]) -> None:
     decider.active_brokers = tuple(state["active"])
     decider.fenced_brokers = tuple(state["fenced"])
     latest = state["latest_round"]
@@ -683,50 +705,56 @@ def _restore(
             error=latest["error"],
             fenced_brokers=tuple(latest["fenced"]),
         )
-    trends = 0
-    if decider.horizon is not None and "horizon" in header:
-        trends = _restore_trends(decider, reader, header["horizon"])
-        if not exact:  # the volumes held are judged again at the next round
-            decider.horizon._at_risk = {}  # noqa: SLF001
-            decider.horizon._held_at = {}  # noqa: SLF001
-    nodes = _restore_metadata(decider, reader, header["metadata"], exact)
+
+
+def _restore_reported(
+    decider: ThrottleDecider,
+    reader: _Reader,
+    header: dict[str, Any],
+    exact: bool,
+    view: ViewTimeline | None,
+) -> None:
+    """The reports' data dirs over the view (a snapshot from before them has none)."""
     reported = header.get("reported", {"breaching": [], "disagreeing": []})
-    view = (
-        reader.timeline(header["view"], "view", decider.policy, cache)
-        if exact and header["view"] is not None
-        else None
-    )
-    assert view is None or isinstance(view, ViewTimeline)
     decider.reported.restore(
         list(decider.metadata.book._reports.values()),  # noqa: SLF001
         frozenset(reader.key(k) for k in reported["breaching"]) if exact else frozenset(),
         frozenset(reader.key(k) for k in reported["disagreeing"]),
         view,
     )
-    if exact:
-        decider.last_success_at = state["last_success_at"]
-        decider._breaching = frozenset(reader.key(k) for k in state["breaching"])  # noqa: SLF001
-        if view is not None:
-            view = MergedTimeline(view, decider.reported)
-        decider._view = view  # noqa: SLF001
-        if view is not None and decider.latest_round is not None:
-            step = view.at(decider.latest_round.finished_at)
-            decider.evaluation = step.evaluation if step is not None else None
-        encoded = header["holder"]
-        last_valid = (
-            view
-            if encoded["last_valid"] == "view"
-            else reader.timeline(encoded["last_valid"], "last_valid", decider.policy)
-        )
-        known = (
-            view
-            if encoded["known"] == "view"
-            else reader.timeline(encoded["known"], "known", decider.policy)
-        )
-        holder = decider.holder
-        if last_valid is not None and last_valid.at(now) is not None:
-            holder._last_valid = last_valid  # noqa: SLF001
-            holder._initial = encoded["initial"]  # noqa: SLF001
-            holder._latest_succeeded = encoded["latest_succeeded"]  # noqa: SLF001
-        holder._known = known  # noqa: SLF001
-    return Restored(float(header["saved_at"]), exact, len(cache), nodes, trends)
+
+
+def _restore_exact(
+    decider: ThrottleDecider,
+    reader: _Reader,
+    header: dict[str, Any],
+    view: ViewTimeline | None,
+    now: float,
+) -> None:
+    """What only a snapshot taken under the same settings restores: the view, the breaching
+    volumes and the factor lifecycle, exactly as they were."""
+    state = header["decider"]
+    decider.last_success_at = state["last_success_at"]
+    decider._breaching = frozenset(reader.key(k) for k in state["breaching"])  # noqa: SLF001
+    merged = MergedTimeline(view, decider.reported) if view is not None else None
+    decider._view = merged  # noqa: SLF001
+    if merged is not None and decider.latest_round is not None:
+        step = merged.at(decider.latest_round.finished_at)
+        decider.evaluation = step.evaluation if step is not None else None
+    encoded = header["holder"]
+    last_valid = (
+        merged
+        if encoded["last_valid"] == "view"
+        else reader.timeline(encoded["last_valid"], "last_valid", decider.policy)
+    )
+    known = (
+        merged
+        if encoded["known"] == "view"
+        else reader.timeline(encoded["known"], "known", decider.policy)
+    )
+    holder = decider.holder
+    if last_valid is not None and last_valid.at(now) is not None:
+        holder._last_valid = last_valid  # noqa: SLF001
+        holder._initial = encoded["initial"]  # noqa: SLF001
+        holder._latest_succeeded = encoded["latest_succeeded"]  # noqa: SLF001
+    holder._known = known  # noqa: SLF001
