@@ -31,13 +31,12 @@ run: install
 # it (the Strimzi check reads the shim's jar). Fastest first, so a typo fails in seconds: ruff
 # (lint and format) and mypy on app/ and spark/ (settings in pyproject.toml), then the unit and
 # API tests alongside the shim's JUnit tests (results printed) and jar, then the Strimzi model
-# check, and alongside them the report tests (a local Spark in each of REPORT_WORKERS
-# processes, each test module in one of them); then the integration tests (real
+# check, and alongside them the report tests (one local Spark: in two processes they took as
+# long, Spark being busy on both cores); then the integration tests (real
 # KRaft clusters on loopback, the shim in every broker of some) in INTEGRATION_WORKERS
 # processes, each test module in one of them with its own clusters, with the machine to
 # themselves (their timing bounds are real-time claims).
 INTEGRATION_WORKERS ?= 3
-REPORT_WORKERS ?= 2
 CI_REPORTS := .cache/ci
 
 test:
@@ -49,7 +48,7 @@ test:
 		'unit=$(PY) -m pytest tests/unit $(PYTEST_ARGS)' \
 		'+shim JUnit=mvn -B -ntp -f shim/pom.xml package' \
 		'>Strimzi check=mvn -B -ntp -f deploy/strimzi/check/pom.xml test' \
-		'+report=$(PY) -m pytest tests/report -n $(REPORT_WORKERS) --dist loadfile --junitxml=$(CI_REPORTS)/report.xml $(PYTEST_ARGS)' \
+		'+report=$(PY) -m pytest tests/report --junitxml=$(CI_REPORTS)/report.xml $(PYTEST_ARGS)' \
 		'integration=$(PY) -m pytest tests/integration -n $(INTEGRATION_WORKERS) --dist loadgroup --junitxml=$(CI_REPORTS)/integration.xml $(PYTEST_ARGS)'
 
 # Programs some tests drive, from Debian's packages where missing (needs root and apt-get):

@@ -304,10 +304,12 @@ class VolumeRamp:
 
 class FactorTimeline:
     """Follows the service's decision with the same long-poll a shim uses and records when each
-    factor came into force (monotonic seconds, factor, state)."""
+    factor came into force (monotonic seconds, factor, state), and every decision answered with
+    its arrival (wall-clock seconds, to compare with what other processes time)."""
 
     def __init__(self, base_url: str) -> None:
         self.changes: list[tuple[float, float, str]] = []
+        self.decisions: list[tuple[float, dict]] = []
         self.errors: list[str] = []
         self._client = httpx.Client(base_url=base_url, timeout=40)
         self._stop = threading.Event()
@@ -328,11 +330,22 @@ class FactorTimeline:
             if response.status_code == 200:
                 etag = response.headers.get("ETag")
                 decision = response.json()
+                self.decisions.append((time.time(), decision))
                 if not self.changes or self.changes[-1][1:] != (decision["factor"], decision["state"]):
                     self.changes.append((time.monotonic(), decision["factor"], decision["state"]))
 
     def first(self, state: str, since: float = 0.0) -> float | None:
         return next((at for at, _, s in list(self.changes) if s == state and at >= since), None)
+
+    def first_decision(self, state: str, since: float) -> tuple[float, dict] | None:
+        """The first decision in ``state`` that arrived at or after ``since`` (wall clock)."""
+        return next(((at, d) for at, d in list(self.decisions) if at >= since and d["state"] == state), None)
+
+    def latest_decision(self, before: float) -> dict:
+        return [d for at, d in list(self.decisions) if at < before][-1]
+
+    def decisions_since(self, start: float) -> list[tuple[float, dict]]:
+        return [(at, d) for at, d in list(self.decisions) if at >= start]
 
     def intervals(self, start: float, end: float) -> list[tuple[float, float, float, str]]:
         """(from, to, factor, state) for each factor in force within [start, end)."""

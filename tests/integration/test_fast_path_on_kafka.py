@@ -57,6 +57,7 @@ from devtools.devcluster import LocalKafkaCluster
 from .conftest import MiB, create_topic_on, delete_topic, free_port
 from .shim_harness import (
     FLOOR,
+    FactorTimeline,
     HARD_LIMIT,
     OPERATOR,
     SHIM_TABLE_LINE,
@@ -171,55 +172,12 @@ def observed(whole, start_service, service_port):
     return start
 
 
-class DecisionFeed:
-    """Follows the decision with the long-poll of GET /throttle-factor (answered at once on a
-    change) and keeps every decision it got with its arrival time (time.time())."""
-
-    def __init__(self, base_url: str) -> None:
-        self.decisions: list[tuple[float, dict]] = []
-        self.errors: list[str] = []
-        self._client = httpx.Client(base_url=base_url, timeout=40)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        etag = None
-        while not self._stop.is_set():
-            try:
-                response = self._client.get(
-                    "/throttle-factor", params={"wait": "5s"} if etag else None, headers={"If-None-Match": etag} if etag else {}
-                )
-            except httpx.HTTPError as exc:
-                self.errors.append(repr(exc))
-                etag = None
-                time.sleep(0.1)
-                continue
-            if response.status_code == 200:
-                etag = response.headers.get("ETag")
-                self.decisions.append((time.time(), response.json()))
-
-    def first(self, state: str, since: float) -> tuple[float, dict] | None:
-        return next(((at, d) for at, d in list(self.decisions) if at >= since and d["state"] == state), None)
-
-    def latest(self, before: float) -> dict:
-        return [d for at, d in list(self.decisions) if at < before][-1]
-
-    def since(self, start: float) -> list[tuple[float, dict]]:
-        return [(at, d) for at, d in list(self.decisions) if at >= start]
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        self._client.close()
-
-
 @pytest.fixture
 def feeds() -> Iterator:
-    started: list[DecisionFeed] = []
+    started: list[FactorTimeline] = []
 
-    def start(service) -> DecisionFeed:
-        started.append(DecisionFeed(service.base_url))
+    def start(service) -> FactorTimeline:
+        started.append(FactorTimeline(service.base_url))
         return started[-1]
 
     yield start
@@ -316,7 +274,7 @@ def ms(seconds: float) -> str:
 
 
 def cross_and_free(
-    cluster: LocalKafkaCluster, service, feed: DecisionFeed, shims: ShimLogs, load: LoadProducer, approach: bool, check_volumes: bool
+    cluster: LocalKafkaCluster, service, feed: FactorTimeline, shims: ShimLogs, load: LoadProducer, approach: bool, check_volumes: bool
 ) -> dict:
     """One crossing of broker FILLED's hard limit and the filler's removal, once the producers
     write unthrottled; returns the parts of the reaction to each (seconds). ``approach``: the
@@ -324,13 +282,13 @@ def cross_and_free(
     one go (about 40 MiB: a sample of the shim may catch it half way)."""
     mount_point = cluster.mount_point(FILLED)
     wait_until(lambda: quiet(load), 30, "the producers unthrottled again", lambda: f"throttles {load.throttles[-3:]}")
-    assert feed.latest(time.time())["state"] == "OPEN"
+    assert feed.latest_decision(time.time())["state"] == "OPEN"
     if approach:
         # Near the level first, long enough before the crossing that the report this move sent
         # no longer holds the next one back (min_interval_ms, and one move report a second).
         assert fill_to(mount_point, HARD_LIMIT + NEAR) is None
         time.sleep(1.5)
-    before = feed.latest(time.time())
+    before = feed.latest_decision(time.time())
     assert before["state"] != "PAUSE", before
     writing = time.time()
     crossed = fill_to(mount_point, LEFT)
@@ -340,10 +298,10 @@ def cross_and_free(
         lambda: len(shims.applied("PAUSE", crossed)) == 3 and len(load.throttled_brokers(monotonic(crossed))) == 2,
         20,
         "every shim at PAUSE and both producers throttled",
-        lambda: f"decisions {[(round(at - crossed, 3), d['state']) for at, d in feed.since(crossed)]}\n"
+        lambda: f"decisions {[(round(at - crossed, 3), d['state']) for at, d in feed.decisions_since(crossed)]}\n"
         f"throttled {load.throttled_brokers(monotonic(crossed))}\n{shim_lines(cluster)[-3000:]}",
     )
-    decided_at, decision = feed.first("PAUSE", crossed)
+    decided_at, decision = feed.first_decision("PAUSE", crossed)
     assert [e["broker_id"] for e in decision["breaching"]] == [FILLED], decision
     # No round between: the decision rests on the round of before the crossing.
     assert decision["round"]["observed_at"] == before["round"]["observed_at"], (before["round"], decision["round"])
@@ -354,15 +312,15 @@ def cross_and_free(
     first = {b: wall(at) for b, at in load.throttled_brokers(monotonic(crossed)).items()}
     time.sleep(1.0)  # paused for a while
 
-    before_open = feed.latest(time.time())
+    before_open = feed.latest_decision(time.time())
     freed = free(mount_point)
     wait_until(
         lambda: len(shims.applied("OPEN", freed)) == 3,
         20,
         "every shim at OPEN",
-        lambda: f"decisions {[(round(at - freed, 3), d['state']) for at, d in feed.since(freed)]}\n{shim_lines(cluster)[-3000:]}",
+        lambda: f"decisions {[(round(at - freed, 3), d['state']) for at, d in feed.decisions_since(freed)]}\n{shim_lines(cluster)[-3000:]}",
     )
-    opened_at, opened = feed.first("OPEN", freed)
+    opened_at, opened = feed.first_decision("OPEN", freed)
     assert opened["round"]["observed_at"] == before_open["round"]["observed_at"], "no round between the removal and OPEN"
     reopened = shims.applied("OPEN", freed)
     return {
@@ -494,8 +452,8 @@ def test_a_volume_filled_to_full_between_two_rounds_pauses_before_the_halt_and_s
         producer.flush(15)
         wait_until(lambda: not cluster.is_running(halted), 30, f"Kafka halting broker {halted}", lambda: cluster.server_log(halted).read_text()[-3000:])
         halt = halt_line_time(cluster, halted) or time.time()
-        pause = feed.first("PAUSE", started)
-        assert pause is not None, f"no PAUSE before the halt: {[(round(at - started, 2), d['state']) for at, d in feed.since(started)]}"
+        pause = feed.first_decision("PAUSE", started)
+        assert pause is not None, f"no PAUSE before the halt: {[(round(at - started, 2), d['state']) for at, d in feed.decisions_since(started)]}"
         paused_at, decision = pause
         assert paused_at < halt, f"paused {paused_at - halt:.2f} s after the halt"
         assert decision["round"]["observed_at"] == first_round, "paused by the node's report, not by a round"
