@@ -230,7 +230,9 @@ def usable(mount_point: Path) -> int:
 def fill_to(mount_point: Path, leave: int, seconds: float = 0.0, limit: int = HARD_LIMIT) -> float | None:
     """Write a filler file on the tmpfs until ``leave`` usable bytes remain (or the volume is
     full), 1 MiB a write paced evenly over ``seconds``, statvfs after each write. Returns when
-    statvfs first read ``limit`` usable bytes or fewer (time.time()), None if it never did."""
+    the write after which statvfs first read ``limit`` usable bytes or fewer began (time.time():
+    the crossing came during that write, so a reaction timed from it is never shorter than it
+    was, and nothing that reacted to the crossing can precede it), None if it never crossed."""
     chunk = MiB
     total = max(0, usable(mount_point) - leave)
     writes = max(1, -(-total // chunk))
@@ -243,23 +245,25 @@ def fill_to(mount_point: Path, leave: int, seconds: float = 0.0, limit: int = HA
             if delay > 0:
                 time.sleep(delay)
             size = min(chunk, total - written)
+            began = time.time()
             try:
                 filler.write(b"\0" * size)
             except OSError as exc:  # the volume full: Kafka wrote meanwhile
                 if exc.errno != errno.ENOSPC:
                     raise
-                return crossed if crossed is not None else time.time()
+                return crossed if crossed is not None else began
             written += size
             if crossed is None and usable(mount_point) <= limit:
-                crossed = time.time()
+                crossed = began
     return crossed
 
 
 def free(mount_point: Path) -> float:
-    """Delete the filler; returns when statvfs read the room back (time.time())."""
+    """Delete the filler; returns when the deletion began (time.time(): a shim may sample the room
+    back and the service publish OPEN before this process runs again, on a loaded machine)."""
+    began = time.time()
     (mount_point / "filler").unlink()
-    usable(mount_point)
-    return time.time()
+    return began
 
 
 def quiet(load: LoadProducer, seconds: float = 1.5) -> bool:
