@@ -1,6 +1,6 @@
 """The framework internals the service builds on, as they were when last verified.
 
-Three modules reach below the frameworks' public surface (docs/architecture.md, "Framework
+Four modules reach below the frameworks' public surface (docs/architecture.md, "Framework
 internals we rely on"):
 
 - the HTTP edge's protocol (app/server/edge/http_protocol.py) subclasses uvicorn's httptools
@@ -10,7 +10,9 @@ internals we rely on"):
 - the admin client's network selector (app/kafka/network_selector.py) overrides kafka-python's
   private timer methods and hands it a standard-library selector with ``get_key`` replaced;
 - the admin connection (app/kafka/admin_connection.py) starts, checks and drives kafka-python's
-  client through its private network and connection manager.
+  client through its private network and connection manager;
+- the node report's direct route (app/server/edge/direct_route.py) reads FastAPI's description
+  of the route it serves (``route.dependant``) and the app's exception handlers.
 
 Each member is recorded here with its parameters (names, kinds and defaults, annotations left
 out) as in uvicorn 0.54.0, httptools 0.9.0, kafka-python 3.0.12 and CPython 3.11. A release
@@ -25,13 +27,17 @@ import re
 import selectors
 import textwrap
 from importlib.metadata import version
-from typing import Any
+from typing import Annotated, Any
 
 import httptools
 import pytest
+from annotated_types import Ge, Le
+from fastapi import FastAPI, Path, Request
+from fastapi.routing import APIRoute
 from kafka.net.compat import KafkaNetClient
 from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector, Task, TaskState
+from pydantic import BaseModel
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 
@@ -198,6 +204,41 @@ def test_the_standard_library_selector_members_the_quiet_selector_reads_are_ther
     assert {"_map", "_fd_to_key"} <= assigned_attributes(selectors._BaseSelectorImpl)
 
 
+# --- FastAPI: what the node report's direct route reads of the route it serves ----------------------
+
+
+class _DirectBody(BaseModel):
+    a: int
+
+
+async def _direct_endpoint(request: Request, body: _DirectBody, node_id: Annotated[int, Path(ge=0, le=9)]) -> None:
+    return None
+
+
+def test_the_fastapi_route_members_the_direct_route_reads_are_there_as_it_reads_them():
+    """app/server/edge/direct_route.py serves PUT /nodes/{id}/volumes itself: it reads the route's
+    ``dependant`` (its path, body, query, header and cookie parameters, dependencies and the
+    request parameter's name), the path parameter's bounds from its field's metadata, the route's
+    endpoint, and the app's ``exception_handlers``; it refuses at the first request when the
+    route's shape is not the one it serves. Here, that FastAPI still exposes them so."""
+    app = FastAPI()
+    endpoint = app.put("/n/{node_id}/v")(_direct_endpoint)
+    [route] = [r for r in app.router.routes if isinstance(r, APIRoute)]
+    dependant = route.dependant
+    assert [p.name for p in dependant.path_params] == ["node_id"]
+    assert [p.name for p in dependant.body_params] == ["body"]
+    assert dependant.body_params[0].field_info.annotation is _DirectBody
+    field = dependant.path_params[0].field_info
+    assert field.annotation is int
+    assert [m.ge for m in field.metadata if isinstance(m, Ge)] == [0]
+    assert [m.le for m in field.metadata if isinstance(m, Le)] == [9]
+    assert dependant.request_param_name == "request"
+    assert dependant.query_params == [] and dependant.header_params == [] and dependant.cookie_params == []
+    assert dependant.dependencies == []
+    assert route.endpoint is endpoint
+    assert isinstance(app.exception_handlers, dict)
+
+
 # --- the versions the records above were taken from ----------------------------------------------
 
 
@@ -205,6 +246,7 @@ def test_the_installed_frameworks_are_the_versions_these_records_were_verified_o
     """pyproject.toml allows only these minor versions (constraints.txt pins the patch): a move
     to another one starts by re-verifying the records above and updating them and the doc."""
     assert version("uvicorn").startswith("0.54.")
+    assert version("fastapi").startswith("0.165.")  # the direct route's record above
     assert version("kafka-python").startswith("3.0.")
     major, minor, patch = (int(part) for part in version("httptools").split(".")[:3])
     assert (0, 6, 3) <= (major, minor, patch) < (1, 0, 0)
