@@ -299,7 +299,9 @@ def cross_and_free(
     written = time.time()
     assert crossed is not None, f"the filler did not cross the limit: usable {usable(mount_point)}"
     wait_until(
-        lambda: len(shims.applied("PAUSE", crossed)) == 3 and len(load.throttled_brokers(monotonic(crossed))) == 2,
+        lambda: len(shims.applied("PAUSE", crossed)) == 3
+        and len(load.throttled_brokers(monotonic(crossed))) == 2
+        and feed.first_decision("PAUSE", crossed) is not None,
         20,
         "every shim at PAUSE and both producers throttled",
         lambda: f"decisions {[(round(at - crossed, 3), d['state']) for at, d in feed.decisions_since(crossed)]}\n"
@@ -318,10 +320,10 @@ def cross_and_free(
 
     before_open = feed.latest_decision(time.time())
     freed = free(mount_point)
-    wait_until(
-        lambda: len(shims.applied("OPEN", freed)) == 3,
+    wait_until(  # the decision's own long-poll too: on a loaded machine it can come after the shims'
+        lambda: len(shims.applied("OPEN", freed)) == 3 and feed.first_decision("OPEN", freed) is not None,
         20,
-        "every shim at OPEN",
+        "every shim at OPEN and the decision's long-poll with it",
         lambda: f"decisions {[(round(at - freed, 3), d['state']) for at, d in feed.decisions_since(freed)]}\n{shim_lines(cluster)[-3000:]}",
     )
     opened_at, opened = feed.first_decision("OPEN", freed)
