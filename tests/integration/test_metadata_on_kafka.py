@@ -199,7 +199,9 @@ def test_a_full_controller_metadata_volume_refuses_topic_creation_and_leaves_pro
         time.sleep(3)
         during = time.monotonic()
         rate_during = producer.rate(during - 3, during)
-        assert 0.8 <= rate_during / rate_before <= 1.25, (rate_before, rate_during)
+        # Untouched: not slower than before. Faster is a producer catching up with what a loaded
+        # machine held back before the breach, never more than it offers.
+        assert rate_during >= 0.8 * rate_before and rate_during <= 1.25 * offered, (rate_before, rate_during, offered)
         assert producer.throttled_brokers(breach_started) == {}, "a producer was throttled by a metadata-only breach"
     finally:
         producer.stop()
