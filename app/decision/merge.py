@@ -33,7 +33,6 @@ from typing import NamedTuple, overload
 from app.decision.fill_rate import TimeToFull
 from app.decision.policy import (
     Evaluation,
-    LimitKind,
     StoragePolicy,
     VolumeStatus,
     VolumeVerdict,
@@ -104,10 +103,8 @@ def more_conservative(
     if (a.error is None) != (b.error is None):
         return a if a.error is not None else b
     if a.capacity_known and b.capacity_known:
-        if policy.kind is LimitKind.MIN_AVAILABLE_BYTES:
-            room_a, room_b = float(a.usable_bytes), float(b.usable_bytes)
-        else:
-            room_a, room_b = a.available_ratio or 0.0, b.available_ratio or 0.0
+        room_a = policy.measure(a.total_bytes, a.usable_bytes)
+        room_b = policy.measure(b.total_bytes, b.usable_bytes)
         if room_a != room_b:
             return a if room_a < room_b else b
     return a if a.observed_at >= b.observed_at else b
@@ -158,11 +155,13 @@ class ReportOverlay:
         )
 
     def _is_notable(self, key: VolumeKey, entry: Reported) -> bool:
+        """Whether a step's evaluation must read ``entry``: judged other than ok, over a volume
+        the round did not judge ok, in a discrepancy episode, or without an admin observation."""
         return (
             entry.status is not _OK
             or key in self.base_listed
             or key in self.disagreeing
-            or key not in self.cache._entries  # noqa: SLF001 - read in place: per report
+            or key not in self.cache._entries  # noqa: SLF001 - read in place
         )
 
     def record(self, report: NodeReport, breaching: frozenset[VolumeKey]) -> None:
@@ -173,13 +172,13 @@ class ReportOverlay:
         # The first data dir in the overlay: the steps' volume lists must be rebuilt to show it.
         changed = not self.entries
         keys = []
-        quick_ok_above = self._quick_ok_above()
+        ok_above = self.policy.ok_above
         for volume in report.volumes:
             if DATA not in volume.holds:
                 continue
             key = (node, volume.log_dir)
             keys.append(key)
-            entry = self._entry(key, volume, report, breaching, quick_ok_above)
+            entry = self._entry(key, volume, report, breaching, ok_above)
             changed = self._note(key, entry) or changed
         if previous and previous != tuple(keys):
             for key in set(previous).difference(keys):
@@ -193,33 +192,26 @@ class ReportOverlay:
         if changed:
             self.notable_version += 1
 
-    def _quick_ok_above(self) -> float:
-        """A volume above both levels (and the hysteresis) is ok: decided inline, as evaluate does."""
-        policy = self.policy
-        return max(
-            policy.hard_level + policy.hysteresis,
-            policy.soft_level if policy.soft_level is not None else policy.hard_level,
-        )
-
     def _entry(
         self,
         key: VolumeKey,
         volume: NodeVolume,
         report: NodeReport,
         breaching: frozenset[VolumeKey],
-        quick_ok_above: float,
+        ok_above: float,
     ) -> Reported:
-        """``volume`` of ``report`` as the overlay's entry for ``key``, judged unless plainly ok."""
+        """``volume`` of ``report`` as the overlay's entry for ``key``, judged unless plainly ok
+        (``ok_above``: the policy's, as evaluate decides the common case inline)."""
         entries, times = self.entries, self.times_to_full
         total, usable = volume.total_bytes, volume.usable_bytes
-        if total >= 0 and usable >= 0 and not (times and key in times):
-            if self.policy.kind is LimitKind.MIN_AVAILABLE_BYTES:
-                measured = float(usable)
-            else:
-                measured = usable / total if total > 0 else 0.0
-            if measured > quick_ok_above:
-                entry = entries[key] = Reported(volume, report)
-                return entry
+        if (
+            total >= 0
+            and usable >= 0
+            and not (times and key in times)
+            and self.policy.measure(total, usable) > ok_above
+        ):
+            entry = entries[key] = Reported(volume, report)
+            return entry
         before = entries.get(key)
         was_breaching = key in breaching or (before is not None and before.status is _BREACHING)
         unjudged = Reported(volume, report)
@@ -232,18 +224,12 @@ class ReportOverlay:
         """Settle a disagreement the new entry ends, and keep the entry among the notable ones
         when a step's evaluation must read it. Returns whether what the steps read changed."""
         changed = False
-        cache_entries = self.cache._entries  # noqa: SLF001 - read in place: per report
         if key in self.disagreeing:
-            admin = cache_entries.get(key)
+            admin = self.cache.get(key)
             if admin is None or not disagree(admin, entry.volume, self.tolerance):
                 self._agreed(key)
                 changed = True
-        if (
-            (entry.verdict is not None and entry.verdict.status is not _OK)
-            or key in self.base_listed
-            or key in self.disagreeing
-            or key not in cache_entries
-        ):
+        if self._is_notable(key, entry):
             self.notable[key] = entry
             return True
         if key in self.notable:
@@ -346,19 +332,15 @@ class ReportOverlay:
     def _rejudge(self) -> None:
         """Judge again the entries the round may change (those not ok, or with a time to full),
         and list the notable ones afresh."""
-        entries, times, base_listed = self.entries, self.times_to_full, self.base_listed
-        disagreeing = self.disagreeing
-        cache_entries = self.cache._entries  # noqa: SLF001 - read in place: every round
+        entries, times = self.entries, self.times_to_full
         notable: dict[VolumeKey, Reported] = {}
         for key, held in entries.items():
             entry, verdict = held, held.verdict
-            listed = verdict is not None and verdict.status is not _OK
-            if listed or (times and key in times):
+            if (verdict is not None and verdict.status is not _OK) or (times and key in times):
                 judged = self._judge(entry.observation, entry.status is _BREACHING)
                 if judged != verdict:
                     entry = entries[key] = entry._replace(verdict=judged)
-                listed = judged.status is not _OK
-            if listed or key in base_listed or key in disagreeing or key not in cache_entries:
+            if self._is_notable(key, entry):
                 notable[key] = entry
         self.notable = notable
 

@@ -56,6 +56,20 @@ class StoragePolicy:
         if self.hysteresis < 0:
             raise ValueError("hysteresis must not be negative")
 
+    @property
+    def ok_above(self) -> float:
+        """Above this (in the limit's unit) a judged volume is ok whatever it was before: past
+        the hard level and its hysteresis, and past the soft level. The common case, which the
+        evaluation and a node report's data dirs decide without a verdict."""
+        soft = self.soft_level
+        return max(self.hard_level + self.hysteresis, soft if soft is not None else self.hard_level)
+
+    def measure(self, total_bytes: int, usable_bytes: int) -> float:
+        """A volume's room in the limit's unit: its usable bytes, or usable / total."""
+        if self.kind is LimitKind.MIN_AVAILABLE_BYTES:
+            return float(usable_bytes)
+        return usable_bytes / total_bytes if total_bytes > 0 else 0.0
+
 
 class VolumeStatus(str, enum.Enum):
     OK = "ok"
@@ -86,13 +100,6 @@ class Evaluation:
     @property
     def breaching_keys(self) -> frozenset[VolumeKey]:
         return frozenset(v.volume.key for v in self.breaching)
-
-
-def _measure(policy: StoragePolicy, volume: VolumeObservation) -> float:
-    if policy.kind is LimitKind.MIN_AVAILABLE_BYTES:
-        return float(volume.usable_bytes)
-    total = volume.total_bytes
-    return volume.usable_bytes / total if total > 0 else 0.0
 
 
 TIME_TO_FULL = "time to full"
@@ -138,7 +145,7 @@ def _judge_level(
         return VolumeVerdict(
             volume, VolumeStatus.UNJUDGED, 1.0, "total/usable bytes not reported (-1)"
         )
-    measured = _measure(policy, volume)
+    measured = policy.measure(volume.total_bytes, volume.usable_bytes)
     release_level = policy.hard_level + policy.hysteresis if was_breaching else policy.hard_level
     if measured <= release_level:
         reason = "hard limit" if measured <= policy.hard_level else "hard limit (hysteresis)"
@@ -164,11 +171,9 @@ def evaluate(
     unjudged: list[VolumeVerdict] = []
     count = 0
     kind_is_bytes = policy.kind is LimitKind.MIN_AVAILABLE_BYTES
-    hard = policy.hard_level
-    soft = policy.soft_level
     # The common case (a healthy, judged volume) is decided inline: at 12,000 volumes the
     # per-volume call of judge_volume would dominate the evaluation time.
-    quick_ok_above = max(hard + policy.hysteresis, soft if soft is not None else hard)
+    quick_ok_above = policy.ok_above
     for volume in volumes:
         count += 1
         if volume.error is None and volume.total_bytes >= 0 and volume.usable_bytes >= 0:

@@ -23,7 +23,7 @@ request."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from app.decision.horizon import KAFKA_QUOTA_WINDOW_SECONDS, HorizonRule
@@ -147,7 +147,7 @@ class ReportLevels:
         """The ``report_on`` to publish now: the same object as last time unless it changed."""
         if horizon is None:
             if self._current.take_hold:
-                self._current = _with_take_hold(self._current, NO_TAKE_HOLD)
+                self._current = replace(self._current, take_hold=NO_TAKE_HOLD)
             return self._current
         if horizon.rates is self._rates_seen:
             return self._current
@@ -155,16 +155,5 @@ class ReportLevels:
         published = self._current.take_hold
         levels = take_hold_levels(horizon, volumes(), published) if horizon.rates else {}
         if levels != published:
-            self._current = _with_take_hold(self._current, MappingProxyType(levels))
+            self._current = replace(self._current, take_hold=MappingProxyType(levels))
         return self._current
-
-
-def _with_take_hold(report_on: ReportOn, take_hold: Mapping[VolumeKey, int]) -> ReportOn:
-    return ReportOn(
-        report_on.data,
-        report_on.metadata,
-        report_on.move_share,
-        report_on.min_interval_ms,
-        take_hold,
-        report_on.burst,
-    )

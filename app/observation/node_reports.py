@@ -68,16 +68,6 @@ class NodeReport:
             if v.holds_metadata
         ]
 
-    def data_observations(self) -> list[VolumeObservation]:
-        """Each data dir as an observation of the data decision, keyed (node id, log dir) as
-        DescribeLogDirs keys a broker's log dir (app/decision/merge.py)."""
-        node, at = self.node_id, self.received_at
-        return [
-            VolumeObservation(node, v.log_dir, v.total_bytes, v.usable_bytes, at, None, NODE_REPORT)
-            for v in self.volumes
-            if DATA in v.holds
-        ]
-
 
 class NodeReportBook:
     """The latest report of every node, each valid for ``validity_seconds`` from its arrival
