@@ -12,7 +12,8 @@ from prometheus_client.core import GaugeMetricFamily
 
 from app.clock import ManualClock
 from app.observation.model import ObservationRound, VolumeObservation
-from app.server.edge.exposition import accepts_gzip, exposition, gzipped_exposition
+from app.server.api.conditional import accepts_gzip
+from app.server.edge.exposition import exposition, gzipped_exposition
 from app.server.runtime.metrics import VolumeCollector
 
 from .asgi import run_scenario

@@ -132,20 +132,3 @@ def gzipped_exposition(registry: Any) -> bytes:
     blocks.append(_FINAL_BLOCK)
     blocks.append(struct.pack("<II", checksum, size & 0xFFFFFFFF))
     return b"".join(blocks)
-
-
-def accepts_gzip(accept_encoding: str | None) -> bool:
-    """Whether an Accept-Encoding header value takes gzip: named with a non-zero quality, or not
-    named and ``*`` is (RFC 9110, 12.5.3)."""
-    qualities: dict[str, float] = {}
-    for item in (accept_encoding or "").split(","):
-        coding, _, parameters = item.partition(";")
-        quality = 1.0
-        name, _, value = parameters.strip().partition("=")
-        if name.strip().lower() == "q":
-            try:
-                quality = float(value)
-            except ValueError:
-                quality = 0.0
-        qualities[coding.strip().lower()] = quality
-    return qualities.get("gzip", qualities.get("*", 0.0)) > 0

@@ -5,9 +5,10 @@ from __future__ import annotations
 from fastapi import Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from app.server.api.conditional import accepts_gzip
 from app.server.api.routes.route_set import RouteSet
 from app.server.api.state import service_state
-from app.server.edge.exposition import accepts_gzip, exposition, gzipped_exposition
+from app.server.edge.exposition import exposition, gzipped_exposition
 
 routes = RouteSet(tags=["metrics"])
 

@@ -34,8 +34,9 @@ node_bearer = HTTPBearer(
     description="Authenticated with the node token (throttle.service.node.token), not the admin token; answered 404 while "
     "it is unset. Each report replaces the node's previous one and stays valid for the validity duration. Its data dirs "
     "are observations of the data decision beside DescribeLogDirs' (the newer of the two, the more conservative while "
-    "they disagree); its metadata volumes are judged by the metadata limits. Per node, 4 reports in a row are taken, "
-    "then one per 250 ms (429 with Retry-After beyond that).",
+    "they disagree); its metadata volumes are judged by the metadata limits. Per node, "
+    f"{BURST} reports in a row are taken, then one per {round(MIN_INTERVAL_SECONDS * 1000)} ms (429 with Retry-After "
+    "beyond that).",
     dependencies=[Depends(node_bearer), Depends(strict_query)],
     responses={
         **problem_responses(400, 401, 404, 409, 413, 422),
