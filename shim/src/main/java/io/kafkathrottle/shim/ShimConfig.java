@@ -32,7 +32,8 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The shim's broker configuration: every key under {@value #PREFIX}. Bad values throw
- * {@link ConfigException} from {@code configure}, which stops the broker at start-up.
+ * {@link ConfigException} from {@code configure}, which stops the broker at start-up; keys it does not read are named in
+ * one WARN.
  */
 final class ShimConfig {
     private static final Logger LOG = LoggerFactory.getLogger(ShimConfig.class);
@@ -122,20 +123,12 @@ final class ShimConfig {
         this.volumes = volumes;
     }
 
-    /** Parses the broker's configuration; throws ConfigException naming the key on any bad value. */
+    /**
+     * Parses the broker's configuration; throws ConfigException naming the key on any bad value. A key under either prefix
+     * that the shim does not read stops nothing: it is named in one WARN (see {@link #warnUnread}), as Kafka names a
+     * configuration it was given and does not know.
+     */
     static ShimConfig parse(Map<String, ?> brokerConfigs) {
-        Set<String> unknown = new TreeSet<>();
-        for (String key : brokerConfigs.keySet()) {
-            if (key.startsWith(PREFIX) && !DEFINITION.names().contains(key)) {
-                unknown.add(key);
-            }
-        }
-        if (!unknown.isEmpty()) {
-            List<String> named = new ArrayList<>();
-            unknown.forEach(key -> named.add(key + suggestion(key).map(s -> " (did you mean " + s + "?)").orElse("")));
-            throw new ConfigException("Unknown configuration " + String.join(", ", named) + "; the throttle service shim knows "
-                    + new TreeSet<>(DEFINITION.names()));
-        }
         warnUnread(brokerConfigs.keySet());
         AbstractConfig parsed = new AbstractConfig(DEFINITION, brokerConfigs, false);
         QuotaWindow window = QuotaWindow.fromBrokerConfig(brokerConfigs);
@@ -148,24 +141,30 @@ final class ShimConfig {
         return new ShimConfig(parsed, window, Collections.unmodifiableMap(identity), brokerId, NodeVolumes.fromNodeConfig(brokerConfigs));
     }
 
-    /** The keys under the service's prefix this process already warned about: one WARN per process, not per callback instance. */
+    /** The unread keys this process already warned about: one WARN per key and process, not per callback instance. */
     private static final Set<String> WARNED = ConcurrentHashMap.newKeySet();
 
+    /** Whether the shim reads the key: its own settings are under {@value #PREFIX}, and nothing under the service's. */
+    static boolean unread(String key) {
+        return key.startsWith(PREFIX) ? !DEFINITION.names().contains(key) : key.startsWith(SERVICE_SETTINGS_PREFIX);
+    }
+
     /**
-     * Logs one WARN for the {@value #SERVICE_SETTINGS_PREFIX}* keys in the broker's configuration that this process has not
-     * warned about yet: the shim reads none of them (they are the service's settings), and one that matches a shim setting,
-     * such as {@code client.quota.callback.static.token}, is most likely meant for the shim.
+     * Logs one WARN for the keys in the broker's configuration that the shim does not read and that this process has not
+     * warned about yet, each with the shim key it most likely means: a misspelt shim key
+     * ({@code client.quota.callback.service.tokne}), or one of the {@value #SERVICE_SETTINGS_PREFIX}* keys, the service's
+     * own settings, such as {@code client.quota.callback.static.token}, which is most likely meant for the shim.
      */
     static void warnUnread(Set<String> brokerKeys) {
         List<String> fresh = new ArrayList<>();
         for (String key : new TreeSet<>(brokerKeys)) {
-            if (key.startsWith(SERVICE_SETTINGS_PREFIX) && WARNED.add(key)) {
+            if (unread(key) && WARNED.add(key)) {
                 fresh.add(key + suggestion(key).map(s -> " (did you mean " + s + "?)").orElse(""));
             }
         }
         if (!fresh.isEmpty()) {
-            LOG.warn("Throttle service shim: ignoring {}: the shim reads only {}* keys ({} are the throttle service's settings)",
-                    String.join(", ", fresh), PREFIX, SERVICE_SETTINGS_PREFIX + "*");
+            LOG.warn("Throttle service shim: ignoring {}: the shim reads only the {}* keys it knows, {} ({}* are the throttle service's settings)",
+                    String.join(", ", fresh), PREFIX, new TreeSet<>(DEFINITION.names()), SERVICE_SETTINGS_PREFIX);
         }
     }
 

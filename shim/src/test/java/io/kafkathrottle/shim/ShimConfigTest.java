@@ -86,9 +86,9 @@ class ShimConfigTest {
     }
 
     @Test
-    void aMisspelledKeyUnderThePrefixIsAnError() {
-        String message = rejected(with(ShimConfig.PREFIX + "pol.interval.ms", "100"));
-        assertTrue(message.contains(ShimConfig.PREFIX + "pol.interval.ms") && message.contains(ShimConfig.POLL_INTERVAL_MS), message);
+    void aMisspelledKeyUnderThePrefixIsNotReadAndTheSettingKeepsItsDefault() {
+        // Named in a WARN (UnreadKeysWarningTest); the broker starts, as Kafka's own unknown configurations let it.
+        assertEquals(Duration.ofMillis(5_000), ShimConfig.parse(with(ShimConfig.PREFIX + "pol.interval.ms", "100")).pollInterval);
     }
 
     @Test

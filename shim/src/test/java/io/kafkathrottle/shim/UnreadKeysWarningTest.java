@@ -18,8 +18,8 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
- * A key under the service's prefix (client.quota.callback.static.*) in a broker's configuration is one the shim does not
- * read: one WARN per process names it and the shim key it most likely means. The shim's logger is on at WARN in this
+ * A key the shim does not read in a broker's configuration, under the service's prefix (client.quota.callback.static.*)
+ * or a misspelt one under the shim's own: one WARN per process names it and the shim key it most likely means. The shim's logger is on at WARN in this
  * build (pom.xml), and slf4j-simple writes to whatever System.err is when it logs, so the test reads what was logged.
  */
 class UnreadKeysWarningTest {
@@ -103,10 +103,24 @@ class UnreadKeysWarningTest {
     }
 
     @Test
-    void aMisspeltShimKeyStillStopsTheBrokerAndTheMessageNamesTheRightKey() {
+    void aMisspeltShimKeyIsNamedOnceWithTheKeyItMeansAndTheBrokerStarts() {
+        Map<String, Object> configs = broker("client.quota.callback.service.tokne", "node-token", "client.quota.callback.service.color", "blue");
+        new ServiceQuotaCallback().configureUnstarted(configs);
+        new ServiceQuotaCallback().configureUnstarted(configs);
+
+        List<String> warnings = warnings();
+        assertEquals(1, warnings.size(), captured.toString(StandardCharsets.UTF_8));
+        String warning = warnings.get(0);
+        assertTrue(warning.contains("client.quota.callback.service.tokne (did you mean client.quota.callback.service.token?)"), warning);
+        // Nothing close: named, and the keys the shim knows are listed.
+        assertTrue(warning.contains("client.quota.callback.service.color,") || warning.contains("client.quota.callback.service.color:"), warning);
+        assertTrue(warning.contains(ShimConfig.TOKEN) && warning.contains(ShimConfig.VOLUME_SAMPLE_INTERVAL_MS), warning);
+        assertTrue(!warning.contains("node-token") && !warning.contains("blue"), "values are not logged: " + warning);
+        // The misspelt key is not read: the shim has no token, and its own keys are still checked.
+        assertEquals(null, ShimConfig.parse(configs).token);
         String message = assertThrows(ConfigException.class,
-                () -> new ServiceQuotaCallback().configureUnstarted(broker("client.quota.callback.service.tokne", "x"))).getMessage();
-        assertTrue(message.contains("client.quota.callback.service.tokne (did you mean client.quota.callback.service.token?)"), message);
+                () -> new ServiceQuotaCallback().configureUnstarted(broker("client.quota.callback.service.tokne", "x", ShimConfig.FALLBACK_FACTOR, "2"))).getMessage();
+        assertTrue(message.contains(ShimConfig.FALLBACK_FACTOR), message);
     }
 
     @Test
