@@ -47,7 +47,7 @@ test:
 		'checks=$(PY) -m ruff check app spark && $(PY) -m ruff format --check app spark && $(PY) -m mypy' \
 		'unit=$(PY) -m pytest tests/unit $(PYTEST_ARGS)' \
 		'+shim JUnit=mvn -B -ntp -f shim/pom.xml package' \
-		'>Strimzi check=mvn -B -ntp -f deploy/strimzi/check/pom.xml test' \
+		'>Strimzi check=mvn -B -ntp -f deploy/strimzi/check/pom.xml $(if $(CHECK_JDK),-Dcheck.jdk=$(CHECK_JDK)) test' \
 		'+report=$(PY) -m pytest tests/report --junitxml=$(CI_REPORTS)/report.xml $(PYTEST_ARGS)' \
 		'integration=$(PY) -m pytest tests/integration -n $(INTEGRATION_WORKERS) --dist loadgroup --junitxml=$(CI_REPORTS)/integration.xml $(PYTEST_ARGS)'
 
