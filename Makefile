@@ -31,8 +31,9 @@ run: install
 # it (the Strimzi check reads the shim's jar). Fastest first, so a typo fails in seconds: ruff
 # (lint and format) and mypy on app/ and spark/ (settings in pyproject.toml), then the unit and
 # API tests alongside the shim's JUnit tests (results printed) and jar, then the Strimzi model
-# check, and alongside them the report tests (one local Spark: in two processes they took as
-# long, Spark being busy on both cores); then the integration tests (real
+# check, and alongside them the report tests in two processes, each with its local Spark (a
+# Spark session over the tests' small histories keeps about 1.2 cores busy: the report tests
+# took 8:13 in two processes, 11:05 in one); then the integration tests (real
 # KRaft clusters on loopback, the shim in every broker of some) in INTEGRATION_WORKERS
 # processes, each test module in one of them with its own clusters, with the machine to
 # themselves (their timing bounds are real-time claims).
@@ -48,7 +49,7 @@ test:
 		'unit=$(PY) -m pytest tests/unit $(PYTEST_ARGS)' \
 		'+shim JUnit=mvn -B -ntp -f shim/pom.xml package' \
 		'>Strimzi check=mvn -B -ntp -f deploy/strimzi/check/pom.xml $(if $(CHECK_JDK),-Dcheck.jdk=$(CHECK_JDK)) test' \
-		'+report=$(PY) -m pytest tests/report --junitxml=$(CI_REPORTS)/report.xml $(PYTEST_ARGS)' \
+		'+report=$(PY) -m pytest tests/report -n 2 --dist loadfile --junitxml=$(CI_REPORTS)/report.xml $(PYTEST_ARGS)' \
 		'integration=$(PY) -m pytest tests/integration -n $(INTEGRATION_WORKERS) --dist loadgroup --junitxml=$(CI_REPORTS)/integration.xml $(PYTEST_ARGS)'
 
 # Programs some tests drive, from Debian's packages where missing (needs root and apt-get):

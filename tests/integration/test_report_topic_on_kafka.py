@@ -20,6 +20,7 @@ from spark.job import TOPIC_COPY, run_report
 from spark.reading.topic import parse_topic
 from spark.session import kafka_package, report_session
 from tests.report.synthetic import HARD, SOFT, at, write_rounds
+from tests.small_spark import SMALL_HISTORY_CONF
 
 from .conftest import ROOT
 
@@ -79,7 +80,7 @@ def topic(kafka_cluster, history) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def spark():
-    session = report_session("local[2]", {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "1g"}, kafka_source=kafka_package())
+    session = report_session("local[2]", SMALL_HISTORY_CONF, kafka_source=kafka_package())
     yield session
     session.stop()
 
