@@ -14,6 +14,10 @@ from app.server.api.conditional import _until_disconnected
 UNCHANGED, CHANGED = object(), object()
 
 
+def long_poll(receive) -> Request:
+    return Request({"type": "http", "method": "GET", "path": "/quotas", "headers": []}, receive)
+
+
 def request_whose_client_goes_after(seconds: float | None) -> Request:
     async def receive() -> dict:
         if seconds is None:
@@ -21,7 +25,7 @@ def request_whose_client_goes_after(seconds: float | None) -> Request:
         await asyncio.sleep(seconds)
         return {"type": "http.disconnect"}
 
-    return Request({"type": "http", "method": "GET", "path": "/quotas", "headers": []}, receive)
+    return long_poll(receive)
 
 
 async def answer_after(seconds: float):
@@ -71,8 +75,7 @@ def test_a_client_going_in_the_pass_that_answers_does_not_cancel_the_answer_bein
             return CHANGED
 
         asyncio.get_running_loop().call_later(0.02, moment.set)
-        request = Request({"type": "http", "method": "GET", "path": "/quotas", "headers": []}, receive)
-        got = await _until_disconnected(request, answer(), UNCHANGED)
+        got = await _until_disconnected(long_poll(receive), answer(), UNCHANGED)
         await asyncio.sleep(0.05)  # sending the answer: not cancelled
         return got, asyncio.current_task().cancelling()
 
