@@ -54,16 +54,19 @@ class UnreadKeysWarningTest {
         return configs;
     }
 
+    /** A combined node configures the callback twice (broker and controller): still one WARN, which is returned. */
+    private String theOneWarningOfACombinedNode(Map<String, Object> configs) {
+        new ServiceQuotaCallback().configureUnstarted(configs);
+        new ServiceQuotaCallback().configureUnstarted(configs);
+        List<String> warnings = warnings();
+        assertEquals(1, warnings.size(), captured.toString(StandardCharsets.UTF_8));
+        return warnings.get(0);
+    }
+
     @Test
     void theServicesTokenKeyOnABrokerIsNamedOnceWithTheKeyTheShimReads() {
         Map<String, Object> configs = broker("client.quota.callback.static.token", "node-token");
-        // A combined node configures the callback twice (broker and controller): still one WARN.
-        new ServiceQuotaCallback().configureUnstarted(configs);
-        new ServiceQuotaCallback().configureUnstarted(configs);
-
-        List<String> warnings = warnings();
-        assertEquals(1, warnings.size(), captured.toString(StandardCharsets.UTF_8));
-        String warning = warnings.get(0);
+        String warning = theOneWarningOfACombinedNode(configs);
         assertTrue(warning.contains("WARN"), warning);
         assertTrue(warning.contains("client.quota.callback.static.token (did you mean client.quota.callback.service.token?)"), warning);
         assertTrue(!warning.contains("node-token"), "the value is a secret: " + warning);
@@ -105,12 +108,7 @@ class UnreadKeysWarningTest {
     @Test
     void aMisspeltShimKeyIsNamedOnceWithTheKeyItMeansAndTheBrokerStarts() {
         Map<String, Object> configs = broker("client.quota.callback.service.tokne", "node-token", "client.quota.callback.service.color", "blue");
-        new ServiceQuotaCallback().configureUnstarted(configs);
-        new ServiceQuotaCallback().configureUnstarted(configs);
-
-        List<String> warnings = warnings();
-        assertEquals(1, warnings.size(), captured.toString(StandardCharsets.UTF_8));
-        String warning = warnings.get(0);
+        String warning = theOneWarningOfACombinedNode(configs);
         assertTrue(warning.contains("client.quota.callback.service.tokne (did you mean client.quota.callback.service.token?)"), warning);
         // Nothing close: named, and the keys the shim knows are listed.
         assertTrue(warning.contains("client.quota.callback.service.color,") || warning.contains("client.quota.callback.service.color:"), warning);
