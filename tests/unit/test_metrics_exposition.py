@@ -14,7 +14,7 @@ from app.clock import ManualClock
 from app.observation.model import ObservationRound, VolumeObservation
 from app.server.api.conditional import accepts_gzip
 from app.server.edge.exposition import exposition, gzipped_exposition
-from app.server.runtime.metrics import VolumeCollector
+from app.server.runtime.volume_metrics import VolumeCollector
 
 from .asgi import run_scenario
 from .exposition import make_app
@@ -144,8 +144,8 @@ def test_a_byte_count_is_written_as_generate_latest_writes_it():
 
     from prometheus_client.utils import floatToGoString
 
-    from app.server.runtime.metrics import _sample_value
+    from app.server.runtime.volume_metrics import sample_value
 
     edges = [0, 1, 9, 10, 999_999, 1_000_000, 1_000_001, 10**7, 1_020_000_000, 10**14, 10**15 - 1, 10**15, 2**53 + 1, -1, 0.5, 1e300]
     drawn = [random.Random(seed).randrange(10 ** random.Random(seed).randrange(1, 16)) for seed in range(5000)]
-    assert [_sample_value(v) for v in edges + drawn] == [floatToGoString(v) for v in edges + drawn]
+    assert [sample_value(v) for v in edges + drawn] == [floatToGoString(v) for v in edges + drawn]

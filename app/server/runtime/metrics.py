@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import operator
 import os
 import subprocess
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -34,15 +32,14 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, StateSetMetricFamily
 from prometheus_client.registry import Collector
-from prometheus_client.utils import floatToGoString
 
 from app.decision.decision import Decision
 from app.decision.factor import FactorSource
 from app.decision.policy import FACTOR_RULES, Evaluation, LimitKind, State, VolumeStatus, rule_of
 from app.observation.model import ObservationRound, VolumeObservation
 from app.quotas.service import QuotaService
-from app.server.edge.exposition import RenderedFamily, header
 from app.server.runtime.saved_state import SavedState
+from app.server.runtime.volume_metrics import VolumeCollector
 
 
 def _package_version() -> str:
@@ -521,135 +518,3 @@ class HistoryWriterCollector(Collector):
                 "When the history writer last wrote rows to the history files (its start until it has)",
                 value=at,
             )
-
-
-_EXACT_INTEGERS = 10**15
-_EXPONENTS = tuple(f"e+{exponent:02d}" for exponent in range(16))
-
-
-def _sample_value(value: float) -> str:
-    """``floatToGoString(value)``, what ``generate_latest`` writes for a value; an integer below
-    10**15 (a byte count: exact as a float, printed by ``repr`` with all its digits) without
-    going through a float: up to 6 digits as ``123456.0``, more as Go's shortest exponent form
-    (``1.099511627776e+12``, ``1e+07``)."""
-    if type(value) is int and 0 <= value < _EXACT_INTEGERS:
-        digits = str(value)
-        size = len(digits)
-        if size > 6:
-            mantissa = digits.rstrip("0")
-            if len(mantissa) > 1:
-                return mantissa[0] + "." + mantissa[1:] + _EXPONENTS[size - 1]
-            return mantissa + _EXPONENTS[size - 1]
-        return digits + ".0"
-    return floatToGoString(value)
-
-
-def _label_value(value: str) -> str:
-    """A label value escaped as the text exposition format wants it."""
-    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
-
-
-# One volume's figures and lines: total bytes, usable bytes, the available-bytes line up to its
-# value (name, label set and the space), the available-bytes line and the total-bytes line.
-_Lines = tuple[int, int, str, str, str]
-
-
-def _volume_lines(volume: VolumeObservation) -> _Lines:
-    """``volume``'s lines, rendered afresh."""
-    total, usable = volume.total_bytes, volume.usable_bytes
-    labels = f'{{broker_id="{volume.broker_id}",log_dir="{_label_value(volume.log_dir)}"}} '
-    available = AVAILABLE_NAME + labels
-    return (
-        total,
-        usable,
-        available,
-        f"{available}{_sample_value(usable)}\n",
-        f"{TOTAL_NAME}{labels}{_sample_value(total)}\n",
-    )
-
-
-AVAILABLE_NAME = "kafka_throttle_volume_available_bytes"
-AVAILABLE_HELP = "Usable bytes of a log dir's volume"
-TOTAL_NAME = "kafka_throttle_volume_total_bytes"
-TOTAL_HELP = "Total bytes of a log dir's volume"
-
-
-class VolumeCollector(Collector):
-    """Per-volume gauges read from the cache at scrape time.
-
-    Setting 2 x 12,000 labelled gauges every round would cost more than the whole decision;
-    reading the cache when Prometheus asks costs nothing between scrapes, and a volume that
-    leaves the cache leaves the metrics with it. A log dir without capacity figures (before
-    Kafka 3.3, or offline) has no bytes series: a -1 would read as a full volume; such log
-    dirs are counted by kafka_throttle_unjudged_log_dirs and kafka_throttle_offline_log_dirs.
-
-    The two families are rendered here, as the exposition text ``generate_latest`` would write
-    (``RenderedFamily``): each volume's lines are kept between scrapes and rendered again only
-    when its figures changed, and the whole text is reused while the cache holds the very same
-    observations (no round or report since the last scrape). At 12,000 volumes a scrape costs
-    a few milliseconds instead of about 0.2 CPU-s."""
-
-    def __init__(self, volumes: Callable[[], Iterable[VolumeObservation]]) -> None:
-        self._volumes = volumes
-        self._lock = threading.Lock()  # scrapes may run on several threads at once
-        self._lines: dict[tuple[int, str], _Lines] = {}
-        self._rendered: (
-            tuple[tuple[VolumeObservation, ...], RenderedFamily, RenderedFamily] | None
-        ) = None
-        self._headers = (
-            header(GaugeMetricFamily(AVAILABLE_NAME, AVAILABLE_HELP)),
-            header(GaugeMetricFamily(TOTAL_NAME, TOTAL_HELP)),
-        )
-
-    def collect(self) -> Iterator[RenderedFamily]:
-        volumes = tuple(self._volumes())
-        with self._lock:
-            rendered = self._rendered
-            if (
-                rendered is None
-                or len(rendered[0]) != len(volumes)
-                or not all(map(operator.is_, rendered[0], volumes))
-            ):
-                rendered = (volumes, *self._render(volumes))
-                self._rendered = rendered
-        yield rendered[1]
-        yield rendered[2]
-
-    def _render(
-        self, volumes: tuple[VolumeObservation, ...]
-    ) -> tuple[RenderedFamily, RenderedFamily]:
-        kept = self._lines
-        lines: dict[tuple[int, str], _Lines] = {}
-        available_lines: list[str] = []
-        total_lines: list[str] = []
-        for volume in volumes:
-            total, usable = volume.total_bytes, volume.usable_bytes
-            if total < 0 or usable < 0:  # not volume.capacity_known, without the call
-                continue
-            key = (volume.broker_id, volume.log_dir)
-            entry = kept.get(key)
-            if entry is None or entry[0] != total:
-                entry = _volume_lines(volume)
-            elif entry[1] != usable:  # the usual change: only the usable bytes' line again
-                entry = (total, usable, entry[2], f"{entry[2]}{_sample_value(usable)}\n", entry[4])
-            lines[key] = entry
-            available_lines.append(entry[3])
-            total_lines.append(entry[4])
-        self._lines = lines
-        available_header, total_header = self._headers
-        available_text = (available_header + "".join(available_lines)).encode()
-        total_text = (total_header + "".join(total_lines)).encode()
-        # A family whose text is the same is kept, and with it its gzip blocks: new observations
-        # of the same figures change neither, and the total bytes seldom change.
-        before = self._rendered
-        available_family = (
-            before[1]
-            if before is not None and before[1].text == available_text
-            else RenderedFamily(AVAILABLE_NAME, AVAILABLE_HELP, "gauge", available_text)
-        )
-        total_family = (
-            before[2]
-            if before is not None and before[2].text == total_text
-            else RenderedFamily(TOTAL_NAME, TOTAL_HELP, "gauge", total_text)
-        )
-        return available_family, total_family
