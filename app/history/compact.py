@@ -107,7 +107,9 @@ class Compactor:
         seen: set[VolumeKey] = set()
         rows += self._data_rows(time, at, view, round_, decision, seen)
         rows += self._metadata_rows(time, at, round_, decision, seen)
-        for key in [key for key in self._last if key not in seen]:
+        # Every volume seen has a last row now: none is gone unless more are remembered.
+        gone = [key for key in self._last if key not in seen] if len(self._last) > len(seen) else []
+        for key in gone:
             del self._last[key]
             rows.append(
                 {
@@ -163,40 +165,54 @@ class Compactor:
         listed = {v.volume.key: v for v in verdicts}
         provenance = _Provenance(round_)
         keyframe_seconds, share = self.compaction.keyframe_seconds, self.compaction.usable_share
+        lasts, add = self._last, seen.add
+        # Most volumes are ok and not due: ``_due``'s test is made in place for them, and the
+        # kept reason is looked up once per broker (a broker's log dirs come one after another).
         rows = []
+        broker_before: int | None = None
+        kept: str | None = None
         for volume in view:
-            key = (volume.broker_id, volume.log_dir, DATA)
-            seen.add(key)
-            verdict = listed.get(volume.key)
-            status = verdict.status.value if verdict is not None else _OK
-            factor = verdict.factor if verdict is not None else 1.0
-            kept = provenance.kept(volume)
-            volume_rule = _volume_rule(verdict)
-            signature = (
-                status,
-                factor,
-                kept,
-                volume.error,
-                volume_rule,
-                volume.total_bytes,
-                volume.observed_by,
-            )
-            if not self._due(
-                key,
-                signature,
-                status,
-                volume.usable_bytes,
-                volume.total_bytes,
-                at,
-                keyframe_seconds,
-                share,
-            ):
-                continue
+            broker, log_dir = volume.broker_id, volume.log_dir
+            key = (broker, log_dir, DATA)
+            add(key)
+            verdict = listed.get((broker, log_dir)) if listed else None
+            if broker != broker_before:
+                kept, broker_before = provenance.kept(volume), broker
+            usable, total = volume.usable_bytes, volume.total_bytes
+            if verdict is None:
+                status, factor, volume_rule = _OK, 1.0, None
+                signature: tuple = (_OK, 1.0, kept, volume.error, None, total, volume.observed_by)
+                last = lasts.get(key)
+                if (
+                    last is not None
+                    and signature == last.signature
+                    and at - last.at < keyframe_seconds
+                ):
+                    moved, allowed = usable - last.usable, share * total if total > 0 else 0.0
+                    if -allowed <= moved <= allowed:
+                        continue  # not due
+                lasts[key] = _Last(signature, usable, at)
+            else:
+                status, factor = verdict.status.value, verdict.factor
+                volume_rule = _volume_rule(verdict)
+                signature = (
+                    status,
+                    factor,
+                    kept,
+                    volume.error,
+                    volume_rule,
+                    total,
+                    volume.observed_by,
+                )
+                if not self._due(
+                    key, signature, status, usable, total, at, keyframe_seconds, share
+                ):
+                    continue
             observed_at, age = provenance.time_and_age(volume)
             rate, seconds = _time_to_full(decision, volume)
             row = {
-                "time": time, ROW_KIND: VOLUME, "broker_id": volume.broker_id, "log_dir": volume.log_dir,
-                "total_bytes": volume.total_bytes, "usable_bytes": volume.usable_bytes,
+                "time": time, ROW_KIND: VOLUME, "broker_id": broker, "log_dir": log_dir,
+                "total_bytes": total, "usable_bytes": usable,
                 "log_dir_error": volume.error, "observed_at": observed_at, "observation_age_seconds": age, "kept": kept,
                 "volume_status": status, "volume_factor": factor, "fill_rate_bytes_per_second": rate,
                 "seconds_to_hard_limit": seconds, "volume_rule": volume_rule, "holds": DATA,

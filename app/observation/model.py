@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 VolumeKey = tuple[int, str]  # (broker id, log dir)
@@ -83,6 +84,15 @@ class ObservationRound:
     def failed(self) -> bool:
         return self.error is not None
 
+    # Looked up per broker (``kept_reason``): a tuple of a thousand brokers is scanned in turn.
+    @cached_property
+    def _active_set(self) -> frozenset[int]:
+        return frozenset(self.active_brokers)
+
+    @cached_property
+    def _fenced_set(self) -> frozenset[int]:
+        return frozenset(self.fenced_brokers)
+
     @property
     def complete(self) -> bool:
         return self.error is None and not self.missing_brokers
@@ -101,9 +111,9 @@ class ObservationRound:
         earlier one; None when the broker answered this round (its observations are fresh)."""
         if not self.cluster_answered:
             return KeptReason.LAST_VALID
-        if broker_id in self.fenced_brokers:
+        if broker_id in self._fenced_set:
             return KeptReason.FENCED
-        if broker_id in self.active_brokers:
+        if broker_id in self._active_set:
             return (
                 None
                 if not self.failed and broker_id not in self.missing_brokers

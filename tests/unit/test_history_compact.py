@@ -156,3 +156,74 @@ def test_a_row_that_cannot_be_encoded_is_dropped_alone_and_its_volume_written_wh
     rows = [json.loads(line) for line in next(tmp_path.rglob("history-*.jsonl")).read_text().splitlines()]
     assert dropped == [("write_error", 1)]
     assert [(r["row"], r.get("broker_id")) for r in rows] == [("round", None), ("volume", 1), ("round", None), ("volume", 3)]
+
+
+class _ReferenceCompactor(Compactor):
+    """The per-volume test as it reads in ``_due``, for every data volume (how the compactor
+    decided before its ok volumes were tested in place): the rows must be the same."""
+
+    def _data_rows(self, time, at, view, round_, decision, seen):
+        from app.history.compact import DATA, VOLUME, _Provenance, _time_to_full, _volume_rule
+        from app.observation.model import ADMIN_API
+
+        evaluation = decision.evaluation
+        verdicts = (*evaluation.breaching, *evaluation.ramping, *evaluation.unjudged) if evaluation else ()
+        listed = {v.volume.key: v for v in verdicts}
+        provenance = _Provenance(round_)
+        rows = []
+        for volume in view:
+            key = (volume.broker_id, volume.log_dir, DATA)
+            seen.add(key)
+            verdict = listed.get(volume.key)
+            status = verdict.status.value if verdict is not None else "ok"
+            factor = verdict.factor if verdict is not None else 1.0
+            kept = provenance.kept(volume)
+            rule = _volume_rule(verdict)
+            signature = (status, factor, kept, volume.error, rule, volume.total_bytes, volume.observed_by)
+            c = self.compaction
+            if not self._due(key, signature, status, volume.usable_bytes, volume.total_bytes, at, c.keyframe_seconds, c.usable_share):
+                continue
+            observed_at, age = provenance.time_and_age(volume)
+            rate, seconds = _time_to_full(decision, volume)
+            row = {
+                "time": time, "row": VOLUME, "broker_id": volume.broker_id, "log_dir": volume.log_dir,
+                "total_bytes": volume.total_bytes, "usable_bytes": volume.usable_bytes, "log_dir_error": volume.error,
+                "observed_at": observed_at, "observation_age_seconds": age, "kept": kept, "volume_status": status,
+                "volume_factor": factor, "fill_rate_bytes_per_second": rate, "seconds_to_hard_limit": seconds,
+                "volume_rule": rule, "holds": DATA, "observed_by": None if volume.observed_by == ADMIN_API else volume.observed_by,
+            }
+            rows.append({n: v for n, v in row.items() if v is not None})
+        return rows
+
+
+@pytest.mark.parametrize("compaction", [Compaction(), Compaction(keyframe_seconds=120, usable_share=0.05), Compaction(usable_share=0.0)])
+def test_the_rows_are_those_of_the_per_volume_test(compaction):
+    fast, reference = Compactor(compaction), _ReferenceCompactor(compaction)
+    for round_, decision in service_rounds(START, ROUNDS):
+        assert fast.rows(round_, decision, CHECK_INTERVAL) == reference.rows(round_, decision, CHECK_INTERVAL)
+
+
+def test_an_ok_volume_moving_exactly_its_share_is_not_due_and_one_byte_more_is():
+    from app.decision.decider import ThrottleDecider
+    from app.decision.policy import LimitKind, StoragePolicy
+    from app.observation.model import ObservationRound, VolumeObservation
+
+    total, share = 1000 * 2**20, 0.01
+    began = START.timestamp()
+    decider = ThrottleDecider(StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, 1), 300.0, 0.0, started_at=began - 1)
+    compactor, reference = Compactor(Compaction(usable_share=share)), _ReferenceCompactor(Compaction(usable_share=share))
+    moves = {"/a": [0, int(share * total), int(share * total) + 1], "/b": [0, 0, 0], "/c": [0, 5, 5]}
+    written = []
+    for i in range(3):
+        at = began + 60 * i
+        totals = {"/a": total, "/b": total, "/c": -1}  # /c: capacity unknown, not judged
+        observations = tuple(VolumeObservation(1, d, totals[d], total // 2 - moves[d][i] if totals[d] > 0 else -1 - moves[d][i], at) for d in moves)
+        round_ = ObservationRound(at - 0.5, at, (1,), observations)
+        decider.apply_round(round_)
+        decision = decider.decision(at)
+        rows = compactor.rows(round_, decision, 60.0)
+        assert rows == reference.rows(round_, decision, 60.0)
+        written.append([(r["log_dir"], r["usable_bytes"]) for r in rows if r["row"] == "volume"])
+    assert [d for d, _ in written[1]] == ["/c"]  # /a moved exactly its share: not due (/c, unjudged: every round)
+    assert ("/a", total // 2 - int(share * total) - 1) in written[2]  # one byte more: due
+    assert all(d != "/b" for d, _ in written[2])  # unmoved
