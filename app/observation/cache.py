@@ -16,8 +16,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from operator import attrgetter
 
 from app.observation.model import ObservationRound, VolumeKey, VolumeObservation
+
+_BROKER, _LOG_DIR = attrgetter("broker_id"), attrgetter("log_dir")
 
 
 class VolumeCache:
@@ -31,6 +34,11 @@ class VolumeCache:
         self._fenced: frozenset[int] = (
             frozenset()
         )  # as the latest DescribeCluster answer listed them
+        self._brokers_of: tuple[dict[VolumeKey, VolumeObservation], int, frozenset[int]] = (
+            self._entries,
+            0,
+            frozenset(),
+        )
 
     @property
     def validity_seconds(self) -> float:
@@ -64,13 +72,21 @@ class VolumeCache:
         confirms their observations."""
         if not round_.failed:
             answered = set(round_.answered_brokers)
-            entries = {key: o for key, o in self._entries.items() if key[0] not in answered}
-            for observation in round_.observations:
-                entries[(observation.broker_id, observation.log_dir)] = observation
+            # Most often every broker known answered: nothing of the old entries is kept.
+            entries = (
+                {}
+                if answered.issuperset(self._brokers())
+                else {key: o for key, o in self._entries.items() if key[0] not in answered}
+            )
+            observations = round_.observations
+            entries.update(
+                zip(zip(map(_BROKER, observations), map(_LOG_DIR, observations)), observations)
+            )
             self._entries = entries
-            self._confirmed = {
-                key: at for key, at in self._confirmed.items() if key[0] not in answered
-            }
+            if self._confirmed:
+                self._confirmed = {
+                    key: at for key, at in self._confirmed.items() if key[0] not in answered
+                }
         if round_.cluster_answered:
             self._fenced = frozenset(round_.fenced_brokers)
             if self._fenced and self._keep_fenced:
@@ -113,7 +129,16 @@ class VolumeCache:
         return self._entries.get(key)
 
     def brokers(self) -> set[int]:
-        return {key[0] for key in self._entries}
+        return set(self._brokers())
+
+    def _brokers(self) -> frozenset[int]:
+        """The brokers with an entry, kept while the entries are the same: a round replaces
+        the dict, an eviction only removes from it (a restore sets another)."""
+        entries, count, brokers = self._brokers_of
+        if entries is not self._entries or count != len(self._entries):
+            brokers = frozenset(key[0] for key in self._entries)
+            self._brokers_of = (self._entries, len(self._entries), brokers)
+        return brokers
 
     def fenced_volumes(self, volumes: Iterable[VolumeObservation]) -> list[VolumeObservation]:
         """Those of ``volumes`` whose broker is fenced."""

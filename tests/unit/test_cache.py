@@ -85,3 +85,20 @@ def test_a_round_that_lists_only_fenced_brokers_still_confirms_them():
     cache.record_round(ObservationRound(30.0, 30.0, fenced_brokers=(1,), error="DescribeCluster listed no active broker"))
     assert [(v.key, cache.expires_at(v)) for v in cache.volumes()] == [((1, "/a"), 30.0 + 10)]
     assert cache.fenced == {1}
+
+
+def test_the_brokers_follow_every_change_of_the_entries():
+    cache = VolumeCache(300)
+    cache.record_round(round_at(0.0, [1, 2], [obs(1, "/a", 0.0), obs(2, "/a", 0.0)]))
+    assert cache.brokers() == {1, 2}
+    cache.brokers().add(9)  # a copy: the caller's to change
+    assert cache.brokers() == {1, 2}
+    # broker 2 missing: its entry is kept, in the order the entries had
+    cache.record_round(ObservationRound(200.0, 200.0, (1, 2), (obs(1, "/a", 200.0), obs(1, "/b", 200.0)), {2: "timed out"}))
+    assert cache.brokers() == {1, 2} and [v.key for v in cache.volumes()] == [(2, "/a"), (1, "/a"), (1, "/b")]
+    cache.evict_expired(301.0)  # broker 2's observation expires: the dict is changed in place
+    assert cache.brokers() == {1}
+    cache.record_round(round_at(400.0, [3], [obs(3, "/a", 400.0)]))  # 1 did not answer: kept
+    assert cache.brokers() == {1, 3}
+    cache.record_round(round_at(410.0, [1, 3], [obs(1, "/a", 410.0), obs(3, "/a", 410.0)]))  # all answered
+    assert [v.key for v in cache.volumes()] == [(1, "/a"), (3, "/a")] and cache.brokers() == {1, 3}
