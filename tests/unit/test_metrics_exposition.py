@@ -149,3 +149,96 @@ def test_a_byte_count_is_written_as_generate_latest_writes_it():
     edges = [0, 1, 9, 10, 999_999, 1_000_000, 1_000_001, 10**7, 1_020_000_000, 10**14, 10**15 - 1, 10**15, 2**53 + 1, -1, 0.5, 1e300]
     drawn = [random.Random(seed).randrange(10 ** random.Random(seed).randrange(1, 16)) for seed in range(5000)]
     assert [sample_value(v) for v in edges + drawn] == [floatToGoString(v) for v in edges + drawn]
+
+
+def test_a_volume_whose_labels_change_is_written_under_its_new_labels_only():
+    volumes = [VolumeObservation(b, f"/data/{d}", 10**12, 10**11 + b + d, 1.0) for b in (1, 2) for d in range(3)]
+    rendered, reference = _registries(volumes)
+    exposition(rendered)
+    volumes[1] = VolumeObservation(1, '/data/renamed "1"', 10**12, 10**11 + 2, 2.0)  # same figures, another log dir
+    volumes[4] = VolumeObservation(7, "/data/1", 10**12, 10**11 + 3, 2.0)  # another broker id
+    text = exposition(rendered)
+    assert text == generate_latest(reference)
+    assert b'broker_id="1",log_dir="/data/renamed \\"1\\""} 1.00000000002e+11' in text
+    assert b'broker_id="7",log_dir="/data/1"}' in text
+    assert b'log_dir="/data/1"' not in text.replace(b'broker_id="7",log_dir="/data/1"', b"")
+
+
+def test_a_volume_that_leaves_takes_its_lines_with_it_and_comes_back_with_its_new_figures():
+    volumes = [VolumeObservation(b, "/data", 10**12, 10**11 + b, 1.0) for b in range(1, 6)]
+    rendered, reference = _registries(volumes)
+    exposition(rendered)
+    gone = volumes.pop(2)
+    text = exposition(rendered)
+    assert text == generate_latest(reference) and b'broker_id="3"' not in text
+    assert text.count(b"kafka_throttle_volume_available_bytes{") == text.count(b"kafka_throttle_volume_total_bytes{") == 4
+    volumes.append(VolumeObservation(gone.broker_id, gone.log_dir, 10**12, 5, 2.0))  # back, nearly full
+    text = exposition(rendered)
+    assert text == generate_latest(reference)
+    assert text.endswith(b'kafka_throttle_volume_total_bytes{broker_id="3",log_dir="/data"} 1e+12\n# HELP after_volumes A family after\n# TYPE after_volumes gauge\nafter_volumes 0.25\n')
+    assert b'kafka_throttle_volume_available_bytes{broker_id="3",log_dir="/data"} 5.0\n' in text
+
+
+def test_volumes_handed_over_in_another_order_are_written_in_that_order():
+    volumes = [VolumeObservation(b, f"/data/{d}", 10**12, 10**11 + b * 10 + d, 1.0) for b in range(1, 4) for d in range(2)]
+    rendered, reference = _registries(volumes)
+    first = exposition(rendered)
+    volumes.reverse()
+    volumes[:] = [VolumeObservation(v.broker_id, v.log_dir, v.total_bytes, v.usable_bytes, 2.0) for v in volumes]
+    again = exposition(rendered)
+    assert again == generate_latest(reference) and again != first
+    assert again.index(b'available_bytes{broker_id="3"') < again.index(b'available_bytes{broker_id="1"')
+
+
+def test_a_volume_whose_capacity_becomes_unknown_leaves_the_bytes_series_until_it_is_known_again():
+    volumes = [VolumeObservation(b, "/data", 1000, 500 + b, 1.0) for b in range(1, 4)]
+    rendered, reference = _registries(volumes)
+    exposition(rendered)
+    volumes[1] = VolumeObservation(2, "/data", -1, -1, 2.0, error="KAFKA_STORAGE_ERROR")
+    text = exposition(rendered)
+    assert text == generate_latest(reference) and b'broker_id="2"' not in text
+    volumes[1] = VolumeObservation(2, "/data", 1000, 7, 3.0)
+    assert exposition(rendered) == generate_latest(reference)
+
+
+def test_a_change_of_total_bytes_alone_renders_only_that_family_again():
+    volumes = [VolumeObservation(b, "/data", 1000, 500 + b, 1.0) for b in range(1, 10)]
+    collector = VolumeCollector(lambda: volumes)
+    available, total = collector.collect()
+    volumes = [*volumes[:4], VolumeObservation(5, "/data", 2000, 505, 2.0), *volumes[5:]]  # grown
+    again_available, again_total = collector.collect()
+    assert again_available is available and again_total is not total
+    assert b'kafka_throttle_volume_total_bytes{broker_id="5",log_dir="/data"} 2000.0\n' in again_total.text
+
+
+def test_any_sequence_of_rounds_and_reports_gives_what_generate_latest_writes():
+    import random
+
+    draw = random.Random(43)
+    dirs = [*ODD_DIRS, "/data/10e+5", "/data/100%"]
+    figures = [0, 7, 999_999, 1_000_000, 10**7, 123_456_789_000, 10**15 - 1, 10**15, 2**53 + 1, -1]
+    volumes: list[VolumeObservation] = []
+    rendered, reference = _registries(volumes)
+    for step in range(60):
+        keys = {(v.broker_id, v.log_dir) for v in volumes}
+        change = draw.choice(["arrive", "leave", "figures", "all figures", "reorder", "same", "unknown"])
+        if change == "arrive" or not volumes:
+            for _ in range(draw.randrange(1, 8)):
+                key = (draw.randrange(1, 30), draw.choice(dirs))
+                if key not in keys:
+                    keys.add(key)
+                    volumes.insert(draw.randrange(len(volumes) + 1), VolumeObservation(*key, 10**12, draw.randrange(10**12), step))
+        elif change == "leave":
+            del volumes[draw.randrange(len(volumes))]
+        elif change in ("figures", "all figures", "unknown"):
+            chosen = range(len(volumes)) if change == "all figures" else [draw.randrange(len(volumes))]
+            for i in chosen:
+                v = volumes[i]
+                total, usable = (-1, -1) if change == "unknown" else (draw.choice(figures[1:-1] + [v.total_bytes]), draw.choice(figures + [draw.randrange(10**13)]))
+                volumes[i] = VolumeObservation(v.broker_id, v.log_dir, total, usable, step)
+        elif change == "reorder":
+            draw.shuffle(volumes)
+        else:
+            volumes[:] = [VolumeObservation(v.broker_id, v.log_dir, v.total_bytes, v.usable_bytes, step) for v in volumes]
+        assert exposition(rendered) == generate_latest(reference), (step, change)
+        assert gzip.decompress(gzipped_exposition(rendered)) == generate_latest(reference)

@@ -15,15 +15,14 @@ from __future__ import annotations
 import operator
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain, compress
+from itertools import chain, compress, repeat
 from operator import attrgetter
-from typing import cast
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from app.observation.model import VolumeKey, VolumeObservation
+from app.observation.model import VolumeObservation
 from app.server.edge.exposition import RenderedFamily, header
 
 AVAILABLE_NAME = "kafka_throttle_volume_available_bytes"
@@ -62,31 +61,80 @@ _LOG_DIR = attrgetter("log_dir")
 _TOTAL_BYTES = attrgetter("total_bytes")
 _USABLE_BYTES = attrgetter("usable_bytes")
 
+# Above this share of its volumes with a new figure, a family's lines are all formatted again
+# in one pass rather than one by one.
+_REFORMAT_ALL_SHARE = 0.25
+
+
+def _formatted(values: list[float]) -> Iterator[str]:
+    """``sample_value`` of each value, one that many volumes share (the total bytes of disks of
+    one size) formatted once."""
+    if len(set(values[:64])) * 4 <= min(len(values), 64):  # a glance before counting them all
+        distinct = set(values)
+        if len(distinct) * 4 <= len(values) and all(map(operator.eq, distinct, distinct)):  # no NaN
+            formatted = {value: sample_value(value) for value in distinct}
+            return map(formatted.__getitem__, values)
+    return map(sample_value, values)
+
+
+def _label_sets(broker_ids: list[int], log_dirs: list[str]) -> list[str]:
+    """Each volume's label set and the space before its value."""
+    joined = "".join(log_dirs)
+    if "\\" in joined or "\n" in joined or '"' in joined:
+        log_dirs = list(map(_label_value, log_dirs))
+    return list(map('{{broker_id="{}",log_dir="{}"}} '.format, broker_ids, log_dirs))
+
 
 class _Family:
-    """One per-volume family: the beginning of each volume's line (a newline, the name, the
-    label set and a space), kept by volume, and the text last rendered with its values."""
+    """One per-volume family and, for each volume of the last render (in its order), the
+    beginning of its line (a newline, the name, the label set and a space), its value and the
+    value as written."""
 
     def __init__(self, name: str, documentation: str) -> None:
         self.name = name
         self.documentation = documentation
-        # The family's header without its last newline: every line beginning starts with one.
+        # The family's header without its last newline: every line begins with one.
         self._header = header(GaugeMetricFamily(name, documentation))[:-1]
-        self.beginnings: dict[VolumeKey, str] = {}
-        self.values: list[int] = []
-        self.rendered = RenderedFamily(name, documentation, "gauge", self._header.encode() + b"\n")
+        self._name = "\n" + name
+        self._beginnings: list[str] = []
+        self._values: Sequence[float | None] = []
+        self._written: list[str] = []
+        self._moved = False  # volumes arrived, left or moved since the text was joined
+        self.rendered = RenderedFamily(name, documentation, "gauge", f"{self._header}\n".encode())
 
-    def beginning(self, broker_id: int, log_dir: str) -> str:
-        return f'\n{self.name}{{broker_id="{broker_id}",log_dir="{_label_value(log_dir)}"}} '
+    def follow(self, positions: list[int], arrived: list[int], label_sets: list[str]) -> None:
+        """Rearrange what is kept to the volumes now in the view: volume ``i`` was at
+        ``positions[i]`` in the last render, or is new (``arrived``, at the position one past the
+        last, with ``label_sets`` in the same order); the values of new volumes are unknown, so
+        they are written at ``update``."""
+        self._beginnings = list(map([*self._beginnings, ""].__getitem__, positions))
+        self._values = list(map([*self._values, None].__getitem__, positions))
+        self._written = list(map([*self._written, ""].__getitem__, positions))
+        beginnings = self._beginnings
+        for i, beginning in zip(arrived, map(self._name.__add__, label_sets)):
+            beginnings[i] = beginning
+        self._moved = True
 
-    def render(self, beginnings: Sequence[str], values: list[int]) -> RenderedFamily:
-        """The family with these lines (``beginnings[i]`` then ``values[i]``)."""
-        self.values = values
-        body = "".join(chain.from_iterable(zip(beginnings, map(sample_value, values))))
-        text = f"{self._header}{body}\n".encode()
+    def update(self, values: list[float]) -> None:
+        """Give the volumes these values (in the order ``follow`` set): only the values that
+        changed are formatted again, and the text is joined again only if a value changed or a
+        volume moved."""
+        if not self._moved and values == self._values:
+            return
+        changed = list(map(operator.ne, values, self._values))
+        count = changed.count(True)
+        if count > len(values) * _REFORMAT_ALL_SHARE:
+            self._written = list(_formatted(values))
+        elif count:
+            written = self._written
+            for i in compress(range(len(values)), changed):
+                written[i] = sample_value(values[i])
+        self._values = values
+        self._moved = False
+        lines = "".join(chain.from_iterable(zip(self._beginnings, self._written)))
+        text = f"{self._header}{lines}\n".encode()
         if text != self.rendered.text:  # an equal text keeps the family and its gzip blocks
             self.rendered = RenderedFamily(self.name, self.documentation, "gauge", text)
-        return self.rendered
 
 
 class VolumeCollector(Collector):
@@ -99,19 +147,19 @@ class VolumeCollector(Collector):
     dirs are counted by kafka_throttle_unjudged_log_dirs and kafka_throttle_offline_log_dirs.
 
     The whole text is reused while the cache holds the very same observations (no round or
-    report since the last scrape); otherwise a family is rendered again only if its figures
-    or its volumes (which, in which order) changed."""
+    report since the last scrape); otherwise only the lines whose figures changed are formatted
+    again, and a family's text is joined again only if one of its lines changed or the volumes
+    did (which, in which order)."""
 
     def __init__(self, volumes: Callable[[], Iterable[VolumeObservation]]) -> None:
         self._volumes = volumes
         self._lock = threading.Lock()  # scrapes may run on several threads at once
         self._observations: tuple[VolumeObservation, ...] | None = None
+        # The volumes of the last render, in their order.
         self._broker_ids: list[int] = []
         self._log_dirs: list[str] = []
         self._available = _Family(AVAILABLE_NAME, AVAILABLE_HELP)
         self._total = _Family(TOTAL_NAME, TOTAL_HELP)
-        # The line beginnings of the volumes last rendered, in their order, per family.
-        self._beginnings: tuple[list[str], list[str]] = ([], [])
 
     def collect(self) -> Iterator[RenderedFamily]:
         volumes = tuple(self._volumes())
@@ -139,30 +187,22 @@ class VolumeCollector(Collector):
             log_dirs = list(compress(log_dirs, known))
             totals = list(compress(totals, known))
             usables = list(compress(usables, known))
-        same_volumes = broker_ids == self._broker_ids and log_dirs == self._log_dirs
-        if not same_volumes:  # some arrived or left, or the cache holds them in another order
-            self._beginnings = (
-                self._line_beginnings(self._available, broker_ids, log_dirs),
-                self._line_beginnings(self._total, broker_ids, log_dirs),
-            )
-            self._broker_ids, self._log_dirs = broker_ids, log_dirs
-        available_beginnings, total_beginnings = self._beginnings
-        if not same_volumes or usables != self._available.values:
-            self._available.render(available_beginnings, usables)
-        if not same_volumes or totals != self._total.values:
-            self._total.render(total_beginnings, totals)
+        if broker_ids != self._broker_ids or log_dirs != self._log_dirs:
+            self._follow(broker_ids, log_dirs)
+        self._available.update(usables)
+        self._total.update(totals)
 
-    @staticmethod
-    def _line_beginnings(family: _Family, broker_ids: list[int], log_dirs: list[str]) -> list[str]:
-        """The line beginnings of these volumes, in their order: kept ones looked up, the rest
-        formatted; only these volumes' are kept from now on."""
-        keys = list(zip(broker_ids, log_dirs))
-        found = list(map(family.beginnings.get, keys))
-        if None in found:
-            found = [
-                beginning if beginning is not None else family.beginning(*key)
-                for key, beginning in zip(keys, found)
-            ]
-        beginnings = cast(list[str], found)  # none missing now
-        family.beginnings = dict(zip(keys, beginnings))
-        return beginnings
+    def _follow(self, broker_ids: list[int], log_dirs: list[str]) -> None:
+        """Volumes arrived or left, or the cache holds them in another order."""
+        kept = dict(zip(zip(self._broker_ids, self._log_dirs), range(len(self._broker_ids))))
+        new = len(self._broker_ids)  # the position of a volume not kept
+        positions = list(map(kept.get, zip(broker_ids, log_dirs), repeat(new)))
+        arrived = list(compress(range(len(positions)), map(new.__eq__, positions)))
+        label_sets = (
+            _label_sets([broker_ids[i] for i in arrived], [log_dirs[i] for i in arrived])
+            if arrived
+            else []
+        )
+        for family in (self._available, self._total):
+            family.follow(positions, arrived, label_sets)
+        self._broker_ids, self._log_dirs = broker_ids, log_dirs
