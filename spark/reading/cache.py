@@ -25,12 +25,15 @@ The history and the cache go through Hadoop's FileSystem, as Spark's own reads a
 from __future__ import annotations
 
 import hashlib
+import importlib
+import json
 import os
 import socket
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
@@ -48,6 +51,8 @@ LINES = "lines"
 _DONE = "done"
 _LOCK = "lock"
 _STAGING = "staging-"
+_SCHEMAS = "schemas-"
+_MAX_TEXT = 60_000  # what create_new's writeUTF takes: at most 65,535 bytes
 _FILE_PATH = "file_path"
 
 # From the raw JSON reader of some files (its ``_metadata`` column still there) to
@@ -353,15 +358,52 @@ def _clear_staging(fs: _FileSystem, cache: str) -> None:
             fs.delete(leftover.getPath().toString())
 
 
+def _code_key(lines_schema: T.StructType) -> str:
+    """A key over what decides the derived tables' schemas: the cache's version, the lines'
+    schema and the source of the report's code (this package's and the history format's)."""
+    digest = hashlib.sha256(f"{CACHE_VERSION}\n{lines_schema.json()}".encode())
+    for package in ("spark", "app.history"):
+        folder = Path(importlib.import_module(package).__file__ or "").parent
+        for source in sorted(folder.rglob("*.py")):
+            digest.update(source.relative_to(folder).as_posix().encode() + b"\0")
+            digest.update(source.read_bytes())
+    return digest.hexdigest()[:32]
+
+
 def _table_schemas(
-    spark: SparkSession, derive: Derive, lines_schema: T.StructType
+    spark: SparkSession,
+    fs: _FileSystem,
+    cache: str,
+    derive: Derive,
+    lines_schema: T.StructType,
 ) -> dict[str, T.StructType]:
     """Every table with the schema it is written with: read back without Spark reading the
-    files' footers to find it (a job per table)."""
-    return {
+    files' footers to find it (a job per table). Working them out plans every derived table
+    (seconds of the driver's time), so they are kept in the cache, under a key over the code
+    that decides them (``_code_key``); other keys' files are removed."""
+    name = f"{_SCHEMAS}{_code_key(lines_schema)}.json"
+    kept = fs.read_text(f"{cache}/{name}")
+    if kept is not None:
+        try:
+            return {
+                table: T.StructType.fromJson(schema) for table, schema in json.loads(kept).items()
+            }
+        except (ValueError, KeyError, TypeError):
+            pass  # not what this code writes: worked out again
+    schemas = {
         LINES: lines_schema,
-        **{name: table.schema for name, table in derive(empty(spark, lines_schema), None).items()},
+        **{
+            table: frame.schema for table, frame in derive(empty(spark, lines_schema), None).items()
+        },
     }
+    for status in fs.list(cache):
+        other = status.getPath().getName()
+        if other.startswith(_SCHEMAS):  # other code's, or this key's unreadable
+            fs.delete(f"{cache}/{other}")
+    text = json.dumps({table: schema.jsonValue() for table, schema in schemas.items()})
+    if len(text.encode()) < _MAX_TEXT:  # else worked out each run
+        fs.create_new(f"{cache}/{name}", text)
+    return schemas
 
 
 def _cache_stale(
@@ -440,7 +482,7 @@ def read_cached(
     done = {status.getPath().getName() for status in fs.list(f"{cache}/{_DONE}")}
     stale = [f for f in files if f.key not in done]
     _clear_staging(fs, cache)
-    schemas = _table_schemas(spark, derive, lines_schema)
+    schemas = _table_schemas(spark, fs, cache, derive, lines_schema)
     if stale:
         _cache_stale(spark, fs, cache, stale, parse, derive, lines_schema, list(schemas))
     spark.sparkContext.setJobDescription("read the cached history")

@@ -129,3 +129,33 @@ def test_a_report_leaves_nothing_persisted_in_the_session(spark, tmp_path):
     with pytest.raises(EmptyHistory):
         run_report(spark, str(history), str(tmp_path / "empty"), since=at(2027, 1, 1, 0, 0))
     assert not persisted()
+
+
+def test_the_tables_schemas_are_kept_in_the_cache_and_worked_out_again_when_unreadable_or_of_other_code(spark, tmp_path):
+    """The schemas the cached tables are read back with are worked out by planning every derived
+    table (seconds of the driver's time): kept in the cache under a key over the code, read back
+    as they were worked out, and worked out again when the file is not readable. A file of
+    another key (code since changed) is removed."""
+    from pyspark.sql import types as T
+
+    from spark.analysis import partials
+    from spark.reading.cache import CHUNK, _FileSystem, _table_schemas, empty
+    from spark.reading.history import LINES_SCHEMA
+
+    lines = T.StructType([*LINES_SCHEMA.fields, T.StructField(CHUNK, T.StringType())])
+    expected = {"lines": lines, **{name: frame.schema for name, frame in partials.derive(empty(spark, lines), None).items()}}
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "schemas-0123.json").write_text("{}")  # an earlier version's
+    fs = _FileSystem(spark, str(cache))
+    assert _table_schemas(spark, fs, str(cache), partials.derive, lines) == expected
+    kept = list(cache.glob("schemas-*.json"))
+    assert [p.name for p in kept] != ["schemas-0123.json"] and len(kept) == 1
+
+    def derive_never(lines, persisted):
+        raise AssertionError("the schemas were worked out again although the cache holds them")
+
+    assert _table_schemas(spark, fs, str(cache), derive_never, lines) == expected
+    kept[0].write_bytes(kept[0].read_bytes()[:40])  # a file cut short
+    assert _table_schemas(spark, fs, str(cache), partials.derive, lines) == expected
+    assert _table_schemas(spark, fs, str(cache), derive_never, lines) == expected
