@@ -62,6 +62,9 @@ class Cluster:
             return int(0.08 * TOTAL)  # between the hard (5%) and soft (10%) limits
         if key in self.breaching and hours * 3600 * 0.4 <= elapsed < hours * 3600 * 0.6:
             return int(0.03 * TOTAL)
+        return self._healthy(key, elapsed)
+
+    def _healthy(self, key, elapsed: float) -> int:
         level = self.level[key] + 0.1 * math.sin(2 * math.pi * elapsed / DAY + self.phase[key])
         since_retention = (elapsed + self.retention_offset[key]) % 300  # retention frees every 5 minutes
         return int(level * TOTAL - self.rate[key] * since_retention)

@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import random
 import shutil
 import sys
 import tempfile
@@ -36,6 +38,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.history.compact import Compaction, Compactor  # noqa: E402
+from app.history.files import compress, file_for  # noqa: E402
+from app.history.rows import ROW_ENCODER, round_lines  # noqa: E402
+from app.history.schema import Codec  # noqa: E402
+from bench_history import DAY, START, TOTAL, Cluster, rounds as simulated_rounds  # noqa: E402
 from devtools.commands import run_command  # noqa: E402
 
 # Run in a Python (and so a JVM) of its own: the start of Spark is part of what is measured.
@@ -79,16 +86,57 @@ def _python(code: str, *arguments: object) -> dict:
     return json.loads(finished.stdout.strip().splitlines()[-1])
 
 
-def generate(history: Path, brokers: int, log_dirs: int, interval: float, days: float, compact: bool) -> None:
-    """The bench_report generator's rounds (every field the writer declares, available bytes
-    swinging through the limits), in hourly files."""
-    from bench_report import Shape, generate as full
+class _Month(Cluster):
+    """bench_history's cluster over many days: each day one volume in a thousand ramps into its
+    soft limit (06:00-07:00) and one breaches its hard limit (14:00-14:30), other volumes each day."""
 
-    shape = Shape(brokers, log_dirs, interval)
-    rows = int(days * 86400 / interval) * brokers * log_dirs
-    if compact:
-        raise SystemExit("--compact: the history writer here has no compact format to write with")
-    full(history, rows, shape)
+    def __init__(self, brokers: int, dirs: int, days: float) -> None:
+        super().__init__(brokers, dirs)
+        rng = random.Random(11)
+        picks = max(1, len(self.keys) // 1000)
+        self.daily = [
+            (set(rng.sample(self.keys, picks)), set(rng.sample(self.keys, picks)))
+            for _ in range(math.ceil(days) + 1)
+        ]
+
+    def usable(self, key, t: float, hours: float) -> int:
+        elapsed = t - START
+        ramping, breaching = self.daily[int(elapsed // DAY)]
+        of_day = elapsed % DAY
+        if key in ramping and 6 * 3600 <= of_day < 7 * 3600:
+            return int(0.08 * TOTAL)  # between the hard (5%) and soft (10%) limits
+        if key in breaching and 14 * 3600 <= of_day < 14.5 * 3600:
+            return int(0.03 * TOTAL)
+        return self._healthy(key, elapsed)
+
+
+def generate(history: Path, brokers: int, log_dirs: int, interval: float, days: float, compact: bool) -> int:
+    """Rounds of a simulated cluster judged by the service's own decider and written by the
+    service's own row code (format 2 with ``compact``, else format 1), in hourly files, every
+    closed hour compressed with bzip2 as the service does. Returns the rows written."""
+    cluster = _Month(brokers, log_dirs, days)
+    compactor = Compactor(Compaction()) if compact else None
+    written, hour, out = 0, None, None
+    for round_, decision in simulated_rounds(cluster, interval, days * 24):
+        if compactor is not None:
+            lines = [ROW_ENCODER.encode(row) for row in compactor.rows(round_, decision, interval)]
+            data = ("\n".join(lines) + "\n").encode()
+            written += len(lines)
+        else:
+            data = round_lines(round_, decision, interval).encode()
+            written += data.count(b"\n")
+        path = file_for(history, round_.finished_at)
+        if path != hour:
+            if out is not None:
+                out.close()
+                compress(hour, Codec.BZIP2)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            hour, out = path, path.open("ab")
+        out.write(data)
+    if out is not None:
+        out.close()
+        compress(hour, Codec.BZIP2)
+    return written
 
 
 def duckdb_parse(history: Path, target: Path, threads: int = 2) -> float:
