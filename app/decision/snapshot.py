@@ -49,6 +49,11 @@ _HEADER = struct.Struct("<4sII")  # magic, format, header length
 _NAN = float("nan")
 
 
+_BROKER, _LOG_DIR, _TOTAL, _USABLE, _OBSERVED_AT, _ERROR = map(
+    attrgetter, ("broker_id", "log_dir", "total_bytes", "usable_bytes", "observed_at", "error")
+)
+
+
 class SnapshotError(ValueError):
     """The bytes are not a snapshot this version can restore."""
 
@@ -87,18 +92,20 @@ class _Writer:
     """Collects the observations (each once), the strings and the arrays of a snapshot."""
 
     def __init__(self) -> None:
-        self._index: dict[int, int] = {}  # id(observation) -> its position
+        self._index: dict[int, int] | None = None  # id(observation) -> its position, once asked
         self._observations: list[VolumeObservation] = []
         self._strings: dict[str, int] = {}
         self.arrays: dict[str, array[int] | array[float]] = {}
 
     def observations(self, volumes: Iterable[VolumeObservation]) -> list[int]:
         """The positions of ``volumes`` in the pool, adding those not in it yet."""
-        index, pool = self._index, self._observations
+        pool = self._observations
         if not pool:  # the first set (the cache's): all new, distinct
             pool.extend(volumes)
-            index.update({id(v): i for i, v in enumerate(pool)})
             return list(range(len(pool)))
+        index = self._index
+        if index is None:  # most snapshots need none: their timelines are the cache's view
+            index = self._index = dict(zip(map(id, pool), range(len(pool))))
         positions = [index.get(id(v), -1) for v in volumes]
         if -1 in positions:
             volumes = list(volumes) if not isinstance(volumes, list) else volumes
@@ -121,7 +128,7 @@ class _Writer:
     def strings_of(self, texts: list[str]) -> list[int]:
         # Few distinct names (a broker's log dirs) among many entries: look each up once.
         table = {text: self.string(text) for text in set(texts)}
-        return [table[text] for text in texts]
+        return list(map(table.__getitem__, texts))
 
     def key(self, key: VolumeKey) -> list[Any]:
         return [key[0], self.string(key[1])]
@@ -133,12 +140,18 @@ class _Writer:
 
     def pool(self) -> dict[str, Any]:
         volumes = self._observations
-        self.arrays["obs_broker"] = array("q", [v.broker_id for v in volumes])
-        self.arrays["obs_dir"] = array("q", self.strings_of([v.log_dir for v in volumes]))
-        self.arrays["obs_total"] = array("q", [v.total_bytes for v in volumes])
-        self.arrays["obs_usable"] = array("q", [v.usable_bytes for v in volumes])
-        self.arrays["obs_at"] = array("d", [v.observed_at for v in volumes])
-        errors = {str(i): v.error for i, v in enumerate(volumes) if v.error is not None}
+        # Whole columns, gathered in C (map, attrgetter): this runs for every volume every round.
+        self.arrays["obs_broker"] = array("q", list(map(_BROKER, volumes)))
+        self.arrays["obs_dir"] = array("q", self.strings_of(list(map(_LOG_DIR, volumes))))
+        self.arrays["obs_total"] = array("q", list(map(_TOTAL, volumes)))
+        self.arrays["obs_usable"] = array("q", list(map(_USABLE, volumes)))
+        self.arrays["obs_at"] = array("d", list(map(_OBSERVED_AT, volumes)))
+        errors_column = list(map(_ERROR, volumes))
+        errors = (
+            {str(i): error for i, error in enumerate(errors_column) if error is not None}
+            if errors_column.count(None) != len(errors_column)
+            else {}
+        )
         return {"count": len(volumes), "errors": errors}
 
     def strings(self) -> list[str]:

