@@ -5,7 +5,8 @@ A simulated cluster (devtools.simcluster, a process of its own) and, one after t
 service of each revision observing it every ``--interval``. Between two rounds the bench scrapes
 as Prometheus does (``Accept-Encoding: gzip``) and reads the service's CPU time from /proc around
 the scrapes, once the service is idle after a round (its state snapshot written); a measurement
-a round overlapped is dropped. Three kinds of scrape, each
+a round overlapped is dropped. The process's first scrape (``start``: every line formatted for
+the first time) is measured once, after its first round; then four kinds of scrape, each
 ``--cycles`` times (one cycle per round):
 
 - ``changed``: the first scrape after a round in which every volume's usable bytes changed (the
@@ -35,7 +36,7 @@ from service_process import revisions as code_revisions
 
 GZIP = {"Accept-Encoding": "gzip"}
 PLAIN = {"Accept-Encoding": "identity"}
-KINDS = ("changed", "first", "steady", "plain")
+KINDS = ("start", "changed", "first", "steady", "plain")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -78,6 +79,11 @@ def measure(service: ServiceProcess, cluster: SimulatedClusterProcess, brokers: 
     figures: dict[str, list[float]] = {kind: [] for kind in KINDS}
     sizes: dict[str, int] = {}
     service.wait_for_rounds(1, timeout=interval + 120)
+    wait_until_idle(service.pid)
+    rounds = service.rounds()
+    start, _ = scrape_cpu(service, 1, GZIP)
+    if service.rounds() == rounds:
+        figures["start"].append(start)
     usable = 500 * 1024 * MiB
     for cycle in range(cycles * 2):
         change = cycle % 2 == 0
@@ -98,7 +104,7 @@ def measure(service: ServiceProcess, cluster: SimulatedClusterProcess, brokers: 
         figures["changed" if change else "first"].append(first)
         figures["steady"].append(steady)
         figures["plain"].append(plain)
-    print(f"  {service.name}: body {sizes.get('plain', 0) / 1e6:.2f} MB, gzipped {sizes.get('gzip', 0) / 1e6:.2f} MB", flush=True)
+    print(f"  {service.name}: body {sizes.get('plain', 0) / 1e6:.2f} MB, gzipped {sizes.get('gzip', 0) / 1e3:.1f} kB", flush=True)
     return figures
 
 
