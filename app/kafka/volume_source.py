@@ -163,7 +163,7 @@ class KafkaVolumeSource:
         finished = self._clock()
         observations: list[VolumeObservation] = []
         missing: dict[int, str] = {}
-        self.topics_listed = 0
+        topics_listed = 0
         for broker_id in active:
             answer = answers[broker_id]
             if isinstance(answer, BaseException):
@@ -174,18 +174,16 @@ class KafkaVolumeSource:
             if response.error_code:
                 missing[broker_id] = f"DescribeLogDirs error {_error_name(response.error_code)}"
                 continue
-            for code, log_dir, total, usable, topics in response.results:
-                self.topics_listed += topics
-                observations.append(  # a round builds 12,000 of them at 1,000 brokers
-                    admin_observation(
-                        broker_id,
-                        log_dir,
-                        total,
-                        usable,
-                        finished,
-                        _error_name(code) if code else None,
-                    )
+            results = response.results
+            observations += [  # a round builds 12,000 of them at 1,000 brokers
+                admin_observation(
+                    broker_id, log_dir, total, usable, finished, _error_name(code) if code else None
                 )
+                for code, log_dir, total, usable, _ in results
+            ]
+            for result in results:
+                topics_listed += result[4]
+        self.topics_listed = topics_listed
         if len(missing) == len(active):
             self._connection.rebootstrap()
         return ObservationRound(

@@ -156,7 +156,22 @@ KAFKA_SELECTOR_METHODS = {
     "call_at": "(self, when, task)",  # pushes (when, task) onto the heap the overrides read
     "cancel": "(self, task)",
     "reschedule": "(self, when, task)",
+    "register_event": "(self, fileobj, event, task)",  # overridden: a lingering read interest taken up
+    "unregister_event": "(self, fileobj, event)",  # overridden: a read interest left registered
+    "_process_events": "(self, event_list)",  # overridden: readable with nobody waiting, dropped
+    "_wait_io": "(self, fileobj, event, timeout_at)",  # registers, and unregisters when the wait ends
 }
+
+
+def test_kafka_python_still_registers_a_wait_and_keys_its_tasks_as_the_network_selector_reads_them():
+    """A wait registers its socket with ``register_event`` and unregisters it with
+    ``unregister_event``; a key's data is ``(reader task, writer task)``; the wakeup socket's
+    key is ``_wakeup_r``'s."""
+    wait = inspect.getsource(NetworkSelector._wait_io)
+    assert "self.register_event(fileobj, event, suspended)" in wait
+    assert "self.unregister_event(fileobj, event)" in wait
+    assert "reader, writer = key.data" in inspect.getsource(NetworkSelector._process_events)
+    assert "if fileobj is self._wakeup_r:" in inspect.getsource(NetworkSelector._process_events)
 
 
 @pytest.mark.parametrize(("name", "expected"), sorted(KAFKA_SELECTOR_METHODS.items()))
