@@ -6,16 +6,21 @@ measured: wall time per round (the service's kafka_throttle_round_duration_secon
 service's CPU seconds per round (/proc, everything the process did between the rounds too),
 resident memory, and its established TCP connections. ``--compare REV`` runs a git revision
 the same way, in the same run, one after the other on the same simulated cluster, and prints
-each figure as a ratio to it.
+each figure as a ratio to it. ``--turns N`` measures each revision N times, taking turns
+(this checkout, the baseline, this checkout, ...), and reports the medians: on a shared
+machine the service measured second in a pair was seen to cost some 0.05 CPU-s a round more
+than the same code measured first, so one pair alone can mislead.
 
     .venv/bin/python bench/bench_rounds.py --compare 4325ed2
     .venv/bin/python bench/bench_rounds.py --brokers 1000 --rounds 6
+    .venv/bin/python bench/bench_rounds.py --brokers 1000 --rounds 4 --turns 3 --compare ac22de2
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -63,6 +68,13 @@ def measure(service: ServiceProcess, cluster: SimulatedClusterProcess, rounds: i
     )
 
 
+def median_figures(measured: list[RoundFigures]) -> RoundFigures:
+    """Each figure's median over the turns (complete: every turn's round was)."""
+    figures = {name: statistics.median_low(getattr(f, name) for f in measured) for name in RoundFigures.__dataclass_fields__ if name != "complete"}
+    figures["cpu_seconds"] = statistics.median(f.cpu_seconds for f in measured)
+    return RoundFigures(**figures, complete=all(f.complete for f in measured))
+
+
 def ratio(value: float, baseline: float) -> str:
     return f"{value / baseline:.2f}x" if baseline else "-"
 
@@ -74,6 +86,7 @@ def main() -> int:
     parser.add_argument("--interval", type=float, default=10.0, help="check interval in seconds")
     parser.add_argument("--rounds", type=int, default=4, help="rounds measured per size, after the first")
     parser.add_argument("--compare", metavar="REV", help="also run this git revision, as the baseline")
+    parser.add_argument("--turns", type=int, default=1, help="measure each revision this many times, taking turns; medians")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="a further setting, by field name (e.g. history_enabled=false)")
     args = parser.parse_args()
     sizes = [int(n) for n in args.brokers.split(",")]
@@ -92,15 +105,21 @@ def main() -> int:
             trees = {name: stack.enter_context(source_tree(revision, scratch)) for name, revision in revisions}
             for brokers in sizes:
                 with SimulatedClusterProcess(brokers, args.log_dirs, total_bytes=1024 * 1024 * MiB) as cluster:
-                    for name, _ in revisions:
-                        service = ServiceProcess(name, trees[name], scratch, kafka_admin_bootstrap_servers=cluster.bootstrap_servers, **settings)
-                        try:
-                            figures = measure(service, cluster, args.rounds, args.interval)
-                        finally:
-                            service.stop()
-                        results[(name, brokers)] = figures
-                        print(f"{brokers:5d} brokers, {name}: {figures} (load average {os.getloadavg()[0]:.1f})", flush=True)
-                        time.sleep(1)
+                    turns: dict[str, list[RoundFigures]] = {name: [] for name, _ in revisions}
+                    for turn in range(args.turns):
+                        for name, _ in revisions:
+                            service = ServiceProcess(name, trees[name], scratch, kafka_admin_bootstrap_servers=cluster.bootstrap_servers, **settings)
+                            try:
+                                figures = measure(service, cluster, args.rounds, args.interval)
+                            finally:
+                                service.stop()
+                            turns[name].append(figures)
+                            print(f"{brokers:5d} brokers, {name}, turn {turn + 1}: {figures} (load average {os.getloadavg()[0]:.1f})", flush=True)
+                            time.sleep(1)
+                    for name, measured in turns.items():
+                        results[(name, brokers)] = median_figures(measured)
+                        if len(measured) > 1:
+                            print(f"{brokers:5d} brokers, {name}: CPU s/round per turn " + " / ".join(f"{f.cpu_seconds:.3f}" for f in measured), flush=True)
 
     print()
     print("| brokers x log dirs | revision | first round s | wall s/round | CPU s/round | RSS MiB (peak) | connections | complete |")
