@@ -3,12 +3,13 @@ exposition text ``generate_latest`` would write for them.
 
 At 12,000 volumes these two families are 24,000 series, nearly all of the body. Formatting them
 with ``generate_latest`` (escape, sort and format every label set, then the value) costs about
-0.2 CPU-s a scrape; formatting them here one volume at a time, with the label sets kept between
-scrapes, still cost some 0.03 s after a round that changed every volume's figures. So a family
-is rendered in bulk: the volumes' keys and figures are read column by column (``attrgetter``
-mapped over the volumes), a column that did not change keeps its text, and a new text is the
-kept line beginnings (name and label set) joined, in one pass, with the newly formatted values.
-Only a volume that arrives has its label set escaped and formatted."""
+0.2 CPU-s a scrape; formatting them one volume at a time in a Python loop, with the label sets
+kept between scrapes, still cost 0.025-0.045 s after a round that changed every volume's usable
+bytes. So the volumes are read column by column (``attrgetter`` mapped over them: keys, total
+and usable bytes) and compared with the columns of the last render as whole lists; for each
+volume, in its order, a family keeps the beginning of its line (name and label set) and its
+value as written. Only changed values are formatted again, only an arriving volume has its
+label set escaped and formatted, and a family's text is one join of beginnings and values."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from app.observation.model import VolumeObservation
+from app.observation.model import VolumeKey, VolumeObservation
 from app.server.edge.exposition import RenderedFamily, header
 
 AVAILABLE_NAME = "kafka_throttle_volume_available_bytes"
@@ -158,6 +159,7 @@ class VolumeCollector(Collector):
         # The volumes of the last render, in their order.
         self._broker_ids: list[int] = []
         self._log_dirs: list[str] = []
+        self._positions: dict[VolumeKey, int] = {}  # of each of those volumes
         self._available = _Family(AVAILABLE_NAME, AVAILABLE_HELP)
         self._total = _Family(TOTAL_NAME, TOTAL_HELP)
 
@@ -194,15 +196,17 @@ class VolumeCollector(Collector):
 
     def _follow(self, broker_ids: list[int], log_dirs: list[str]) -> None:
         """Volumes arrived or left, or the cache holds them in another order."""
-        kept = dict(zip(zip(self._broker_ids, self._log_dirs), range(len(self._broker_ids))))
+        keys = list(zip(broker_ids, log_dirs))
         new = len(self._broker_ids)  # the position of a volume not kept
-        positions = list(map(kept.get, zip(broker_ids, log_dirs), repeat(new)))
-        arrived = list(compress(range(len(positions)), map(new.__eq__, positions)))
-        label_sets = (
-            _label_sets([broker_ids[i] for i in arrived], [log_dirs[i] for i in arrived])
-            if arrived
-            else []
-        )
+        positions = list(map(self._positions.get, keys, repeat(new)))
+        self._positions = dict(zip(keys, range(len(keys))))
+        arrived: list[int] = []
+        label_sets: list[str] = []
+        if new in positions:
+            arrived = list(compress(range(len(positions)), map(new.__eq__, positions)))
+            label_sets = _label_sets(
+                [broker_ids[i] for i in arrived], [log_dirs[i] for i in arrived]
+            )
         for family in (self._available, self._total):
             family.follow(positions, arrived, label_sets)
         self._broker_ids, self._log_dirs = broker_ids, log_dirs
