@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from itertools import groupby
 from operator import attrgetter
 
 from app.observation.model import ObservationRound, VolumeKey, VolumeObservation
 
 _BROKER, _LOG_DIR = attrgetter("broker_id"), attrgetter("log_dir")
+_OBSERVED_AT = attrgetter("observed_at")
 
 
 class VolumeCache:
@@ -115,8 +117,9 @@ class VolumeCache:
                 groups[self.expires_at(observation)].append(observation)
         else:
             by_time: defaultdict[float, list[VolumeObservation]] = defaultdict(list)
-            for observation in self._entries.values():
-                by_time[observation.observed_at].append(observation)
+            # A round's observations share their time and come one after another: taken in runs.
+            for observed_at, run in groupby(self._entries.values(), _OBSERVED_AT):
+                by_time[observed_at] += run
             for observed_at, volumes in by_time.items():
                 groups[observed_at + self._validity] += volumes
         return dict(groups)

@@ -102,3 +102,15 @@ def test_the_brokers_follow_every_change_of_the_entries():
     assert cache.brokers() == {1, 3}
     cache.record_round(round_at(410.0, [1, 3], [obs(1, "/a", 410.0), obs(3, "/a", 410.0)]))  # all answered
     assert [v.key for v in cache.volumes()] == [(1, "/a"), (3, "/a")] and cache.brokers() == {1, 3}
+
+
+def test_observations_are_grouped_by_expiry_in_the_order_the_entries_hold_them():
+    cache = VolumeCache(300)
+    cache.record_round(round_at(0.0, [1, 2, 3], [obs(1, "/a", 0.0), obs(2, "/a", 0.0), obs(3, "/a", 0.0)]))
+    cache.record_round(ObservationRound(5.0, 5.0, (1, 2, 3), (obs(2, "/a", 5.0), obs(2, "/b", 5.0)), {1: "timed out", 3: "timed out"}))
+    cache.record_round(ObservationRound(9.0, 9.0, (1, 2, 3), (obs(3, "/a", 0.0),), {1: "timed out", 2: "timed out"}))
+    # entries: 1/a at 0, 2/a and 2/b at 5, 3/a at 0 again (a run of the first time after another)
+    groups = cache.by_expiry()
+    assert list(groups) == [300.0, 305.0]
+    assert [v.key for v in groups[300.0]] == [(1, "/a"), (3, "/a")]
+    assert [v.key for v in groups[305.0]] == [(2, "/a"), (2, "/b")]

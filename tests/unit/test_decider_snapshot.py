@@ -104,11 +104,13 @@ def test_a_mirrored_decider_answers_every_read_and_every_later_round_as_the_orig
     replica.mirror(original.snapshot(now), now)
     for later in (now, now + 0.5, now + VALIDITY / 2, now + VALIDITY + 1):
         assert shown(replica, later) == shown(original, later)
+    assert replica.registered_brokers() == original.registered_brokers()
     for event in events[cut:]:
         now = apply(original, event)
         apply(replica, event)
         assert shown(replica, now) == shown(original, now)
         assert shown(replica, now + VALIDITY / 3) == shown(original, now + VALIDITY / 3)
+        assert replica.registered_brokers() == original.registered_brokers()
 
 
 @settings(max_examples=60, deadline=None)
