@@ -17,12 +17,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from itertools import groupby
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 from app.observation.model import ObservationRound, VolumeKey, VolumeObservation
 
 _BROKER, _LOG_DIR = attrgetter("broker_id"), attrgetter("log_dir")
 _OBSERVED_AT = attrgetter("observed_at")
+_FIRST = itemgetter(0)
 
 
 class VolumeCache:
@@ -139,7 +140,7 @@ class VolumeCache:
         the dict, an eviction only removes from it (a restore sets another)."""
         entries, count, brokers = self._brokers_of
         if entries is not self._entries or count != len(self._entries):
-            brokers = frozenset(key[0] for key in self._entries)
+            brokers = frozenset(map(_FIRST, self._entries))
             self._brokers_of = (self._entries, len(self._entries), brokers)
         return brokers
 
