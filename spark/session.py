@@ -40,10 +40,6 @@ _LOCAL = {
     # List the history's date folders in the driver: with one machine's cores, a Spark job
     # to list a few hundred folders in parallel costs more than it saves.
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "10000",
-    # Plan each query once, as a whole: adaptive execution re-plans at every shuffle and runs
-    # each stage as a job of its own (81 jobs for a report from the cache, 35 without), and
-    # on one machine's few partitions its re-planning costs more than the partitions it merges.
-    "spark.sql.adaptive.enabled": "false",
 }
 
 
