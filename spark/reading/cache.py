@@ -52,12 +52,13 @@ _DONE = "done"
 _LOCK = "lock"
 _STAGING = "staging-"
 _SCHEMAS = "schemas-"
+_SCRATCH = "scratch"
 _MAX_TEXT = 60_000  # what create_new's writeUTF takes: at most 65,535 bytes
 _FILE_PATH = "file_path"
 
-# From the raw JSON reader of some files (its ``_metadata`` column still there) to
-# ``checked_lines``, keeping the FILE_PATH column.
-Parse = Callable[[list[str]], DataFrame]
+# From some files to their ``checked_lines``, keeping the FILE_PATH column each line came
+# from; given a scratch folder of its own to write in (deleted after the parse).
+Parse = Callable[[list[str], str], DataFrame]
 # From the lines of some files (with CHUNK) to the tables derived per file, each with CHUNK; the
 # frames it persists to make them go to the list given, for the caller to unpersist (none are
 # persisted without a list).
@@ -329,7 +330,9 @@ def _parse_into(
     keys = spark.createDataFrame(
         [(f.uri, f.key) for f in stale], f"{_FILE_PATH} string, {CHUNK} string"
     )
-    parsed = parse([f.path for f in stale]).join(F.broadcast(keys), _FILE_PATH, "left")
+    parsed = parse([f.path for f in stale], f"{staging}/{_SCRATCH}").join(
+        F.broadcast(keys), _FILE_PATH, "left"
+    )
     unknown = F.raise_error(F.concat(F.lit("a line of a file not listed: "), F.col(_FILE_PATH)))
     parsed = parsed.withColumn(CHUNK, F.coalesce(F.col(CHUNK), unknown)).drop(_FILE_PATH)
     spark.sparkContext.setJobDescription(f"parse {len(stale)} history files")

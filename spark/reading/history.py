@@ -118,10 +118,16 @@ _BUCKET, _AT, _INDEX, _SEGMENT, _SEGMENT_END, _SHARED = (
 )
 
 
-def parse_lines(spark: SparkSession, files: list[str]) -> DataFrame:
+def parse_lines(spark: SparkSession, files: list[str], scratch: str) -> DataFrame:
     """``checked_lines`` of ``files`` (with FILE_PATH), format 2's rows expanded (the module's
-    docstring)."""
-    return expanded_lines(_json(spark, files))
+    docstring). The lines are read and converted once, into ``scratch`` (a folder): the
+    expansion reads them in several places (round rows, volume rows, the rows they stand in
+    for), and each would otherwise read the files again, decompressing and converting every
+    line each time."""
+    raw = _json(spark, files)
+    spark.sparkContext.setJobDescription(f"read {len(files)} history files")
+    raw.write.mode("overwrite").parquet(scratch)
+    return expanded_lines(spark.read.schema(raw.schema).parquet(scratch))
 
 
 def expanded_lines(raw: DataFrame) -> DataFrame:
@@ -314,7 +320,7 @@ def read_history(
     files = history_files(spark, path, since, until)
     whole = since is None and until is None
     schema = T.StructType([*LINES_SCHEMA.fields, T.StructField(CHUNK, T.StringType())])
-    parse = lambda paths: parse_lines(spark, paths)  # noqa: E731
+    parse = lambda paths, scratch: parse_lines(spark, paths, scratch)  # noqa: E731
     cached = read_cached(spark, files, cache or parsed, parse, derive, schema, prune=whole)
     derived = {name: table for name, table in cached.tables.items() if name != LINES}
     lines = cached.tables[LINES]
