@@ -44,16 +44,6 @@ def net():
     selector.close()
 
 
-@pytest.fixture
-def pair():
-    ours, theirs = socket.socketpair()
-    ours.setblocking(False)
-    theirs.setblocking(False)
-    yield ours, theirs
-    ours.close()
-    theirs.close()
-
-
 def _run(net, until, seconds=2.0):
     deadline = time.monotonic() + seconds
     while not until() and time.monotonic() < deadline:

@@ -20,16 +20,6 @@ def net():
     selector.close()
 
 
-@pytest.fixture
-def pair():
-    ours, theirs = socket.socketpair()
-    ours.setblocking(False)
-    theirs.setblocking(False)
-    yield ours, theirs
-    ours.close()
-    theirs.close()
-
-
 def _registrations(net):
     calls: list[str] = []
     real_register, real_modify = net._selector.register, net._selector.modify
