@@ -36,7 +36,17 @@ from app.decision.merge import MergedTimeline, round_view
 from app.decision.policy import StoragePolicy, VolumeStatus, VolumeVerdict
 from app.decision.timeline import SteadyTimeline, Timeline, ViewTimeline
 from app.observation.cache import VolumeCache
-from app.observation.model import ObservationRound, VolumeKey, VolumeObservation
+from app.observation.model import (
+    BROKER_ID,
+    ERROR,
+    LOG_DIR,
+    OBSERVED_AT,
+    TOTAL_BYTES,
+    USABLE_BYTES,
+    ObservationRound,
+    VolumeKey,
+    VolumeObservation,
+)
 from app.observation.node_reports import NodeReport, NodeVolume
 
 if TYPE_CHECKING:
@@ -47,11 +57,6 @@ MAGIC = b"KTDS"
 FORMAT = 1
 _HEADER = struct.Struct("<4sII")  # magic, format, header length
 _NAN = float("nan")
-
-
-_BROKER, _LOG_DIR, _TOTAL, _USABLE, _OBSERVED_AT, _ERROR = map(
-    attrgetter, ("broker_id", "log_dir", "total_bytes", "usable_bytes", "observed_at", "error")
-)
 
 
 class SnapshotError(ValueError):
@@ -141,12 +146,12 @@ class _Writer:
     def pool(self) -> dict[str, Any]:
         volumes = self._observations
         # Whole columns, gathered in C (map, attrgetter): this runs for every volume every round.
-        self.arrays["obs_broker"] = array("q", list(map(_BROKER, volumes)))
-        self.arrays["obs_dir"] = array("q", self.strings_of(list(map(_LOG_DIR, volumes))))
-        self.arrays["obs_total"] = array("q", list(map(_TOTAL, volumes)))
-        self.arrays["obs_usable"] = array("q", list(map(_USABLE, volumes)))
-        self.arrays["obs_at"] = array("d", list(map(_OBSERVED_AT, volumes)))
-        errors_column = list(map(_ERROR, volumes))
+        self.arrays["obs_broker"] = array("q", list(map(BROKER_ID, volumes)))
+        self.arrays["obs_dir"] = array("q", self.strings_of(list(map(LOG_DIR, volumes))))
+        self.arrays["obs_total"] = array("q", list(map(TOTAL_BYTES, volumes)))
+        self.arrays["obs_usable"] = array("q", list(map(USABLE_BYTES, volumes)))
+        self.arrays["obs_at"] = array("d", list(map(OBSERVED_AT, volumes)))
+        errors_column = list(map(ERROR, volumes))
         errors = (
             {str(i): error for i, error in enumerate(errors_column) if error is not None}
             if errors_column.count(None) != len(errors_column)

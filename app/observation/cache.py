@@ -17,12 +17,17 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from itertools import groupby
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 
-from app.observation.model import ObservationRound, VolumeKey, VolumeObservation
+from app.observation.model import (
+    BROKER_ID,
+    LOG_DIR,
+    OBSERVED_AT,
+    ObservationRound,
+    VolumeKey,
+    VolumeObservation,
+)
 
-_BROKER, _LOG_DIR = attrgetter("broker_id"), attrgetter("log_dir")
-_OBSERVED_AT = attrgetter("observed_at")
 _FIRST = itemgetter(0)
 
 
@@ -83,7 +88,7 @@ class VolumeCache:
             )
             observations = round_.observations
             entries.update(
-                zip(zip(map(_BROKER, observations), map(_LOG_DIR, observations)), observations)
+                zip(zip(map(BROKER_ID, observations), map(LOG_DIR, observations)), observations)
             )
             self._entries = entries
             if self._confirmed:
@@ -119,7 +124,7 @@ class VolumeCache:
         else:
             by_time: defaultdict[float, list[VolumeObservation]] = defaultdict(list)
             # A round's observations share their time and come one after another: taken in runs.
-            for observed_at, run in groupby(self._entries.values(), _OBSERVED_AT):
+            for observed_at, run in groupby(self._entries.values(), OBSERVED_AT):
                 by_time[observed_at] += run
             for observed_at, volumes in by_time.items():
                 groups[observed_at + self._validity] += volumes

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from functools import cached_property
+from operator import attrgetter
 from typing import Literal
 
 VolumeKey = tuple[int, str]  # (broker id, log dir)
@@ -47,6 +48,11 @@ class VolumeObservation:
             return None
         return self.usable_bytes / self.total_bytes if self.total_bytes > 0 else 0.0
 
+
+# A field of many observations at once, read in C: ``list(map(BROKER_ID, volumes))``.
+BROKER_ID, LOG_DIR, TOTAL_BYTES, USABLE_BYTES, OBSERVED_AT, ERROR = map(
+    attrgetter, ("broker_id", "log_dir", "total_bytes", "usable_bytes", "observed_at", "error")
+)
 
 _new_observation = object.__new__
 _set_broker, _set_dir, _set_total, _set_usable, _set_at, _set_error, _set_by = (

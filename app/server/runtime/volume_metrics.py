@@ -17,13 +17,19 @@ import operator
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, compress, repeat
-from operator import attrgetter
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from app.observation.model import VolumeKey, VolumeObservation
+from app.observation.model import (
+    BROKER_ID,
+    LOG_DIR,
+    TOTAL_BYTES,
+    USABLE_BYTES,
+    VolumeKey,
+    VolumeObservation,
+)
 from app.server.edge.exposition import RenderedFamily, header
 
 AVAILABLE_NAME = "kafka_throttle_volume_available_bytes"
@@ -56,11 +62,6 @@ def _label_value(value: str) -> str:
     """A label value escaped as the text exposition format wants it."""
     return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
-
-_BROKER_ID = attrgetter("broker_id")
-_LOG_DIR = attrgetter("log_dir")
-_TOTAL_BYTES = attrgetter("total_bytes")
-_USABLE_BYTES = attrgetter("usable_bytes")
 
 # Above this share of its volumes with a new figure, a family's lines are all formatted again
 # in one pass rather than one by one.
@@ -179,10 +180,10 @@ class VolumeCollector(Collector):
         yield total
 
     def _render(self, volumes: tuple[VolumeObservation, ...]) -> None:
-        broker_ids = list(map(_BROKER_ID, volumes))
-        log_dirs = list(map(_LOG_DIR, volumes))
-        totals = list(map(_TOTAL_BYTES, volumes))
-        usables = list(map(_USABLE_BYTES, volumes))
+        broker_ids = list(map(BROKER_ID, volumes))
+        log_dirs = list(map(LOG_DIR, volumes))
+        totals = list(map(TOTAL_BYTES, volumes))
+        usables = list(map(USABLE_BYTES, volumes))
         if volumes and (min(totals) < 0 or min(usables) < 0):  # not volume.capacity_known
             known = [total >= 0 and usable >= 0 for total, usable in zip(totals, usables)]
             broker_ids = list(compress(broker_ids, known))
