@@ -68,26 +68,35 @@ class KafkaQuotaStore:
         self._stop = threading.Event()
         self._listeners: list[Callable[[], object]] = []
         self._producer: Any = None
+        self._producer_failed = False  # the producer reported a fatal error: replace it
         self._thread: threading.Thread | None = None
         self.error: str | None = None  # the latest reason the topic could not be read, if any
 
     # -- life --------------------------------------------------------------------------------
     def start(self) -> None:
         """Start following the topic (creating it if missing); returns at once."""
+        self._producer = self._new_producer()
+        self._thread = threading.Thread(target=self._follow, name="quota-store", daemon=True)
+        self._thread.start()
+
+    def _new_producer(self) -> Any:
         from confluent_kafka import Producer
 
-        self._producer = Producer(
+        timeout_ms = int(self._write_timeout * 1000)
+        return Producer(
             {
                 **self._client_config,
                 "acks": "all",
                 "enable.idempotence": True,
                 "linger.ms": 0,
-                "message.timeout.ms": int(self._write_timeout * 1000),
+                "message.timeout.ms": timeout_ms,
+                # A request to a hung broker given up after the write timeout, not the client's
+                # default 30 s: the idempotent producer resumes only once its requests in flight
+                # are answered or given up, so writes come back as soon as the cluster does.
+                "request.timeout.ms": timeout_ms,
                 "error_cb": self._on_client_error,
             }
         )
-        self._thread = threading.Thread(target=self._follow, name="quota-store", daemon=True)
-        self._thread.start()
 
     def close(self) -> None:
         self._stop.set()
@@ -164,6 +173,12 @@ class KafkaQuotaStore:
             raise StoreUnavailable(
                 f"the quota topic {self.topic!r} has not been read yet{self._because()}"
             )
+        if self._producer_failed:
+            # A fatal error leaves a producer unable to produce again: a new one takes its place.
+            log.warning("quota topic producer replaced after a fatal error: %s", self.error)
+            self._producer_failed = False
+            failed, self._producer = self._producer, self._new_producer()
+            failed.flush(0)
         delivered: list[Any] = []
         self._producer.produce(
             self.topic,
@@ -202,6 +217,8 @@ class KafkaQuotaStore:
 
     def _on_client_error(self, error: Any) -> None:
         self.error = error.str()
+        if error.fatal():
+            self._producer_failed = True
 
     # -- following the topic -------------------------------------------------------------------
     def _follow(self) -> None:
