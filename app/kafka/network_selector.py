@@ -65,6 +65,7 @@ from typing import Any
 from kafka.net.selector import NetworkSelector, Task, TaskState
 
 _READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
+_new_tuple = tuple.__new__
 
 
 class QuietSelector(selectors.DefaultSelector):
@@ -80,6 +81,14 @@ class QuietSelector(selectors.DefaultSelector):
             return self._fd_to_key[self._fileobj_lookup(fileobj)]
         except KeyError:
             raise KeyError(fileobj) from None  # formatted only if someone prints it
+
+    def replace_data(self, key: selectors.SelectorKey, data: Any) -> None:
+        """``modify(key.fileobj, key.events, data)`` for a registered key whose events stay the
+        same: the standard library's ``modify`` builds the new key with ``namedtuple._replace``
+        (a few Python calls), twice an answer for a socket whose read interest lingers."""
+        self._fd_to_key[key.fd] = _new_tuple(
+            selectors.SelectorKey, (key.fileobj, key.fd, key.events, data)
+        )
 
 
 class ScalingNetworkSelector(NetworkSelector):
@@ -143,10 +152,12 @@ class ScalingNetworkSelector(NetworkSelector):
             raise RuntimeError(
                 f"EVENT_WRITE already registered for fileobj {fileobj} by {writer} (new: {task})"
             )
-        # A lingering read interest taken up again: the events are the same, no system call.
-        selector.modify(
-            fileobj, key.events | event, (task, writer) if event == _READ else (reader, task)
-        )
+        data = (task, writer) if event == _READ else (reader, task)
+        if key.events & event and isinstance(selector, QuietSelector):
+            # A lingering read interest taken up again: the events are the same, no system call.
+            selector.replace_data(key, data)
+            return
+        selector.modify(fileobj, key.events | event, data)
 
     def unregister_event(self, fileobj: Any, event: int) -> None:
         if event == _READ:
@@ -155,7 +166,11 @@ class ScalingNetworkSelector(NetworkSelector):
             except (KeyError, ValueError):
                 return  # never registered, or closed and gone: as NetworkSelector's
             if key.events == _READ and key.fileobj is fileobj and _open(fileobj):
-                self._selector.modify(fileobj, _READ, (None, None))  # lingers, no system call
+                selector = self._selector
+                if isinstance(selector, QuietSelector):
+                    selector.replace_data(key, (None, None))  # lingers, no system call
+                else:
+                    selector.modify(fileobj, _READ, (None, None))
                 return
         super().unregister_event(fileobj, event)
 
