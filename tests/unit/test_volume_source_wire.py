@@ -93,7 +93,7 @@ def test_an_answer_of_every_version_decodes_to_kafka_pythons_figures(version, to
         for r in theirs.results
     ]
     assert [tuple(r) for r in ours.results] == expected
-    assert ours.results[0].topics == (1 if topics else 0)
+    assert ours.results[0][4] == (1 if topics else 0)  # topics listed
 
 
 @pytest.mark.parametrize("version", [1, 5])
