@@ -25,10 +25,10 @@ from typing import Any
 
 import kafka.errors as kafka_errors
 from kafka.future import Future
-from kafka.protocol.admin import DescribeClusterRequest
 
 from app.clock import Clock, system_clock
 from app.kafka.admin_connection import AdminConnection
+from app.kafka.cluster_wire import ClusterRequest, ClusterResponse
 from app.kafka.log_dirs_wire import LogDirsRequest, LogDirsResponse
 from app.kafka.tls import TlsFiles, TlsMaterialError
 from app.observation.model import ObservationRound, VolumeObservation, admin_observation
@@ -214,23 +214,19 @@ class KafkaVolumeSource:
                 first_answer.failure(exc)
 
         for node_id in asked:
-            request = DescribeClusterRequest(
-                include_cluster_authorized_operations=False, include_fenced_brokers=True
-            )
+            request = ClusterRequest()  # kafka-python's request; its answer decoded for the ids
             try:
                 future = manager.send(request, node_id=node_id, request_timeout_ms=self._timeout_ms)
             except Exception as exc:  # noqa: BLE001 - a node not asked is one more failure; others may answer
                 future = Future().failure(exc)
             future.add_callback(on_success)
             future.add_errback(on_failure)
-        response = await manager.wait_for(first_answer, self._timeout_ms)
+        response: ClusterResponse = await manager.wait_for(first_answer, self._timeout_ms)
         if response.error_code:
             raise kafka_errors.for_code(response.error_code)(response.error_message or "")
-        fenced = tuple(
-            sorted(b.broker_id for b in response.brokers if getattr(b, "is_fenced", False))
-        )
+        fenced = tuple(sorted(broker_id for broker_id, is_fenced in response.brokers if is_fenced))
         active = tuple(
-            sorted(b.broker_id for b in response.brokers if not getattr(b, "is_fenced", False))
+            sorted(broker_id for broker_id, is_fenced in response.brokers if not is_fenced)
         )
         return active, fenced
 

@@ -68,7 +68,7 @@ def test_every_broker_failing_at_send_ends_the_fan_out_at_once(source):
 
 
 def test_describe_cluster_asks_the_others_when_the_first_fails_at_send(source):
-    cluster = SimpleNamespace(error_code=0, brokers=[SimpleNamespace(broker_id=b, is_fenced=False) for b in (1, 2, 3)])
+    cluster = SimpleNamespace(error_code=0, brokers=[(b, False) for b in (1, 2, 3)])  # (id, fenced)
     for in_backoff in ({1}, {1, 2}):
         manager = FakeManager(in_backoff, {1: cluster, 2: cluster, 3: cluster})
         assert asyncio.run(source._describe_cluster(manager)) == ((1, 2, 3), ())
