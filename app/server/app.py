@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
@@ -44,10 +45,11 @@ from app.server.api.schemas.decision import ThrottleDecision, decision_etag_basi
 from app.server.api.schemas.quotas import QuotaTableModel, QuotaTableRenderer
 from app.server.api.view_cache import ViewCache
 from app.server.edge.admission import AdminToken, BodyLimit, HeadAsGet
-from app.server.edge.direct_route import DirectRoute
+from app.server.edge.direct_route import DirectRoute, served_route
 from app.server.edge.methods import MethodGate
 from app.server.edge.problems import UnexpectedErrors, install_problem_handlers
 from app.server.edge.query import strict_query
+from app.server.edge.report_lane import ReportLane
 from app.server.runtime import report_rate
 from app.server.runtime.enforcement import EnforcementInForce
 from app.server.runtime.loop import ObservationLoop
@@ -67,6 +69,13 @@ API_VERSION = "0.1.0"
 state_log = logging.getLogger("app.state")
 # How long start-up waits for the state topic (Kafka store) before serving.
 STATE_LOAD_WAIT_SECONDS = 10.0
+# The nodes' reports, served without FastAPI's request machinery (app/server/edge/direct_route.py)
+# and, when plain, by the HTTP connection itself (app/server/edge/report_lane.py).
+NODE_REPORT_ROUTE: dict[str, Any] = {
+    "method": "PUT",
+    "path": "/nodes/{node_id}/volumes",
+    "passive_dependencies": (nodes.node_bearer, strict_query),
+}
 
 
 def kafka_source_from(settings: Settings, clock: Clock) -> VolumeSource:
@@ -349,20 +358,25 @@ def create_app(
     # line, the token, the body limit, HEAD as GET (Starlette wraps the last one added around
     # the others).
     # The nodes' reports straight to their endpoint (innermost: every check above still runs).
-    app.add_middleware(
-        DirectRoute,
-        method="PUT",
-        path="/nodes/{node_id}/volumes",
-        passive_dependencies=(nodes.node_bearer, strict_query),
-    )
+    app.add_middleware(DirectRoute, **NODE_REPORT_ROUTE)
     app.add_middleware(HeadAsGet)
     app.add_middleware(BodyLimit, max_bytes=settings.http_max_body_bytes)
     app.add_middleware(AdminToken, token=settings.admin_token, node_token=settings.node_token)
     app.add_middleware(AuditLog)
     app.add_middleware(MethodGate)
-    instrument_http(app, registry)
+    direct_count = instrument_http(app, registry)
     app.add_middleware(UnexpectedErrors)
     metrics.routes.install(app)
+    # The nodes' plain reports answered by the HTTP connection itself (its server takes it).
+    if settings.node_token is not None:
+        served = served_route(app, **NODE_REPORT_ROUTE)
+        app.state.report_lane = ReportLane.for_app(
+            app,
+            served,
+            settings.node_token.get_secret_value().encode(),
+            settings.http_max_body_bytes,
+            direct_count.for_route(served.route.path, "PUT", 204),
+        )
     return app
 
 

@@ -46,7 +46,7 @@ HTTP_LATENCY_BUCKETS = (
 LONG_POLL_BUCKETS = (0.01, 0.1, 1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 
-def instrument_http(app: FastAPI, registry: CollectorRegistry) -> None:
+def instrument_http(app: FastAPI, registry: CollectorRegistry) -> DirectCount:
     """Request counts and latencies per handler and method (one of the served methods, else
     ``other``), long-polls (``?wait=``) in a histogram of
     their own. The request/response size summaries of the default set are left out: they
@@ -63,6 +63,37 @@ def instrument_http(app: FastAPI, registry: CollectorRegistry) -> None:
     requests = http_metrics.requests(registry=registry)
     assert requests is not None
     app.add_middleware(HttpMetrics, counted=requests, answered=answered, long_polls=long_polls)
+    return DirectCount(requests, answered)
+
+
+class DirectCount:
+    """Counts a request answered without the app (app/server/edge/report_lane.py) as
+    ``HttpMetrics`` counts one answered by it: ``for_route(handler, method)`` gives the count
+    of one route's answers, called with its status and duration."""
+
+    def __init__(
+        self, counted: Callable[[RequestInfo], None], answered: Callable[[RequestInfo], None]
+    ) -> None:
+        self._counted = counted
+        self._answered = answered
+
+    def for_route(self, handler: str, method: str, status: int) -> Callable[[float], None]:
+        label_method, label_status = metric_method(method), f"{str(status)[0]}xx"
+
+        def count(duration: float) -> None:
+            info = RequestInfo(
+                request=None,  # type: ignore[arg-type]  # read by none of the two metrics
+                response=None,
+                method=label_method,
+                modified_handler=handler,
+                modified_status=label_status,
+                modified_duration=duration,
+                modified_duration_without_streaming=duration,
+            )
+            self._counted(info)
+            self._answered(info)
+
+        return count
 
 
 # Not counted: the scrapes themselves.

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.server.edge.json_bodies import refuse_duplicate_keys
+from app.server.edge.json_bodies import keys_counted_once, refuse_duplicate_keys
 from app.server.edge.problems import ProblemError
 
 JSON_TYPE = b"application/json"
@@ -58,19 +58,10 @@ class DirectRoute:
         self.prefix, self.parameter, self.suffix = prefix, name, suffix
         self.served = 0  # requests served here, not by the app (for tests and diagnostics)
         self.passive = frozenset(passive_dependencies)
-        self._served: _Served | None = None
+        self._served: DirectlyServed | None = None
 
-    def _route(self, app: FastAPI) -> _Served:
-        routes = [
-            route
-            for route in app.routes
-            if isinstance(route, APIRoute)
-            and route.path == self.template
-            and self.method in (route.methods or ())
-        ]
-        if len(routes) != 1:
-            raise RuntimeError(f"{self.method} {self.template}: {len(routes)} routes, not one")
-        return _Served(routes[0], self.parameter, self.passive)
+    def _route(self, app: FastAPI) -> DirectlyServed:
+        return served_route(app, self.method, self.template, self.passive)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -101,7 +92,23 @@ class DirectRoute:
         await served.answer(scope, receive, send, value, parsed)
 
 
-class _Served:
+def served_route(
+    app: FastAPI, method: str, path: str, passive_dependencies: Iterable[Callable[..., Any]] = ()
+) -> DirectlyServed:
+    """The app's one route of ``method path`` (``path`` with one integer parameter), to be
+    served directly; refused (RuntimeError) when it needs more than a direct route gives."""
+    routes = [
+        route
+        for route in app.routes
+        if isinstance(route, APIRoute) and route.path == path and method in (route.methods or ())
+    ]
+    if len(routes) != 1:
+        raise RuntimeError(f"{method} {path}: {len(routes)} routes, not one")
+    name = path.partition("{")[2].partition("}")[0]
+    return DirectlyServed(routes[0], name, frozenset(passive_dependencies))
+
+
+class DirectlyServed:
     """The route served directly: its body model, endpoint and parameter names."""
 
     def __init__(
@@ -137,6 +144,8 @@ class _Served:
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             raise TypeError(f"{route.path}: its body is not a model")
         self.route = route
+        self.prefix, _, rest = route.path.partition("{")
+        self.suffix = rest.partition("}")[2]
         self.model: type[BaseModel] = model
         self.body_name = bodies[0].name
         self.parameter = parameter
@@ -149,8 +158,11 @@ class _Served:
         """The body as the route's model, or None when the app must judge it (a duplicate key,
         not JSON, not the model)."""
         try:
-            refuse_duplicate_keys(body)
-            return self.model.model_validate_json(body)
+            parsed = self.model.model_validate_json(body)
+            counted = getattr(parsed, "json_keys", None)
+            if counted is None or not keys_counted_once(body, counted()):
+                refuse_duplicate_keys(body)
+            return parsed
         except (ProblemError, ValidationError, ValueError):
             return None
 

@@ -41,6 +41,7 @@ import resource
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from email.utils import formatdate
+from timeit import default_timer
 from typing import Any, Protocol
 
 import httptools
@@ -53,6 +54,7 @@ from uvicorn.server import ServerState
 from app.server.edge.admission import bearer_credentials
 from app.server.edge.methods import SERVED_METHODS
 from app.server.edge.refusal_log import RefusalLog
+from app.server.edge.report_lane import ReportLane, no_content
 
 logger = logging.getLogger(__name__)
 
@@ -300,9 +302,13 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         _loop: asyncio.AbstractEventLoop | None = None,
         *,
         guard: ConnectionGuard,
+        lane: ReportLane | None = None,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
         self.guard = guard
+        self.lane = lane
+        # A node report the lane answers: its node, its body's pieces, when its head was complete.
+        self.lane_request: tuple[int, list[bytes], float] | None = None
         self.max_head_bytes = guard.max_head_bytes
         self.admitted = False
         self.head_deadline: asyncio.TimerHandle | None = None
@@ -492,13 +498,62 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
             self._arm_body_deadline()
         if self.guard.reserves(self.url, self.headers):
             self.guard.reserve(self, self._client_host())
+        if self.lane is not None and self._in_lane():
+            return
         super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        if self.lane_request is not None:
+            self.lane_request[1].append(body)  # at most the node report's limit
+            return
+        super().on_body(body)
 
     def on_message_complete(self) -> None:
         if self.upgrade_body is not None:
             return  # llhttp ends an upgrade request at its head: its body is still to come
         self._disarm_body_deadline()
+        if self.lane_request is not None:
+            self._answer_in_lane(*self.lane_request)
+            return
         super().on_message_complete()
+
+    # Node reports answered by the connection (app/server/edge/report_lane.py)
+    def _in_lane(self) -> bool:
+        """Whether the request whose head is complete is a plain node report the lane answers
+        (nothing else of this connection's in progress); its body is then kept here."""
+        assert self.lane is not None
+        if (
+            (self.cycle is not None and not self.cycle.response_complete)
+            or self.pipeline
+            or self.parser.should_upgrade()
+            or self.parser.get_http_version() != "1.1"
+            or not self.parser.should_keep_alive()
+        ):
+            return False
+        node_id = self.lane.node_of(self.parser.get_method(), self.url, self.headers)
+        if node_id is None:
+            return False
+        self.lane_request = (node_id, [], default_timer())
+        return True
+
+    def _answer_in_lane(self, node_id: int, pieces: list[bytes], started: float) -> None:
+        assert self.lane is not None
+        self.lane_request = None
+        body = b"".join(pieces)
+        try:
+            taken = self.lane.take(node_id, body)
+        except Exception:  # noqa: BLE001 - the app answers it, as it answers its own failures
+            taken = False
+        if not taken:
+            # To the app as it came: the request's cycle and task, its body, its end.
+            super().on_headers_complete()
+            if body:
+                super().on_body(body)
+            super().on_message_complete()
+            return
+        self.transport.write(no_content(self.server_state.default_headers))
+        self.lane.count(default_timer() - started)
+        self.on_response_complete()
 
 
 def head_size(url: bytes, headers: list[tuple[bytes, bytes]]) -> int:

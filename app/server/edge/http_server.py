@@ -96,9 +96,13 @@ def serve(
     guard = edge_guard(settings, app.state.service.registry)
     for stop_signal in (signal.SIGTERM, signal.SIGINT):
         signal.signal(stop_signal, _stopped)
+    # The nodes' plain reports answered by each connection (app/server/edge/report_lane.py).
+    protocol = functools.partial(
+        HTTP_PROTOCOL, guard=guard, lane=getattr(app.state, "report_lane", None)
+    )
     config = uvicorn.Config(
         app,
-        http=functools.partial(HTTP_PROTOCOL, guard=guard),  # type: ignore[arg-type]  # called as the protocol class
+        http=protocol,  # type: ignore[arg-type]  # called as the protocol class
         ws="none",  # no WebSocket endpoint: every Upgrade is ignored
         timeout_keep_alive=settings.http_idle_timeout.total_seconds(),  # type: ignore[arg-type]  # seconds, as a float
         host=settings.http_host,

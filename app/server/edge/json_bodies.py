@@ -8,6 +8,7 @@ the API is a ``StrictJsonRoute`` (``RouteSet`` makes it so): a route added later
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -46,6 +47,20 @@ def refuse_duplicate_keys(body: bytes) -> None:
         ) from None
     except (ValueError, RecursionError):
         return
+
+
+# A key's closing quote followed by whitespace before its colon (JSON's four whitespace bytes).
+_SPACED_COLON = re.compile(rb'"[ \t\r\n]+:')
+
+
+def keys_counted_once(body: bytes, keys_read: int) -> bool:
+    """Whether the JSON ``body``, read by a parser into objects holding ``keys_read`` keys in all,
+    surely gives no key twice, without parsing it again: every key is a string whose closing
+    quote comes right before its colon (no whitespace between), so ``":`` occurs at least once
+    per key written (more if a string holds ``\":``). Occurring exactly ``keys_read`` times,
+    the keys written are no more than the keys read, so none was given twice. False means
+    only: not shown here (refuse_duplicate_keys decides)."""
+    return body.count(b'":') == keys_read and _SPACED_COLON.search(body) is None
 
 
 class StrictJsonRoute(APIRoute):

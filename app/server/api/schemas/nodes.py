@@ -90,6 +90,12 @@ class NodeVolumesBody(BaseModel):
             raise ValueError("only a node with the broker role holds data")
         return self
 
+    def json_keys(self) -> int:
+        """The keys this body and its entries were given, each counted once (no other key is
+        taken): with app/server/edge/json_bodies.py's ``keys_counted_once``, a cheap proof that
+        the JSON gave none twice."""
+        return len(self.model_fields_set) + sum(len(v.model_fields_set) for v in self.volumes)
+
     def report(self, node_id: int, received_at: float) -> NodeReport:
         return NodeReport(
             node_id,

@@ -1,0 +1,177 @@
+"""Node reports answered by the HTTP connection itself (app/server/edge/report_lane.py), over a
+real loopback socket through the service's edge protocol on uvicorn: every request, plain or
+not, is answered exactly as the server without the lane answers it (status, headers but the
+date, body) and counted the same in the HTTP metrics; only the plain reports the service takes
+are answered by the lane; pipelined requests keep their order; and the cheap proof that a body
+gives no key twice never lets a duplicate through."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import socket
+
+import httpx
+import pytest
+import uvicorn
+
+from app.clock import ManualClock
+from app.server.api.schemas.nodes import NodeVolumesBody
+from app.server.edge.http_protocol import ConnectionGuard, EdgeHttpToolsProtocol
+from app.server.edge.json_bodies import keys_counted_once
+
+from .test_node_report_direct_route import REQUESTS
+from .test_node_reports import NODE, NODE_AUTH, make_app, report
+
+GiB = 1024**3
+PLAIN = json.dumps(report(GiB)).encode()
+# Of REQUESTS, the reports the lane answers: nodes 1, 2, 0 and 2147483647 and node 1's three
+# more within its burst (its two past the burst are refused 429: the app answers those).
+ANSWERED_BY_THE_LANE = 7
+
+
+def head(raw: bytes, node: int, body: bytes, extra: bytes = b"", version: bytes = b"1.1") -> bytes:
+    return (
+        b"PUT /nodes/%d/volumes HTTP/%s\r\nHost: service\r\nAuthorization: Bearer %s\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n%s\r\n" % (node, version, NODE.encode(), len(body), extra)
+    ) + body + raw
+
+
+async def serving(app, lane: bool, scenario):
+    """Run ``scenario(port)`` against ``app`` served by uvicorn with the edge protocol, with or
+    without the report lane."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    guard = ConnectionGuard(64, 5.0, tokens=[NODE.encode()])
+    protocol = functools.partial(EdgeHttpToolsProtocol, guard=guard, lane=app.state.report_lane if lane else None)
+    server = uvicorn.Server(uvicorn.Config(app, http=protocol, ws="none", log_level="warning", access_log=False))
+    server.install_signal_handlers = lambda: None  # older uvicorn; newer ones leave other threads' signals alone
+    task = asyncio.create_task(server.serve(sockets=[listener]))
+    while not server.started:
+        await asyncio.sleep(0.01)
+    try:
+        return await scenario(listener.getsockname()[1])
+    finally:
+        server.should_exit = True
+        await task
+
+
+def answers(tmp_path, lane: bool):
+    app = make_app(tmp_path, ManualClock())
+
+    async def scenario(port):
+        got = []
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            for path, body, headers in REQUESTS:
+                answer = await client.put(path, content=body, headers=headers)
+                kept = sorted((k, v) for k, v in answer.headers.items() if k != "date")
+                got.append((path, answer.status_code, kept, answer.content))
+            metrics = (await client.get("/metrics", headers={"Accept-Encoding": "identity"})).text
+        counted = sorted(
+            line for line in metrics.splitlines()
+            if line.startswith(("http_requests_total{", "http_request_duration_seconds_count{")) and "/nodes/" in line
+        )
+        return got, counted, app.state.report_lane.answered
+
+    return asyncio.run(serving(app, lane, scenario))
+
+
+def test_every_report_is_answered_as_without_the_lane_and_the_plain_taken_ones_by_the_lane(tmp_path):
+    with_lane, counted, answered = answers(tmp_path / "lane", lane=True)
+    without, counted_before, answered_before = answers(tmp_path / "app", lane=False)
+    assert len(with_lane) == len(without) == len(REQUESTS)
+    for got, expected in zip(with_lane, without):
+        assert got == expected
+    assert answered_before == 0 and answered == ANSWERED_BY_THE_LANE
+    statuses = [status for _, status, _, _ in with_lane]
+    assert {204, 401, 413, 422, 429} <= set(statuses)
+    assert counted == counted_before
+    assert any('handler="/nodes/{node_id}/volumes"' in line and 'status="2xx"' in line and line.endswith(" 10.0") for line in counted), counted  # the 204s, by the lane or the app
+
+
+def raw_exchange(tmp_path, payload: bytes, answers_expected: int) -> tuple[list[bytes], int]:
+    """Send ``payload`` in one write on one connection; the status lines of the answers, in
+    order, and the reports the lane answered."""
+    app = make_app(tmp_path, ManualClock())
+
+    async def scenario(port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(payload)
+        await writer.drain()
+        received = b""
+        while received.count(b"HTTP/1.") < answers_expected:
+            chunk = await asyncio.wait_for(reader.read(65536), 5)
+            if not chunk:
+                break
+            received += chunk
+        writer.close()
+        return [line for line in received.split(b"\r\n") if line.startswith(b"HTTP/1.")], app.state.report_lane.answered
+
+    return asyncio.run(serving(app, True, scenario))
+
+
+def test_pipelined_requests_are_answered_in_order_whoever_answers_them(tmp_path):
+    # (uvicorn itself drops a pipelined request with a body that arrives while another is in
+    # progress, lane or not: the lane answers only when nothing of its connection is.)
+    payload = head(b"", 1, PLAIN) + head(b"", 2, PLAIN) + b"GET /healthz HTTP/1.1\r\nHost: service\r\n\r\n"
+    lines, answered = raw_exchange(tmp_path, payload, 3)
+    assert [line.split(b" ")[1] for line in lines] == [b"204", b"204", b"200"]
+    assert answered == 2
+
+
+@pytest.mark.parametrize(
+    ("payload", "status"),
+    [
+        (head(b"", 1, PLAIN, version=b"1.0"), b"204"),  # HTTP/1.0: closes after its answer
+        (head(b"", 1, PLAIN, extra=b"Connection: close\r\n"), b"204"),
+        (head(b"", 1, PLAIN, extra=b"Expect: 100-continue\r\n"), b"204"),
+        (head(b"", 1, PLAIN, extra=b"Content-Type: application/json\r\n"), b"204"),  # the type given twice
+    ],
+)
+def test_a_report_off_the_plain_path_is_the_apps(tmp_path, payload, status):
+    lines, answered = raw_exchange(tmp_path, payload, 1)
+    assert [line.split(b" ")[1] for line in lines if b" 100 " not in line] == [status]
+    assert answered == 0
+
+
+def test_a_chunked_report_is_the_apps(tmp_path):
+    body = PLAIN
+    payload = (
+        b"PUT /nodes/1/volumes HTTP/1.1\r\nHost: service\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (NODE.encode(), len(body), body)
+    )
+    lines, answered = raw_exchange(tmp_path, payload, 1)
+    assert lines == [b"HTTP/1.1 204 No Content"] and answered == 0
+
+
+ENTRY = '{"log_dir": "/var/lib/kafka/data-0", "total_bytes": 100, "usable_bytes": 50, "holds": ["data"]}'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"roles": ["broker"], "volumes": [], "roles": ["broker"]}',
+        '{"roles": ["broker"], "volumes": [{"log_dir": "/a", "log_dir": "/b", "total_bytes": 1, "usable_bytes": 1, "holds": ["data"]}]}',
+        # a duplicate written with a space before its colon, beside a string holding \": to make up the count
+        '{"roles": ["broker"], "volumes": [{"log_dir": "/a\\":", "total_bytes": 1, "usable_bytes": 1, "holds": ["data"], "holds" : ["data"]}]}',
+        '{"roles":["broker"],"volumes":[{"log_dir":"/a","total_bytes":1,"usable_bytes":1,"holds":["data"]}],"volumes"\n:[]}',
+    ],
+)
+def test_the_cheap_proof_never_passes_a_body_that_gives_a_key_twice(text):
+    body = text.encode()
+    parsed = NodeVolumesBody.model_validate_json(body)  # the parser itself takes the last value
+    assert not keys_counted_once(body, parsed.json_keys())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        json.dumps({"roles": ["broker"], "volumes": [json.loads(ENTRY)] * 0}),
+        '{"roles":["broker","controller"],"volumes":[' + ENTRY.replace(" ", "") + "]}",
+        json.dumps({"roles": ["broker"], "volumes": [json.loads(ENTRY)]}, indent=2),
+    ],
+)
+def test_the_cheap_proof_holds_for_what_shims_and_json_libraries_write(text):
+    body = text.encode()
+    assert keys_counted_once(body, NodeVolumesBody.model_validate_json(body).json_keys())
