@@ -24,6 +24,7 @@ import struct
 from typing import Any, NamedTuple
 
 from kafka.protocol.admin import DescribeLogDirsRequest
+from kafka.protocol.frame import KafkaBytes
 
 API_KEY = 35
 # The versions this module encodes and decodes: kafka-python's own range for the request.
@@ -193,11 +194,7 @@ def _decode_known(data: bytes, version: int) -> LogDirsResponse | None:
     ):
         return None
     raw_names = fields[2::stride]
-    names = (
-        layout.names
-        if raw_names == layout.raw_names
-        else tuple(name.decode() for name in raw_names)
-    )
+    names = layout.names if raw_names == layout.raw_names else tuple(map(bytes.decode, raw_names))
     results = tuple(
         zip(fields[0::stride], names, fields[4::stride], fields[5::stride], layout.zeros)
     )
@@ -277,6 +274,12 @@ class LogDirsAnswer:
         self.flexible = version >= FIRST_FLEXIBLE
 
     def parse_header(self, buffer: Any) -> _ResponseHeader:
+        if isinstance(buffer, KafkaBytes):  # the parser's buffer (a bytearray): read in place
+            pos = buffer.tell()
+            if len(buffer) - pos >= 5 and not (self.flexible and buffer[pos + 4]):
+                (correlation_id,) = _INT32.unpack_from(buffer, pos)
+                buffer.seek(pos + 5 if self.flexible else pos + 4)  # no tagged fields
+                return _ResponseHeader(correlation_id)
         (correlation_id,) = _INT32.unpack(buffer.read(4))
         if self.flexible:
             for _ in range(_read_uvarint(buffer)):

@@ -177,3 +177,28 @@ def test_each_fixed_byte_of_a_known_shape_is_checked(version):
         assert changed[where] != value
         changed[where] = value
         assert _decode_known(bytes(changed), version) is None, (where, value)
+
+
+@pytest.mark.parametrize("version", [1, 2, 4, 5])
+@pytest.mark.parametrize(
+    "header_tags", [b"\x00", b"\x01\x05\x02ab", b"\x02\x01\x00\x81\x01\x01z"], ids=["none", "one", "two"]
+)
+@pytest.mark.parametrize("body", [b"", b"rest of the answer"], ids=["empty", "body"])
+def test_the_header_read_in_place_from_the_parsers_buffer_is_read_as_from_a_stream(version, header_tags, body):
+    from kafka.protocol.frame import KafkaBytes
+
+    from app.kafka.log_dirs_wire import LogDirsRequest
+
+    request = LogDirsRequest()
+    request.API_VERSION = version
+    request.with_header(correlation_id=77, client_id="x")
+    decoder = request.header.get_response_class()
+    frame = b"\x00\x00\x00\x4d" + (header_tags if version >= 2 else b"") + body
+    stream = io.BytesIO(frame)
+    from_stream = decoder.parse_header(stream)
+    in_place = KafkaBytes(len(frame))
+    in_place.write(frame)
+    in_place.seek(0)
+    from_buffer = decoder.parse_header(in_place)
+    assert from_buffer.correlation_id == from_stream.correlation_id == 77
+    assert in_place.read() == stream.read() == body
