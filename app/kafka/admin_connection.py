@@ -19,8 +19,8 @@ that refused a login is tried again next round (kafka-python would otherwise rem
 refusal for the life of the client).
 
 The IO loop is kafka-python's, with the costs that grow with the number of brokers removed
-(``app/kafka/network_selector.py``), and its plain TCP connections read an answer with one
-``recv`` instead of two (``app/kafka/short_reads.py``)."""
+(``app/kafka/network_selector.py``), and its plain TCP connections send a request at once and
+read an answer with one ``recv`` instead of two (``app/kafka/tcp_transport.py``)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from kafka.net.compat import KafkaNetClient
 from kafka.net.inet import KafkaNetSocket
 
 from app.kafka.network_selector import ScalingNetworkSelector
-from app.kafka.short_reads import with_short_reads
+from app.kafka.tcp_transport import with_plain_transport
 from app.kafka.tls import TlsFiles
 from app.redaction import shown_value
 
@@ -118,7 +118,7 @@ class AdminConnection:
         client = KafkaNetClient(net=ScalingNetworkSelector(**config), metrics=None, **config)
         # kafka-python 3.0 builds each connection's transport in this private method of its manager
         manager = client._manager  # noqa: SLF001
-        manager._build_transport = with_short_reads(manager._build_transport)  # noqa: SLF001
+        manager._build_transport = with_plain_transport(manager._build_transport)  # noqa: SLF001
         try:
             # kafka-python 3.0 starts its IO thread only through the client's private network
             client._net.start()  # noqa: SLF001

@@ -1,8 +1,10 @@
 """The admin connection's plain TCP transports end a batch of reads at a short read (one
-``recv`` per small answer instead of a second one that fails), and deliver the same bytes, in
-the same order, with the same end of stream and errors as kafka-python's transport: answers of
-every size (below, at and above a read's size), bytes arriving after a short read, a peer that
-closes. TLS transports are not switched. The kafka-python members this relies on are checked."""
+``recv`` per small answer instead of a second one that fails) and send a request at once, and
+deliver the same bytes, in the same order, with the same end of stream and errors as
+kafka-python's transport: answers and requests of every size (below, at and above a read's size,
+larger than the socket's buffer), bytes arriving after a short read, a peer that closes, a send
+that fails. TLS transports are not switched. The kafka-python members this relies on are
+checked."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from kafka.net.transport import KafkaSSLTransport, KafkaTCPTransport
 
 from app.kafka.admin_connection import AdminConnection
 from app.kafka.network_selector import ScalingNetworkSelector
-from app.kafka.short_reads import READ_SIZE, ShortReadTCPTransport, with_short_reads
+from app.kafka.tcp_transport import READ_SIZE, PlainTCPTransport, with_plain_transport
 
 
 class CountingSocket:
@@ -73,7 +75,7 @@ def _run(net, until, seconds=2.0):
 @pytest.mark.parametrize(
     "size", [1, 300, READ_SIZE - 1, READ_SIZE, READ_SIZE + 1, 3 * READ_SIZE + 17, 100_000]
 )
-@pytest.mark.parametrize("transport_class", [ShortReadTCPTransport, KafkaTCPTransport])
+@pytest.mark.parametrize("transport_class", [PlainTCPTransport, KafkaTCPTransport])
 def test_an_answer_of_any_size_arrives_whole_and_in_order(net, pair, size, transport_class):
     ours, theirs = pair
     sock = CountingSocket(ours)
@@ -92,7 +94,7 @@ def test_an_answer_of_any_size_arrives_whole_and_in_order(net, pair, size, trans
 
 def test_a_small_answer_takes_one_recv_where_kafka_python_takes_two(net, pair):
     counts = {}
-    for transport_class in (ShortReadTCPTransport, KafkaTCPTransport):
+    for transport_class in (PlainTCPTransport, KafkaTCPTransport):
         ours, theirs = pair
         sock = CountingSocket(ours)
         protocol, errors = _reading(net, transport_class, sock)
@@ -109,13 +111,13 @@ def test_a_small_answer_takes_one_recv_where_kafka_python_takes_two(net, pair):
         pair[0].setblocking(False)
         pair[1].setblocking(False)
     net.close()
-    assert counts == {ShortReadTCPTransport: 10, KafkaTCPTransport: 20}
+    assert counts == {PlainTCPTransport: 10, KafkaTCPTransport: 20}
 
 
 def test_bytes_arriving_after_a_short_read_are_read_at_the_next_event(net, pair):
     ours, theirs = pair
     sock = CountingSocket(ours)
-    protocol, _ = _reading(net, ShortReadTCPTransport, sock)
+    protocol, _ = _reading(net, PlainTCPTransport, sock)
     theirs.send(b"first half ")
     _run(net, lambda: protocol.data)
     theirs.send(b"second half")
@@ -125,7 +127,7 @@ def test_bytes_arriving_after_a_short_read_are_read_at_the_next_event(net, pair)
 
 def test_a_peer_that_closes_ends_the_stream_with_kafka_pythons_error(net, pair):
     ours, theirs = pair
-    protocol, errors = _reading(net, ShortReadTCPTransport, ours)
+    protocol, errors = _reading(net, PlainTCPTransport, ours)
     theirs.send(b"an answer")
     _run(net, lambda: protocol.data)
     theirs.close()
@@ -140,7 +142,7 @@ def test_bytes_and_the_end_of_the_stream_ready_together_the_bytes_are_delivered_
     the stream in one batch and drops the bytes with the batch; here the short read delivers
     them, and the end of the stream comes at the next event, with the same error."""
     delivered = {}
-    for transport_class in (ShortReadTCPTransport, KafkaTCPTransport):
+    for transport_class in (PlainTCPTransport, KafkaTCPTransport):
         ours, theirs = __import__("socket").socketpair()
         ours.setblocking(False)
         protocol, errors = _reading(net, transport_class, ours)
@@ -152,7 +154,7 @@ def test_bytes_and_the_end_of_the_stream_ready_together_the_bytes_are_delivered_
         )
         delivered[transport_class] = bytes(protocol.data)
         ours.close()
-    assert delivered == {ShortReadTCPTransport: b"last answer", KafkaTCPTransport: b""}
+    assert delivered == {PlainTCPTransport: b"last answer", KafkaTCPTransport: b""}
 
 
 def test_a_failing_recv_is_the_connections_error_as_in_kafka_python(net):
@@ -163,7 +165,7 @@ def test_a_failing_recv_is_the_connections_error_as_in_kafka_python(net):
         def getpeername(self):
             raise OSError("not connected")
 
-    for transport_class in (ShortReadTCPTransport, KafkaTCPTransport):
+    for transport_class in (PlainTCPTransport, KafkaTCPTransport):
         transport = transport_class(net, Failing(), host="localhost")
         data, err = transport._sock_recv()
         assert data == b"" and isinstance(err, kafka_errors.KafkaConnectionError)
@@ -180,19 +182,19 @@ def test_only_plain_tcp_transports_are_switched():
     plain = KafkaTCPTransport.__new__(KafkaTCPTransport)
     tls = KafkaSSLTransport.__new__(KafkaSSLTransport)
     transports = [plain, tls]
-    build = with_short_reads(build_transport)
+    build = with_plain_transport(build_transport)
     assert (
-        asyncio.run(build("node", timeout_at=5.0)) is plain and type(plain) is ShortReadTCPTransport
+        asyncio.run(build("node", timeout_at=5.0)) is plain and type(plain) is PlainTCPTransport
     )
     assert asyncio.run(build("node 2")) is tls and type(tls) is KafkaSSLTransport
     assert built == [("node", 5.0), ("node 2", None)]
 
 
-def test_the_admin_connection_builds_its_transports_with_short_reads():
+def test_the_admin_connection_builds_its_transports_with_plain_transport():
     connection = AdminConnection("127.0.0.1:9", 1000, {})
     try:
         connection._client = connection._build()
-        assert connection._client._manager._build_transport.short_reads
+        assert connection._client._manager._build_transport.plain_transport
     finally:
         connection.close()
 
@@ -227,3 +229,84 @@ def test_kafka_python_still_builds_and_reads_its_transports_as_the_short_reads_r
     assert issubclass(KafkaSSLTransport, KafkaTCPTransport) and "_sock_recv" in vars(
         KafkaSSLTransport
     )
+
+
+def _sending(net, transport_class, sock):
+    transport = transport_class(net, sock, host="localhost")
+    transport.set_protocol(Collecting())
+    errors = []
+    transport.abort = lambda error=None: errors.append(error)
+    return transport, errors
+
+
+def _drain(theirs, into: bytearray):
+    while True:
+        try:
+            chunk = theirs.recv(1 << 16)
+        except BlockingIOError:
+            return
+        if not chunk:
+            return
+        into += chunk
+
+
+def test_a_request_is_sent_by_write_itself_without_a_pass_of_the_loop(net, pair):
+    ours, theirs = pair
+    transport, errors = _sending(net, PlainTCPTransport, ours)
+    before = transport.last_write
+    time.sleep(0.002)
+    transport.write(b"a request")
+    assert theirs.recv(100) == b"a request", "sent before the loop ran"
+    assert not transport._writing and not transport._write_buffer and transport._write_task is None
+    assert transport.last_write > before and errors == []
+
+
+@pytest.mark.parametrize("transport_class", [PlainTCPTransport, KafkaTCPTransport])
+def test_requests_larger_than_the_sockets_buffer_arrive_whole_and_in_order(net, pair, transport_class):
+    ours, theirs = pair
+    transport, errors = _sending(net, transport_class, ours)
+    requests = [bytes([i]) * size for i, size in enumerate([10, 3_000_000, 7, 1_000_000, 5])]
+    for request in requests:
+        transport.write(request)
+    received = bytearray()
+    expected = b"".join(requests)
+    deadline = time.monotonic() + 10
+    while len(received) < len(expected) and time.monotonic() < deadline:
+        net.poll(timeout_ms=5)
+        _drain(theirs, received)
+    assert bytes(received) == expected and errors == []
+
+
+@pytest.mark.parametrize("transport_class", [PlainTCPTransport, KafkaTCPTransport])
+def test_a_failing_send_closes_the_connection_with_kafka_pythons_error(net, pair, transport_class):
+    ours, _ = pair
+    transport, errors = _sending(net, transport_class, ours)
+    ours.shutdown(__import__("socket").SHUT_WR)  # every send fails: EPIPE
+    transport.write(b"a request")
+    _run(net, lambda: errors)
+    assert len(errors) == 1 and isinstance(errors[0], kafka_errors.KafkaConnectionError)
+    assert isinstance(errors[0].args[0], BrokenPipeError)
+
+
+@pytest.mark.parametrize("transport_class", [PlainTCPTransport, KafkaTCPTransport])
+def test_writes_refused_as_kafka_python_refuses_them(net, pair, transport_class):
+    ours, _ = pair
+    transport, _ = _sending(net, transport_class, ours)
+    with pytest.raises(ValueError):
+        transport.write(b"")
+    transport._closed = True
+    with pytest.raises(RuntimeError):
+        transport.write(b"late")
+
+
+def test_kafka_python_still_writes_as_the_direct_send_relies_on():
+    """``write(data)`` queues into ``_write_buffer`` and starts ``_write_to_sock`` unless
+    ``_writing``; the task sends memoryviews; ``last_write`` is set after each send."""
+    assert _parameters(KafkaTCPTransport.write) == "(self, data)"
+    init = inspect.getsource(KafkaTCPTransport.__init__)
+    for name in ("_write_buffer", "_writing", "_write", "_closed", "_protocol", "last_write", "_write_task"):
+        assert re.search(rf"self\.{name}\s*=", init), name
+    write = inspect.getsource(KafkaTCPTransport.write)
+    assert "self._write_buffer.append(data)" in write and "if not self._writing:" in write
+    assert "self.last_write = time.monotonic()" in inspect.getsource(KafkaTCPTransport._write_to_sock)
+    assert "memoryview" in inspect.getsource(KafkaTCPTransport._sock_send)
