@@ -39,6 +39,7 @@ from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector, Task, TaskState
 from pydantic import BaseModel
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+from uvicorn.server import ServerState
 
 
 def parameters(member: Any) -> str:
@@ -67,6 +68,7 @@ UVICORN_PROTOCOL_METHODS = {
     "data_received": "(self, data)",
     "on_message_begin": "(self)",
     "on_headers_complete": "(self)",
+    "on_body": "(self, body)",  # a node report's body kept for the report lane, else the base's
     "on_message_complete": "(self)",
     "on_response_complete": "(self)",
     "_unset_keepalive_if_required": "(self)",  # private: called from the edge's data_received
@@ -74,8 +76,11 @@ UVICORN_PROTOCOL_METHODS = {
 # What the edge protocol reads of the base's state: the parser (replaced for an ignored
 # upgrade), the pipeline, the transport, the loop, the request cycle, the client's address and
 # the request's target and headers as the base's callbacks collect them.
-UVICORN_PROTOCOL_ATTRIBUTES = ("parser", "pipeline", "transport", "loop", "cycle", "client", "url", "headers")
-UVICORN_CYCLE_ATTRIBUTES = ("response_started",)
+# The report lane (app/server/edge/report_lane.py) writes its 204 with the server state's
+# default headers and answers only when the cycle before it is complete.
+UVICORN_PROTOCOL_ATTRIBUTES = ("parser", "pipeline", "transport", "loop", "cycle", "client", "url", "headers", "server_state")
+UVICORN_CYCLE_ATTRIBUTES = ("response_started", "response_complete")
+UVICORN_SERVER_STATE_ATTRIBUTES = ("default_headers",)
 # The base methods the edge replaces without calling them: what they did in the version
 # verified, so that a change to them is looked at (the edge's versions must keep doing it).
 UVICORN_REPLACED_SOURCES = {
@@ -95,6 +100,8 @@ def test_the_uvicorn_protocol_state_the_edge_reads_is_still_kept_by_the_base():
     assert not missing, f"HttpToolsProtocol no longer sets {sorted(missing)}"
     missing = set(UVICORN_CYCLE_ATTRIBUTES) - assigned_attributes(RequestResponseCycle)
     assert not missing, f"RequestResponseCycle no longer sets {sorted(missing)}"
+    missing = set(UVICORN_SERVER_STATE_ATTRIBUTES) - assigned_attributes(ServerState)
+    assert not missing, f"ServerState no longer sets {sorted(missing)}"
 
 
 @pytest.mark.parametrize(("name", "digest"), sorted(UVICORN_REPLACED_SOURCES.items()))

@@ -38,12 +38,12 @@ def head(raw: bytes, node: int, body: bytes, extra: bytes = b"", version: bytes 
     ) + body + raw
 
 
-async def serving(app, lane: bool, scenario):
+async def serving(app, lane: bool, scenario, body_timeout: float = 5.0):
     """Run ``scenario(port)`` against ``app`` served by uvicorn with the edge protocol, with or
     without the report lane."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
-    guard = ConnectionGuard(64, 5.0, tokens=[NODE.encode()])
+    guard = ConnectionGuard(64, 5.0, tokens=[NODE.encode()], body_timeout_seconds=body_timeout)
     protocol = functools.partial(EdgeHttpToolsProtocol, guard=guard, lane=app.state.report_lane if lane else None)
     server = uvicorn.Server(uvicorn.Config(app, http=protocol, ws="none", log_level="warning", access_log=False))
     server.install_signal_handlers = lambda: None  # older uvicorn; newer ones leave other threads' signals alone
@@ -175,3 +175,25 @@ def test_the_cheap_proof_never_passes_a_body_that_gives_a_key_twice(text):
 def test_the_cheap_proof_holds_for_what_shims_and_json_libraries_write(text):
     body = text.encode()
     assert keys_counted_once(body, NodeVolumesBody.model_validate_json(body).json_keys())
+
+
+@pytest.mark.parametrize("lane", [True, False])
+def test_a_report_whose_body_stops_coming_is_refused_408_at_the_body_deadline_after_an_answered_one(tmp_path, lane):
+    app = make_app(tmp_path, ManualClock())
+
+    async def scenario(port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: service\r\n\r\n")  # the app's, answered first
+        await writer.drain()
+        first = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        length = next(int(line.split(b":")[1]) for line in first.split(b"\r\n") if line.lower().startswith(b"content-length:"))
+        await reader.readexactly(length)
+        writer.write(head(b"", 2, PLAIN)[:-10])  # all but the body's last ten bytes
+        await writer.drain()
+        rest = await asyncio.wait_for(reader.read(65536), 5)
+        writer.close()
+        return first, rest
+
+    first, rest = asyncio.run(serving(app, lane, scenario, body_timeout=0.3))
+    assert first.startswith(b"HTTP/1.1 200 ")
+    assert rest.startswith(b"HTTP/1.1 408 ") and b"not complete within 0.3s" in rest, rest

@@ -313,6 +313,9 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         self.admitted = False
         self.head_deadline: asyncio.TimerHandle | None = None
         self.body_deadline: asyncio.TimerHandle | None = None
+        # A body is still to come: its deadline is armed when the bytes at hand end before it
+        # (most bodies arrive with their head, and need no timer).
+        self.body_open = False
         self.in_head = False
         self.head_received = (
             0  # bytes of the pieces that arrived while the head being read was incomplete
@@ -360,6 +363,8 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         if self.admitted:
             self._unset_keepalive_if_required()
             self._feed(data)
+            if self.body_open and self.body_deadline is None and not self.transport.is_closing():
+                self._arm_body_deadline()  # counted from now: the end of the head's last piece
 
     def _arm_head_deadline(self) -> None:
         self._disarm_head_deadline()
@@ -403,8 +408,8 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
             "body_timeout",
             f"the request body was not complete within {self.guard.body_timeout:g}s of its head",
         )
-        if self.cycle is None or not self.cycle.response_started:
-            self._refuse(refusal)
+        if self.lane_request is not None or self.cycle is None or not self.cycle.response_started:
+            self._refuse(refusal)  # (a report in the lane: the cycle is the previous request's)
         else:  # answered already (a token refused before the body): only the connection is left
             self.guard.refuse(refusal, self._client_host())
             self.transport.close()
@@ -494,8 +499,7 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         framing = body_framing(self.headers)
         if self.parser.should_upgrade():
             self.upgrade_body = framing
-        if framing is not None:
-            self._arm_body_deadline()
+        self.body_open = framing is not None
         if self.guard.reserves(self.url, self.headers):
             self.guard.reserve(self, self._client_host())
         if self.lane is not None and self._in_lane():
@@ -511,6 +515,7 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         if self.upgrade_body is not None:
             return  # llhttp ends an upgrade request at its head: its body is still to come
+        self.body_open = False
         self._disarm_body_deadline()
         if self.lane_request is not None:
             self._answer_in_lane(*self.lane_request)

@@ -37,11 +37,13 @@ def _what_shims_act_on(decider: ThrottleDecider, now: float) -> tuple[object, ..
     published. The cluster factor (its data volumes' and the metadata volumes that hold data),
     its source, the mutation factor and the metadata volumes that set it."""
     step = decider.metadata_at(now)
-    reading = decider.with_metadata(decider.holder.read(now), step)
+    reading = decider.holder.read(now)
     listed = (
         tuple((m.verdict.volume.key, m.verdict.reason) for m in step.listed) if step.judged else ()
     )
-    return (reading.factor, reading.source, reading.mutation_factor, step.source, listed)
+    # The reading with the metadata step (ThrottleDecider.with_metadata), without building it.
+    factor = min(reading.factor, step.data_factor)
+    return (factor, reading.source, step.mutation_factor, step.source, listed)
 
 
 class NodeIntake:
