@@ -31,6 +31,11 @@ when the kernel reports it readable with nobody waiting (the reader paused or go
 waits in the socket, as before), or when the socket is closed. A key left behind by a socket
 closed while it lingered is dropped when its descriptor's number is registered by another one.
 
+Every request also arms a timeout timer, a task made of a lambda: kafka-python's ``Task``
+inspects each callback with five ``inspect`` calls before it wraps a plain function in
+``yield_callback``. ``ScalingNetworkSelector``'s ``call_at`` and ``call_soon`` wrap a plain
+function or bound method themselves, from its code's flags, and hand anything else on as it is.
+
 Both are handed to kafka-python through its own hooks (the ``selector`` setting, the ``net``
 argument of ``KafkaNetClient``); no code of kafka-python is patched, but both subclasses
 override private members of the classes they extend, and so depend on their internals:
@@ -44,7 +49,10 @@ override private members of the classes they extend, and so depend on their inte
   event, run with the waiting task as ``NetworkSelector._current``), reads the timer heap
   ``NetworkSelector._scheduled`` (entries ``(when, task)``, pushed by ``call_at``) and each
   task's ``scheduled_at`` and ``state`` (``TaskState.UNSCHEDULED``), and calls
-  ``NetworkSelector._add_ready_task(task)``;
+  ``NetworkSelector._add_ready_task(task)``; it overrides the public ``call_at(when, task)`` and
+  ``call_soon(task)`` and makes tasks as ``Task.__init__`` and ``_initialize_coro`` of
+  ``kafka.net.selector`` do (``yield_callback`` for a function that is neither a generator nor
+  a coroutine function);
 - ``QuietSelector`` overrides ``get_key(fileobj)`` of the standard library's
   ``selectors.DefaultSelector`` with a copy that reads its private ``_map``, ``_fd_to_key`` and
   ``_fileobj_lookup``.
@@ -56,13 +64,15 @@ parameters."""
 from __future__ import annotations
 
 import heapq
+import inspect
 import selectors
 import time
 import weakref
 from collections.abc import Callable
+from types import FunctionType, MethodType
 from typing import Any
 
-from kafka.net.selector import NetworkSelector, Task, TaskState
+from kafka.net.selector import NetworkSelector, Task, TaskState, yield_callback
 
 _READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
 _new_tuple = tuple.__new__
@@ -111,6 +121,12 @@ class ScalingNetworkSelector(NetworkSelector):
             self._add_ready_task(task)
             return
         super()._wait_write(fileobj, timeout_at)
+
+    def call_at(self, when: float, task: Any) -> Any:
+        return super().call_at(when, _as_task(task))
+
+    def call_soon(self, task: Any) -> Any:
+        return super().call_soon(_as_task(task))
 
     def _unschedule(self, task: Any) -> None:
         # The heap entry stays; _schedule_tasks drops it when it comes due.
@@ -193,3 +209,25 @@ def _open(fileobj: Any) -> bool:
         return bool(fileobj.fileno() >= 0)
     except (AttributeError, OSError, ValueError):
         return False
+
+
+# Code flags of the functions kafka-python's Task runs as they are (called when the task first
+# runs): generator and coroutine functions. Any other function it wraps in yield_callback.
+_RUN_AS_THEY_ARE = inspect.CO_GENERATOR | inspect.CO_COROUTINE
+
+
+def _as_task(callback: Any) -> Any:
+    """``callback`` as kafka-python's ``Task(callback)`` would take it, its inspection done
+    here in two attribute reads for a plain function or bound method (a request's timeout timer,
+    a lambda, 1,000 a round): ``Task`` tests a callback with five ``inspect`` calls before it
+    wraps a plain one in ``yield_callback``. Anything else is handed on as it is."""
+    kind = type(callback)
+    if kind is FunctionType:
+        function = callback
+    elif kind is MethodType and type(callback.__func__) is FunctionType:
+        function = callback.__func__
+    else:
+        return callback
+    if function.__code__.co_flags & _RUN_AS_THEY_ARE or hasattr(function, "_is_coroutine_marker"):
+        return callback  # marked with inspect.markcoroutinefunction (3.12+): Task decides
+    return Task(yield_callback(callback))
