@@ -105,6 +105,9 @@ class KafkaVolumeSource:
         self.log_dirs_versions: dict[int, int] = {}
         # Partitions listed in the latest round's answers: 0 as long as the empty topic list works.
         self.topics_listed = 0
+        # Per broker, the DescribeLogDirs version kafka-python negotiated on its connection, and
+        # what it negotiated from: the connection's BrokerVersionData (see _send_log_dirs).
+        self._negotiated: dict[int, tuple[Any, int]] = {}
 
     @property
     def connection(self) -> AdminConnection:
@@ -230,6 +233,31 @@ class KafkaVolumeSource:
         )
         return active, fenced
 
+    def _send_log_dirs(self, manager: Any, broker_id: int, request: LogDirsRequest) -> Future:
+        """``manager.send(request, node_id=broker_id, request_timeout_ms=...)``, as kafka-python's
+        manager sends it (the broker's connection, or a failed future when it is in reconnect
+        backoff), with the version negotiated on the same connection in an earlier round set
+        beforehand: kafka-python negotiates the version of every request it sends (from the
+        broker's API versions, a pure function of them), some microseconds each, 1,000 a round.
+        The version is reused only while the connection is up and keeps the same
+        BrokerVersionData (a reconnection negotiates afresh, as does a connection still
+        starting: its requests wait and are negotiated when it is ready)."""
+        try:
+            connection = manager.get_connection(broker_id)
+        except kafka_errors.NodeNotReadyError as exc:
+            return Future().failure(exc)
+        versions = connection.broker_version_data
+        ready = versions is not None and connection.connected and not connection.initializing
+        known = self._negotiated.get(broker_id) if ready else None
+        if known is not None and known[0] is versions:
+            request.API_VERSION = known[1]
+        else:
+            known = None  # kafka-python negotiates it now (or when the connection is ready)
+        future = connection.send_request(request, request_timeout_ms=self._timeout_ms)
+        if ready and known is None and request.API_VERSION is not None:
+            self._negotiated[broker_id] = (versions, request.API_VERSION)
+        return future
+
     async def _describe_log_dirs(self, manager: Any, broker_ids: tuple[int, ...]) -> dict[int, Any]:
         """Send DescribeLogDirs to every broker before awaiting any answer, then await them all
         under one deadline: one request timeout for the whole fan-out. Answers are collected by
@@ -256,9 +284,7 @@ class KafkaVolumeSource:
         for broker_id in broker_ids:
             request = LogDirsRequest()  # an empty topic list: log dirs only, no partitions
             try:
-                future = manager.send(
-                    request, node_id=broker_id, request_timeout_ms=self._timeout_ms
-                )
+                future = self._send_log_dirs(manager, broker_id, request)
             except Exception as exc:  # noqa: BLE001 - e.g. a broker the client's metadata does not know yet
                 settle(broker_id, exc)
                 continue
@@ -272,6 +298,8 @@ class KafkaVolumeSource:
             except kafka_errors.KafkaTimeoutError:
                 pass  # the brokers that did not answer in time are missing from this round
         unanswered = kafka_errors.KafkaTimeoutError(f"Timed out after {self._timeout_ms} ms")
+        for broker_id in self._negotiated.keys() - set(broker_ids):
+            del self._negotiated[broker_id]  # not asked this round: forgotten
         return {
             broker_id: answers.get(broker_id, unanswered) for broker_id in broker_ids
         }  # a copy: late answers do not change it

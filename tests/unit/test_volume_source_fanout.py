@@ -33,6 +33,16 @@ class FakeManager:
         self.in_flight.append((node_id, future))
         return future
 
+    def get_connection(self, node_id: int) -> Any:  # DescribeLogDirs goes through the connection
+        if node_id in self.in_backoff:
+            raise kafka_errors.NodeNotReadyError(node_id)
+        return SimpleNamespace(
+            broker_version_data=None,
+            connected=True,
+            initializing=False,
+            send_request=lambda request, request_timeout_ms: self.send(request, node_id, request_timeout_ms),
+        )
+
     async def wait_for(self, future: Future, timeout_ms: int) -> Any:
         if not future.is_done:  # the network delivers what is in flight
             for node_id, in_flight in self.in_flight:
