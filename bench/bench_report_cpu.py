@@ -10,11 +10,14 @@ in nanoseconds):
 - the service of this checkout and of ``--compare REV`` (``python -m app``, observation off, the
   node token set, metadata limits set);
 - a bare FastAPI app on uvicorn's httptools protocol: ``PUT /nodes/{node_id}/volumes`` with a
-  pydantic body model of the same shape, answered 204 (the floor of a FastAPI PUT).
+  pydantic body model of the same shape, answered 204 (the floor of a FastAPI PUT);
+- a bare ASGI app on the same protocol that reads the body and answers 204 (the server's floor:
+  uvicorn, the event loop and the sockets, below which no PUT here goes).
 
-Then, in this process, the split of one report of this checkout: the whole app over ASGI (no
-HTTP server), the route's own work (the node intake and the decider: ``offer_node_report``), the
-body's parse alone; the rest is the edge (middleware and the direct route).
+Then, in this process, the split of one report of this checkout: the report lane's work (the
+body's parse and the service taking it: a plain report's cost above the server's floor), the
+route's own work (the node intake and the decider: ``offer_node_report``), the body's parse
+alone, and a report off the lane (the whole app over ASGI, no HTTP server).
 
     .venv/bin/python bench/bench_report_cpu.py --compare fb3ba0d
 """
@@ -71,6 +74,31 @@ uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", a
 """
 
 
+# The floor of any PUT on this server: an ASGI app on uvicorn's httptools protocol that reads
+# the body and answers 204, nothing else.
+BARE_ASGI = """
+import sys
+import uvicorn
+
+async def app(scope, receive, send):
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            else:
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    status = 204 if scope["method"] == "PUT" else 200
+    while (await receive()).get("more_body"):
+        pass
+    await send({"type": "http.response.start", "status": status, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
+
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False, http="httptools")
+"""
+
+
 def cpu_seconds(pid: int) -> float:
     total = 0
     for task in Path(f"/proc/{pid}/task").iterdir():
@@ -82,15 +110,15 @@ def cpu_seconds(pid: int) -> float:
 
 
 class Bare:
-    def __init__(self) -> None:
+    def __init__(self, script: str = BARE) -> None:
         self.port = free_port()
-        self.process = subprocess.Popen([sys.executable, "-c", BARE, str(self.port)])
+        self.process = subprocess.Popen([sys.executable, "-c", script, str(self.port)])
         self.pid = self.process.pid
         self.base_url = f"http://127.0.0.1:{self.port}"
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
-                httpx.get(self.base_url + "/docs", timeout=1)
+                httpx.get(self.base_url + "/", timeout=1)
                 return
             except httpx.HTTPError:
                 time.sleep(0.2)
@@ -116,8 +144,9 @@ def ms_per_report(pid: int, base_url: str, bodies: list[bytes], passes: int) -> 
 
 
 def split(nodes: int, dirs: int, repeat: int) -> dict[str, float]:
-    """Per report, in this process (CPU ms, medians): the whole app over ASGI, the route's own
-    work (offer_node_report), the body's parse."""
+    """Per report, in this process (CPU ms, medians): the whole app over ASGI (what a report off
+    the lane costs), the lane's work (the body's parse and the service taking it: what a report
+    costs beyond the server's floor), the route's own work (offer_node_report), the parse."""
     from app.clock import ManualClock
     from app.server.api.schemas.nodes import NodeVolumesBody
 
@@ -148,13 +177,19 @@ def split(nodes: int, dirs: int, repeat: int) -> dict[str, float]:
         async with app.router.lifespan_context(app):
             service = app.state.service
             service.loop.apply_round(cluster_round(nodes, dirs, clock()))
-            whole, route, parse = [], [], []
+            whole, lane_work, route, parse = [], [], [], []
+            lane = app.state.report_lane
             for _ in range(repeat):
                 clock.advance(1.0)
                 start = time.process_time()
                 for node, body in enumerate(bodies, start=1):
                     assert await one(node, body) == 204
                 whole.append((time.process_time() - start) * 1000 / nodes)
+                clock.advance(1.0)
+                start = time.process_time()
+                for node, body in enumerate(bodies, start=1):
+                    assert lane.take(node, body)
+                lane_work.append((time.process_time() - start) * 1000 / nodes)
                 start = time.process_time()
                 parsed = [NodeVolumesBody.model_validate_json(body) for body in bodies]
                 parse.append((time.process_time() - start) * 1000 / nodes)
@@ -163,7 +198,10 @@ def split(nodes: int, dirs: int, repeat: int) -> dict[str, float]:
                 for node, body in enumerate(parsed, start=1):
                     service.offer_node_report(node, lambda now, b=body, n=node: b.report(n, now))
                 route.append((time.process_time() - start) * 1000 / nodes)
-            return {"whole": statistics.median(whole), "route": statistics.median(route), "parse": statistics.median(parse)}
+            return {
+                "whole": statistics.median(whole), "lane": statistics.median(lane_work),
+                "route": statistics.median(route), "parse": statistics.median(parse),
+            }
 
     return asyncio.run(main())
 
@@ -196,6 +234,9 @@ def main() -> int:
         bare = Bare()
         stack.callback(bare.stop)
         servers["bare FastAPI PUT"] = (bare.pid, bare.base_url)
+        floor = Bare(BARE_ASGI)
+        stack.callback(floor.stop)
+        servers["bare ASGI PUT (the server's floor)"] = (floor.pid, floor.base_url)
         for turn in range(args.turns):
             for name, (pid, url) in servers.items():
                 figures.setdefault(name, []).append(ms_per_report(pid, url, bodies, args.passes))
@@ -212,9 +253,9 @@ def main() -> int:
         print(f"| {name} | {ms:.3f} | {ms / bare_ms:.2f}x | {against} |")
     parts = split(args.nodes, args.dirs, repeat=5)
     print()
-    print(f"in-process, this checkout, per report (CPU ms, medians of 5): whole app over ASGI {parts['whole']:.3f}; "
-          f"the route's own work (node intake and decider) {parts['route']:.3f}; the body's parse {parts['parse']:.3f}; "
-          f"the edge (middleware, direct route, the rest) {parts['whole'] - parts['route'] - parts['parse']:.3f}")
+    print(f"in-process, this checkout, per report (CPU ms, medians of 5): the report lane's work (parse and take) "
+          f"{parts['lane']:.3f}, of it the route's own work (node intake and decider) {parts['route']:.3f} and the "
+          f"body's parse alone {parts['parse']:.3f}; a report off the lane, the whole app over ASGI {parts['whole']:.3f}")
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     return 0
 
