@@ -15,7 +15,7 @@ last report, with ``keep_fenced``, for as long as the rounds list it so."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from app.observation.model import NODE_REPORT, VolumeObservation
@@ -41,6 +41,32 @@ class NodeVolume:
     @property
     def holds_data(self) -> bool:
         return DATA in self.holds
+
+
+_new_volume = object.__new__
+_set_dir, _set_total, _set_usable, _set_holds = (
+    getattr(NodeVolume, name).__set__
+    for name in ("log_dir", "total_bytes", "usable_bytes", "holds")
+)
+# What a directory holds, as a report's entries say it (one frozenset each, shared).
+_HOLDS = {
+    tuple(entries): frozenset(entries)
+    for entries in ((DATA,), (METADATA,), (DATA, METADATA), (METADATA, DATA))
+}
+
+
+def node_volume(
+    log_dir: str, total_bytes: int, usable_bytes: int, holds: Sequence[str]
+) -> NodeVolume:
+    """``NodeVolume(log_dir, total_bytes, usable_bytes, frozenset(holds))``, the same object made
+    at about half the cost (its slots set through their descriptors, not the frozen dataclass's
+    ``__init__``): every report makes one per directory, 1,000 nodes a dozen each a second."""
+    volume = _new_volume(NodeVolume)
+    _set_dir(volume, log_dir)
+    _set_total(volume, total_bytes)
+    _set_usable(volume, usable_bytes)
+    _set_holds(volume, _HOLDS.get(tuple(holds)) or frozenset(holds))
+    return volume
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from app.observation.node_reports import NodeReport, NodeVolume
 from app.server.api.schemas.decision import decision_response
 from app.server.api.schemas.volumes import volumes_view
 from app.server.runtime.node_intake import NodeIntake
+from app.server.runtime.publisher import what_shims_act_on
 from app.server.runtime.shared_state import Replica
 from app.settings import ConfigurationError, load_settings
 
@@ -166,17 +167,34 @@ def test_a_report_from_the_node_intake_between_rounds_is_published_when_the_fact
     d = new_decider()
     d.apply_round(round_(0, [1, 2], [obs(1, 900, 0), obs(2, 900, 0)]))
     published = []
-    publisher = SimpleNamespace(publish=lambda: published.append(True))
+
+    class Publisher:  # the publisher's part the intake reads: what was last published
+        now = 0.0
+        acting = what_shims_act_on(d, 0)  # published after the round, as the loop does
+
+        def publish(self):
+            published.append(True)
+            self.acting = what_shims_act_on(d, self.now)
+
+    publisher = Publisher()
     loop = SimpleNamespace(save_state_soon=lambda: None)
     intake = NodeIntake(d, loop, publisher, observing=True)  # type: ignore[arg-type]
-    assert intake.offer(1, lambda now: report(1, 890, now), 5) is None
+
+    def offer(node, usable, at):
+        publisher.now = at
+        return intake.offer(node, lambda now: report(node, usable, now), at)
+
+    assert offer(1, 890, 5) is None
     assert published == []  # nothing shims act on changed
-    assert intake.offer(1, lambda now: report(1, 50, now), 6) is None
+    assert offer(1, 50, 6) is None
     assert published == [True] and d.decision(6).state is State.PAUSE
-    assert intake.offer(2, lambda now: report(2, 880, now), 7) is None
+    assert offer(2, 880, 7) is None
     assert published == [True]
-    assert intake.offer(1, lambda now: report(1, 950, now), 8) is None
+    assert offer(1, 950, 8) is None
     assert published == [True, True] and d.decision(8).state is State.OPEN
+    # What was published stays what shims act on: a report that changes nothing of it is not.
+    assert offer(2, 870, 9) is None
+    assert published == [True, True]
 
 
 def test_a_report_observed_breach_survives_a_restart_and_a_mirror():
@@ -213,8 +231,8 @@ def test_a_discrepancy_episode_survives_a_snapshot():
 
 def _replica(clock: list[float]) -> tuple[Replica, ThrottleDecider, SimpleNamespace]:
     decider = new_decider()
-    published: list[bool] = []
-    publisher = SimpleNamespace(publish=lambda: published.append(True))
+    publisher = SimpleNamespace(acting=None)
+    publisher.publish = lambda: setattr(publisher, "acting", what_shims_act_on(decider, clock[0]))
     loop = SimpleNamespace(decider=decider, publisher=publisher, save_state_soon=lambda: None)
     intake = NodeIntake(decider, loop, publisher, observing=True)  # type: ignore[arg-type]
     shared = SimpleNamespace(leading=False)

@@ -13,7 +13,7 @@ from app.decision.decider import ThrottleDecider
 from app.observation.node_reports import NodeReport
 from app.server.runtime.loop import ObservationLoop
 from app.server.runtime.node_admission import NodeAdmission
-from app.server.runtime.publisher import Publisher
+from app.server.runtime.publisher import Publisher, what_shims_act_on
 from app.server.runtime.report_rate import ReportRate
 
 
@@ -30,20 +30,6 @@ class TooSoon:
 
 
 Refusal = UnknownNode | TooSoon
-
-
-def _what_shims_act_on(decider: ThrottleDecider, now: float) -> tuple[object, ...]:
-    """What a node report can change that the published decision shows: only then is it
-    published. The cluster factor (its data volumes' and the metadata volumes that hold data),
-    its source, the mutation factor and the metadata volumes that set it."""
-    step = decider.metadata_at(now)
-    reading = decider.holder.read(now)
-    listed = (
-        tuple((m.verdict.volume.key, m.verdict.reason) for m in step.listed) if step.judged else ()
-    )
-    # The reading with the metadata step (ThrottleDecider.with_metadata), without building it.
-    factor = min(reading.factor, step.data_factor)
-    return (factor, reading.source, step.mutation_factor, step.source, listed)
 
 
 class NodeIntake:
@@ -83,8 +69,9 @@ class NodeIntake:
         if not shared and self.shared is not None:
             self.shared(report)
         now = report.received_at
-        before = _what_shims_act_on(self._decider, now)
         self._decider.record_node_report(report)
-        if _what_shims_act_on(self._decider, now) != before:
+        # Published when what shims act on is no longer what was last published: whether this
+        # report changed it, or a change not yet published that the report leaves in place.
+        if what_shims_act_on(self._decider, now) != self._publisher.acting:
             self._publisher.publish()
         self._loop.save_state_soon()

@@ -21,6 +21,20 @@ from app.server.runtime.publishing import Publication
 log = logging.getLogger("app.decision")
 
 
+def what_shims_act_on(decider: ThrottleDecider, now: float) -> tuple[object, ...]:
+    """What of the decision at ``now`` a node report can change that the shims act on: the
+    cluster factor (its data volumes' and the metadata volumes that hold data), its source, the
+    mutation factor and the metadata volumes that set it."""
+    step = decider.metadata_at(now)
+    reading = decider.holder.read(now)
+    listed = (
+        tuple((m.verdict.volume.key, m.verdict.reason) for m in step.listed) if step.judged else ()
+    )
+    # The reading with the metadata step (ThrottleDecider.with_metadata), without building it.
+    factor = min(reading.factor, step.data_factor)
+    return (factor, reading.source, step.mutation_factor, step.source, listed)
+
+
 class Publisher:
     def __init__(
         self,
@@ -37,6 +51,8 @@ class Publisher:
         self._publications: list[Publication] = []
         # When the published decision changes by itself (an observation or the factor expiring).
         self.next_change: float | None = None
+        # What shims act on in the decision last published (what_shims_act_on), None before.
+        self.acting: tuple[object, ...] | None = None
 
     def add(self, publication: Publication) -> None:
         self._publications.append(publication)
@@ -50,8 +66,10 @@ class Publisher:
 
     def publish(self) -> Decision:
         """Log what changed in the decision since it was last published, and publish."""
-        decision = self.decision(self._clock())
+        now = self._clock()
+        decision = self.decision(now)
         self.next_change = decision.reading.next_change_at
+        self.acting = what_shims_act_on(self._decider, now)
         changes, fallback_took_over = self._changes.after(decision)
         if fallback_took_over:
             self._metrics.fallback_applied.inc()

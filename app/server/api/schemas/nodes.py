@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from app.observation.node_reports import BROKER_ROLE, DATA, NodeReport, NodeVolume
+from app.observation.node_reports import BROKER_ROLE, DATA, NodeReport, node_volume
 
 MAX_NODE_VOLUMES = 64
 MAX_LOG_DIR_CHARS = 4096  # Linux's PATH_MAX
@@ -101,8 +101,7 @@ class NodeVolumesBody(BaseModel):
             node_id,
             frozenset(self.roles),
             tuple(
-                NodeVolume(v.log_dir, v.total_bytes, v.usable_bytes, frozenset(v.holds))
-                for v in self.volumes
+                node_volume(v.log_dir, v.total_bytes, v.usable_bytes, v.holds) for v in self.volumes
             ),
             received_at,
         )
