@@ -38,14 +38,16 @@ def head(raw: bytes, node: int, body: bytes, extra: bytes = b"", version: bytes 
     ) + body + raw
 
 
-async def serving(app, lane: bool, scenario, body_timeout: float = 5.0):
+async def serving(app, lane: bool, scenario, body_timeout: float = 5.0, idle_timeout: float = 5.0):
     """Run ``scenario(port)`` against ``app`` served by uvicorn with the edge protocol, with or
     without the report lane."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     guard = ConnectionGuard(64, 5.0, tokens=[NODE.encode()], body_timeout_seconds=body_timeout)
     protocol = functools.partial(EdgeHttpToolsProtocol, guard=guard, lane=app.state.report_lane if lane else None)
-    server = uvicorn.Server(uvicorn.Config(app, http=protocol, ws="none", log_level="warning", access_log=False))
+    server = uvicorn.Server(
+        uvicorn.Config(app, http=protocol, ws="none", log_level="warning", access_log=False, timeout_keep_alive=idle_timeout)
+    )
     server.install_signal_handlers = lambda: None  # older uvicorn; newer ones leave other threads' signals alone
     task = asyncio.create_task(server.serve(sockets=[listener]))
     while not server.started:
@@ -197,3 +199,28 @@ def test_a_report_whose_body_stops_coming_is_refused_408_at_the_body_deadline_af
     first, rest = asyncio.run(serving(app, lane, scenario, body_timeout=0.3))
     assert first.startswith(b"HTTP/1.1 200 ")
     assert rest.startswith(b"HTTP/1.1 408 ") and b"not complete within 0.3s" in rest, rest
+
+
+def test_a_request_in_the_same_piece_as_a_report_the_lane_answered_is_not_cut_by_the_idle_timeout(tmp_path):
+    """The lane answers in the parser's callback: the connection's idle timer it arms then must
+    not run while the next request, already begun, is held (a long-poll of 1 s, idle timeout
+    0.3 s)."""
+    app = make_app(tmp_path, ManualClock())
+
+    async def scenario(port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        long_poll = b"GET /throttle-factor?wait=1 HTTP/1.1\r\nHost: service\r\nIf-None-Match: *\r\n\r\n"
+        writer.write(head(b"", 1, PLAIN) + long_poll)
+        await writer.drain()
+        received = b""
+        while received.count(b"HTTP/1.1 ") < 2:
+            chunk = await asyncio.wait_for(reader.read(65536), 5)
+            if not chunk:
+                break
+            received += chunk
+        writer.close()
+        return received
+
+    received = asyncio.run(serving(app, True, scenario, idle_timeout=0.3))
+    statuses = [line.split(b" ")[1] for line in received.split(b"\r\n") if line.startswith(b"HTTP/1.1 ")]
+    assert statuses == [b"204", b"304"], received

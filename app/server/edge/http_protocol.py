@@ -474,6 +474,9 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        # Not idle: a request has begun (also one in the same piece as a report the lane has
+        # just answered, which armed the idle timer while the parser was still reading).
+        self._unset_keepalive_if_required()
         self.in_head = True
         self.head_received = 0
 
