@@ -12,7 +12,7 @@ the slowest broker, and one slow or dead broker only marks the round incomplete.
 a worker thread (kafka-python blocks); the HTTP side never waits on it. The DescribeLogDirs
 request and its answer are encoded and decoded by app/kafka/log_dirs_wire.py, for the fields a
 round reads (TotalBytes and UsableBytes are -1 below v4, as the brokers before Kafka 3.3 send
-none).
+none), and DescribeCluster's answer by app/kafka/cluster_wire.py (the broker ids and fences).
 """
 
 from __future__ import annotations
