@@ -71,6 +71,7 @@ UVICORN_PROTOCOL_METHODS = {
     "on_body": "(self, body)",  # a node report's body kept for the report lane, else the base's
     "on_message_complete": "(self)",
     "on_response_complete": "(self)",
+    "shutdown": "(self)",  # the server stops: a report in the lane is answered first
     "_unset_keepalive_if_required": "(self)",  # private: called from the edge's data_received and on_message_begin
 }
 # What the edge protocol reads of the base's state: the parser (replaced for an ignored

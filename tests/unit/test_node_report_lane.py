@@ -224,3 +224,33 @@ def test_a_request_in_the_same_piece_as_a_report_the_lane_answered_is_not_cut_by
     received = asyncio.run(serving(app, True, scenario, idle_timeout=0.3))
     statuses = [line.split(b" ")[1] for line in received.split(b"\r\n") if line.startswith(b"HTTP/1.1 ")]
     assert statuses == [b"204", b"304"], received
+
+
+def test_a_report_in_the_lane_when_the_server_stops_is_answered_then_its_connection_closed(tmp_path):
+    app = make_app(tmp_path, ManualClock())
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    guard = ConnectionGuard(64, 5.0, tokens=[NODE.encode()])
+    protocol = functools.partial(EdgeHttpToolsProtocol, guard=guard, lane=app.state.report_lane)
+    server = uvicorn.Server(uvicorn.Config(app, http=protocol, ws="none", log_level="warning", access_log=False))
+
+    async def main():
+        task = asyncio.create_task(server.serve(sockets=[listener]))
+        while not server.started:
+            await asyncio.sleep(0.01)
+        reader, writer = await asyncio.open_connection(*listener.getsockname())
+        request = head(b"", 1, PLAIN)
+        writer.write(request[:-10])  # the body not complete yet
+        await writer.drain()
+        await asyncio.sleep(0.1)
+        server.should_exit = True  # the server stops while the report's body is coming
+        await asyncio.sleep(0.2)
+        writer.write(request[-10:])
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 5)  # to the end: the connection closes
+        await task
+        return answer
+
+    answer = asyncio.run(main())
+    assert answer.startswith(b"HTTP/1.1 204 ") and b"connection: close" in answer.lower(), answer
+    assert app.state.report_lane.answered == 1

@@ -309,6 +309,7 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         self.lane = lane
         # A node report the lane answers: its node, its body's pieces, when its head was complete.
         self.lane_request: tuple[int, list[bytes], float] | None = None
+        self.lane_closing = False  # the server stops: the report in the lane is the last
         self.max_head_bytes = guard.max_head_bytes
         self.admitted = False
         self.head_deadline: asyncio.TimerHandle | None = None
@@ -555,13 +556,25 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         if not taken:
             # To the app as it came: the request's cycle and task, its body, its end.
             super().on_headers_complete()
+            if self.lane_closing and self.cycle is not None:
+                self.cycle.keep_alive = False
             if body:
                 super().on_body(body)
             super().on_message_complete()
             return
-        self.transport.write(no_content(self.server_state.default_headers))
+        self.transport.write(no_content(self.server_state.default_headers, close=self.lane_closing))
         self.lane.count(default_timer() - started)
+        if self.lane_closing:
+            self.transport.close()
         self.on_response_complete()
+
+    def shutdown(self) -> None:
+        """The server stops: a report in the lane is answered first (and the connection closed),
+        as uvicorn answers a request in progress; otherwise as uvicorn does."""
+        if self.lane_request is not None:
+            self.lane_closing = True
+            return
+        super().shutdown()
 
 
 def head_size(url: bytes, headers: list[tuple[bytes, bytes]]) -> int:

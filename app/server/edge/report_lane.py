@@ -111,11 +111,8 @@ class ReportLane:
         return True
 
 
-def no_content(default_headers: list[tuple[bytes, bytes]]) -> bytes:
+def no_content(default_headers: list[tuple[bytes, bytes]], close: bool = False) -> bytes:
     """``204 No Content`` with the server's default headers (its date, its name), as uvicorn
-    writes the app's 204 on a kept-alive connection."""
-    return (
-        NO_CONTENT
-        + b"".join(name + b": " + value + b"\r\n" for name, value in default_headers)
-        + b"\r\n"
-    )
+    writes the app's 204 (``close``: on a connection closed after it)."""
+    headers = b"".join(name + b": " + value + b"\r\n" for name, value in default_headers)
+    return NO_CONTENT + headers + (b"connection: close\r\n\r\n" if close else b"\r\n")
