@@ -22,6 +22,8 @@ from typing import Any, NamedTuple
 
 from kafka.protocol.admin import DescribeClusterRequest
 
+from app.kafka.log_dirs_wire import ResponseHeader, skip_header_tags
+
 API_KEY = 60
 
 _INT16 = struct.Struct(">h")
@@ -119,10 +121,6 @@ def _decode(data: bytes, version: int) -> tuple[ClusterResponse, int]:
     return ClusterResponse(version, throttle, error, message, tuple(brokers)), pos
 
 
-class _ResponseHeader(NamedTuple):
-    correlation_id: int
-
-
 class ClusterAnswer:
     """What kafka-python's protocol parser asks of a response class, for one version: the
     header (the correlation id, then tagged fields: all versions are flexible), then the body."""
@@ -130,27 +128,13 @@ class ClusterAnswer:
     def __init__(self, version: int) -> None:
         self.version = version
 
-    def parse_header(self, buffer: Any) -> _ResponseHeader:
+    def parse_header(self, buffer: Any) -> ResponseHeader:
         (correlation_id,) = _INT32.unpack(buffer.read(4))
-        for _ in range(_read_uvarint(buffer)):
-            _read_uvarint(buffer)
-            buffer.read(_read_uvarint(buffer))
-        return _ResponseHeader(correlation_id)
+        skip_header_tags(buffer, "DescribeCluster answer")
+        return ResponseHeader(correlation_id)
 
     def decode(self, buffer: Any) -> ClusterResponse:
         return decode_response(buffer.read(), self.version)
-
-
-def _read_uvarint(buffer: Any) -> int:
-    value = shift = 0
-    while True:
-        byte = buffer.read(1)
-        if not byte or shift > 28:
-            raise ValueError("DescribeCluster answer: a malformed varint")
-        value |= (byte[0] & 0x7F) << shift
-        if not byte[0] & 0x80:
-            return value
-        shift += 7
 
 
 _ANSWERS = {

@@ -261,8 +261,17 @@ def _decode(data: bytes, version: int) -> LogDirsResponse:
     return LogDirsResponse(version, throttle, error, tuple(results))
 
 
-class _ResponseHeader(NamedTuple):
+class ResponseHeader(NamedTuple):
+    """What kafka-python's parser reads of an answer's header (DescribeLogDirs', DescribeCluster's)."""
+
     correlation_id: int
+
+
+def skip_header_tags(buffer: Any, what: str) -> None:
+    """Read past a flexible answer header's tagged fields, which a round never uses."""
+    for _ in range(read_uvarint(buffer, what)):
+        read_uvarint(buffer, what)
+        buffer.read(read_uvarint(buffer, what))
 
 
 class LogDirsAnswer:
@@ -273,30 +282,30 @@ class LogDirsAnswer:
         self.version = version
         self.flexible = version >= FIRST_FLEXIBLE
 
-    def parse_header(self, buffer: Any) -> _ResponseHeader:
+    def parse_header(self, buffer: Any) -> ResponseHeader:
         if isinstance(buffer, KafkaBytes):  # the parser's buffer (a bytearray): read in place
             pos = buffer.tell()
             if len(buffer) - pos >= 5 and not (self.flexible and buffer[pos + 4]):
                 (correlation_id,) = _INT32.unpack_from(buffer, pos)
                 buffer.seek(pos + 5 if self.flexible else pos + 4)  # no tagged fields
-                return _ResponseHeader(correlation_id)
+                return ResponseHeader(correlation_id)
         (correlation_id,) = _INT32.unpack(buffer.read(4))
         if self.flexible:
-            for _ in range(_read_uvarint(buffer)):
-                _read_uvarint(buffer)
-                buffer.read(_read_uvarint(buffer))
-        return _ResponseHeader(correlation_id)
+            skip_header_tags(buffer, "DescribeLogDirs answer")
+        return ResponseHeader(correlation_id)
 
     def decode(self, buffer: Any) -> LogDirsResponse:
         return decode_response(bytes(buffer.read()), self.version)
 
 
-def _read_uvarint(buffer: Any) -> int:
+def read_uvarint(buffer: Any, what: str) -> int:
+    """An unsigned varint read from ``buffer`` (a file-like object); ``what``: the answer it is
+    of, named in the error of a malformed one."""
     value = shift = 0
     while True:
         byte = buffer.read(1)
         if not byte or shift > 28:
-            raise ValueError("DescribeLogDirs answer: a malformed varint")
+            raise ValueError(f"{what}: a malformed varint")
         value |= (byte[0] & 0x7F) << shift
         if not byte[0] & 0x80:
             return value
