@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 from kafka.protocol.admin import DescribeClusterRequest
 
-from app.kafka.log_dirs_wire import ResponseHeader, skip_header_tags
+from app.kafka.log_dirs_wire import RequestHeader, ResponseHeader, skip_header_tags
 
 API_KEY = 60
 
@@ -143,21 +143,6 @@ _ANSWERS = {
 }
 
 
-class _RequestHeader:
-    """The in-flight record kafka-python's parser keeps until the answer comes: kafka-python's
-    own header's fields, with this module's decoder."""
-
-    __slots__ = ("api_key", "api_version", "correlation_id")
-
-    def __init__(self, correlation_id: int, version: int) -> None:
-        self.api_key = API_KEY
-        self.api_version = version
-        self.correlation_id = correlation_id
-
-    def get_response_class(self) -> ClusterAnswer | None:
-        return _ANSWERS.get(self.api_version)
-
-
 class ClusterRequest:
     """kafka-python's ``DescribeClusterRequest(include_cluster_authorized_operations=False,
     include_fenced_brokers=True)``, as its connection sends a request: it negotiates
@@ -177,7 +162,7 @@ class ClusterRequest:
         )
         self._min_version: int | None = None
         self._max_version: int | None = None
-        self._header: _RequestHeader | None = None
+        self._header: RequestHeader[ClusterAnswer] | None = None
 
     @property
     def API_VERSION(self) -> int | None:
@@ -188,7 +173,7 @@ class ClusterRequest:
         self._request.API_VERSION = version
 
     @property
-    def header(self) -> _RequestHeader | None:
+    def header(self) -> RequestHeader[ClusterAnswer] | None:
         return self._header
 
     def expect_response(self) -> bool:
@@ -199,7 +184,7 @@ class ClusterRequest:
         if version is None:
             raise ValueError("DescribeCluster: no version negotiated")
         self._request.with_header(correlation_id=correlation_id, client_id=client_id)
-        self._header = _RequestHeader(correlation_id, version)
+        self._header = RequestHeader(API_KEY, correlation_id, version, _ANSWERS)
 
     def encode(self, framed: bool = True, header: bool = True) -> bytes:
         if not (framed and header) or self._header is None:

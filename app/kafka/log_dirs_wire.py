@@ -21,7 +21,7 @@ tagged fields when flexible."""
 from __future__ import annotations
 
 import struct
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from kafka.protocol.admin import DescribeLogDirsRequest
 from kafka.protocol.frame import KafkaBytes
@@ -315,18 +315,25 @@ def read_uvarint(buffer: Any, what: str) -> int:
 _ANSWERS = {version: LogDirsAnswer(version) for version in range(MIN_VERSION, MAX_VERSION + 1)}
 
 
-class _RequestHeader:
-    """The in-flight record kafka-python's parser keeps until the answer comes."""
+Answer = TypeVar("Answer")
 
-    __slots__ = ("api_key", "api_version", "correlation_id")
 
-    def __init__(self, correlation_id: int, version: int) -> None:
-        self.api_key = API_KEY
+class RequestHeader(Generic[Answer]):
+    """The in-flight record kafka-python's parser keeps until the answer comes: kafka-python's
+    own header's fields, with the decoder of the answer's version among ``answers``."""
+
+    __slots__ = ("_answers", "api_key", "api_version", "correlation_id")
+
+    def __init__(
+        self, api_key: int, correlation_id: int, version: int, answers: dict[int, Answer]
+    ) -> None:
+        self.api_key = api_key
         self.api_version = version
         self.correlation_id = correlation_id
+        self._answers = answers
 
-    def get_response_class(self) -> LogDirsAnswer | None:
-        return _ANSWERS.get(self.api_version)
+    def get_response_class(self) -> Answer | None:
+        return self._answers.get(self.api_version)
 
 
 def _body(version: int) -> bytes:
@@ -350,11 +357,11 @@ class LogDirsRequest:
         self.API_VERSION: int | None = None
         self._min_version: int | None = None
         self._max_version: int | None = None
-        self._header: _RequestHeader | None = None
+        self._header: RequestHeader[LogDirsAnswer] | None = None
         self._client_id = b""
 
     @property
-    def header(self) -> _RequestHeader | None:
+    def header(self) -> RequestHeader[LogDirsAnswer] | None:
         return self._header
 
     def expect_response(self) -> bool:
@@ -363,7 +370,7 @@ class LogDirsRequest:
     def with_header(self, correlation_id: int = 0, client_id: str = "kafka-python") -> None:
         if self.API_VERSION is None:
             raise ValueError("DescribeLogDirs: no version negotiated")
-        self._header = _RequestHeader(correlation_id, self.API_VERSION)
+        self._header = RequestHeader(API_KEY, correlation_id, self.API_VERSION, _ANSWERS)
         self._client_id = client_id.encode()
 
     def encode(self, framed: bool = True, header: bool = True) -> bytes:
