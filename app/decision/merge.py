@@ -172,12 +172,32 @@ class ReportOverlay:
         # The first data dir in the overlay: the steps' volume lists must be rebuilt to show it.
         changed = not self.entries
         keys = []
-        ok_above = self.policy.ok_above
+        ok_above, measure = self.policy.ok_above, self.policy.measure
+        entries, notable, disagreeing = self.entries, self.notable, self.disagreeing
+        base_listed, times = self.base_listed, self.times_to_full
+        admin = self.cache._entries  # noqa: SLF001 - read in place
         for volume in report.volumes:
             if DATA not in volume.holds:
                 continue
             key = (node, volume.log_dir)
             keys.append(key)
+            total, usable = volume.total_bytes, volume.usable_bytes
+            if (
+                total >= 0
+                and usable >= 0
+                and key in admin
+                and key not in disagreeing
+                and key not in base_listed
+                and not (times and key in times)
+                and measure(total, usable) > ok_above
+            ):
+                # The common case inline (_entry and _note, to the same effect): plainly ok, no
+                # disagreement to settle, nothing a step's evaluation reads.
+                entries[key] = Reported(volume, report)
+                if key in notable:
+                    del notable[key]
+                    changed = True
+                continue
             entry = self._entry(key, volume, report, breaching, ok_above)
             changed = self._note(key, entry) or changed
         if previous and previous != tuple(keys):
