@@ -169,9 +169,9 @@ class ScalingNetworkSelector(NetworkSelector):
                 f"EVENT_WRITE already registered for fileobj {fileobj} by {writer} (new: {task})"
             )
         data = (task, writer) if event == _READ else (reader, task)
-        if key.events & event and isinstance(selector, QuietSelector):
+        if key.events & event:
             # A lingering read interest taken up again: the events are the same, no system call.
-            selector.replace_data(key, data)
+            selector.replace_data(key, data)  # (always a QuietSelector: set in __init__)
             return
         selector.modify(fileobj, key.events | event, data)
 
@@ -182,11 +182,7 @@ class ScalingNetworkSelector(NetworkSelector):
             except (KeyError, ValueError):
                 return  # never registered, or closed and gone: as NetworkSelector's
             if key.events == _READ and key.fileobj is fileobj and _open(fileobj):
-                selector = self._selector
-                if isinstance(selector, QuietSelector):
-                    selector.replace_data(key, (None, None))  # lingers, no system call
-                else:
-                    selector.modify(fileobj, _READ, (None, None))
+                self._selector.replace_data(key, (None, None))  # lingers, no system call
                 return
         super().unregister_event(fileobj, event)
 
