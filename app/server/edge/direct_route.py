@@ -53,9 +53,7 @@ class DirectRoute:
         self.app = app
         self.method = method
         self.template = path
-        prefix, _, rest = path.partition("{")
-        name, _, suffix = rest.partition("}")
-        self.prefix, self.parameter, self.suffix = prefix, name, suffix
+        self.prefix, _, self.suffix = path_template(path)
         self.served = 0  # requests served here, not by the app (for tests and diagnostics)
         self.passive = frozenset(passive_dependencies)
         self._served: DirectlyServed | None = None
@@ -75,11 +73,10 @@ class DirectRoute:
         served = self._served
         if served is None:
             served = self._served = self._route(scope["app"])
-        text = scope["path"][len(self.prefix) : len(scope["path"]) - len(self.suffix)]
-        if not (text.isdigit() and text.isascii() and (text == "0" or text[0] != "0")):
-            return await self.app(scope, receive, send)
-        value = int(text)
-        if not served.low <= value <= served.high or _content_type(scope) != JSON_TYPE:
+        value = served.path_value(
+            scope["path"][len(self.prefix) : len(scope["path"]) - len(self.suffix)]
+        )
+        if value is None or _content_type(scope) != JSON_TYPE:
             return await self.app(scope, receive, send)
         message = await receive()
         body = message.get("body", b"")
@@ -104,16 +101,21 @@ def served_route(
     ]
     if len(routes) != 1:
         raise RuntimeError(f"{method} {path}: {len(routes)} routes, not one")
-    name = path.partition("{")[2].partition("}")[0]
-    return DirectlyServed(routes[0], name, frozenset(passive_dependencies))
+    return DirectlyServed(routes[0], frozenset(passive_dependencies))
+
+
+def path_template(path: str) -> tuple[str, str, str]:
+    """A path of one parameter as (what comes before it, its name, what comes after it)."""
+    prefix, _, rest = path.partition("{")
+    name, _, suffix = rest.partition("}")
+    return prefix, name, suffix
 
 
 class DirectlyServed:
     """The route served directly: its body model, endpoint and parameter names."""
 
-    def __init__(
-        self, route: APIRoute, parameter: str, passive: frozenset[Callable[..., Any]]
-    ) -> None:
+    def __init__(self, route: APIRoute, passive: frozenset[Callable[..., Any]]) -> None:
+        self.prefix, parameter, self.suffix = path_template(route.path)
         dependant = route.dependant
         others = [d.call for d in dependant.dependencies if d.call not in passive]
         bodies = dependant.body_params
@@ -144,8 +146,6 @@ class DirectlyServed:
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             raise TypeError(f"{route.path}: its body is not a model")
         self.route = route
-        self.prefix, _, rest = route.path.partition("{")
-        self.suffix = rest.partition("}")[2]
         self.model: type[BaseModel] = model
         self.body_name = bodies[0].name
         self.parameter = parameter
@@ -153,6 +153,15 @@ class DirectlyServed:
         self.endpoint = route.endpoint
         if not inspect.iscoroutinefunction(self.endpoint):
             raise RuntimeError(f"{route.path}: its endpoint is not a coroutine function")
+
+    def path_value(self, text: str) -> int | None:
+        """The path parameter's value written as ``text`` when it is a canonical decimal (ASCII
+        digits, no sign, no leading zero) within the route's bounds; otherwise None (the app
+        judges the request)."""
+        if not (text.isdigit() and text.isascii() and (text == "0" or text[0] != "0")):
+            return None
+        value = int(text)
+        return value if self.low <= value <= self.high else None
 
     def parse(self, body: bytes) -> BaseModel | None:
         """The body as the route's model, or None when the app must judge it (a duplicate key,

@@ -76,11 +76,10 @@ class ReportLane:
         answers it."""
         if method != b"PUT" or not url.startswith(self.prefix) or not url.endswith(self.suffix):
             return None
-        text = url[len(self.prefix) : len(url) - len(self.suffix)]
-        if not (text.isdigit() and (text == b"0" or text[0] != 0x30)):
-            return None
-        node_id = int(text)
-        if not self.served.low <= node_id <= self.served.high:
+        node_id = self.served.path_value(
+            url[len(self.prefix) : len(url) - len(self.suffix)].decode("latin-1")
+        )
+        if node_id is None:
             return None
         content_type = length = None
         for name, value in headers:
