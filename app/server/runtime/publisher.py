@@ -30,8 +30,8 @@ def what_shims_act_on(decider: ThrottleDecider, now: float) -> tuple[object, ...
     listed = (
         tuple((m.verdict.volume.key, m.verdict.reason) for m in step.listed) if step.judged else ()
     )
-    # The reading with the metadata step (ThrottleDecider.with_metadata), without building it.
-    factor = min(reading.factor, step.data_factor)
+    # The fields of ThrottleDecider.with_metadata's reading, without building it.
+    factor = decider.cluster_factor(reading, step)
     return (factor, reading.source, step.mutation_factor, step.source, listed)
 
 
