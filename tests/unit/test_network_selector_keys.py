@@ -5,11 +5,12 @@ library's ``modify`` would have made, and the kernel's events still reach the wa
 from __future__ import annotations
 
 import selectors
-import time
 
 import pytest
 
 from app.kafka.network_selector import QuietSelector, ScalingNetworkSelector
+
+from .io_loop import run_until
 
 
 @pytest.fixture
@@ -17,12 +18,6 @@ def net():
     selector = ScalingNetworkSelector()
     yield selector
     selector.close()
-
-
-def _run(net, until, seconds=2.0):
-    deadline = time.monotonic() + seconds
-    while not until() and time.monotonic() < deadline:
-        net.poll(timeout_ms=20)
 
 
 def test_replace_data_makes_the_key_modify_would_make(pair):
@@ -63,7 +58,7 @@ def test_a_reader_waiting_after_every_answer_replaces_no_key_through_namedtuple(
     net.call_soon(reader)
     for i in range(10):
         theirs.send(b"answer %d" % i)
-        _run(net, lambda: len(received) > i)
+        run_until(net, lambda: len(received) > i)
     assert received == [b"answer %d" % i for i in range(10)]
     assert replaced == []
     key = net._selector.get_key(ours)
@@ -80,7 +75,7 @@ def test_a_write_wait_beside_a_lingering_read_still_changes_the_events(net, pair
 
     net.call_soon(read_once)
     theirs.send(b"x")
-    _run(net, lambda: got)
+    run_until(net, lambda: got)
     assert net._selector.get_key(ours).events == selectors.EVENT_READ
     wrote: list[bool] = []
 
@@ -90,5 +85,5 @@ def test_a_write_wait_beside_a_lingering_read_still_changes_the_events(net, pair
         wrote.append(True)
 
     net.call_soon(write_twice)
-    _run(net, lambda: wrote)
+    run_until(net, lambda: wrote)
     assert wrote == [True]

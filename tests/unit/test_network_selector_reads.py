@@ -12,6 +12,8 @@ import pytest
 
 from app.kafka.network_selector import ScalingNetworkSelector
 
+from .io_loop import run_until
+
 
 class CountingEpoll:
     """The selector's epoll object, its control calls counted."""
@@ -44,12 +46,6 @@ def net():
     selector.close()
 
 
-def _run(net, until, seconds=2.0):
-    deadline = time.monotonic() + seconds
-    while not until() and time.monotonic() < deadline:
-        net.poll(timeout_ms=20)
-
-
 def _calls(net) -> list[str]:
     return net._selector._selector.calls
 
@@ -66,7 +62,7 @@ def test_a_reader_waiting_after_every_answer_registers_its_socket_once(net, pair
     net.call_soon(reader)
     for i in range(10):
         theirs.send(b"answer %d" % i)
-        _run(net, lambda: len(received) > i)
+        run_until(net, lambda: len(received) > i)
     assert received == [b"answer %d" % i for i in range(10)]
     assert _calls(net) == ["add"], "one registration for ten answers, nothing removed between them"
 
@@ -81,7 +77,7 @@ def test_a_socket_readable_with_nobody_waiting_is_dropped_and_its_data_kept_for_
 
     net.call_soon(read_once)
     theirs.send(b"first")
-    _run(net, lambda: received)
+    run_until(net, lambda: received)
     assert _calls(net) == ["add"]  # the read interest lingers
     theirs.send(b"unasked")  # readable, nobody waiting: dropped at the next pass, not spun on
     started, passes = time.monotonic(), 0
@@ -91,7 +87,7 @@ def test_a_socket_readable_with_nobody_waiting_is_dropped_and_its_data_kept_for_
     assert _calls(net) == ["add", "del"]
     assert passes < 20, "each pass waited its timeout: the loop did not spin on a readable socket"
     net.call_soon(read_once)
-    _run(net, lambda: len(received) == 2)
+    run_until(net, lambda: len(received) == 2)
     assert received == [b"first", b"unasked"]
 
 
@@ -106,7 +102,7 @@ def test_a_socket_closed_while_its_read_interest_lingers_leaves_nothing_that_sto
 
     net.call_soon(lambda: read_once(first))
     first_peer.send(b"old")
-    _run(net, lambda: received)
+    run_until(net, lambda: received)
     number = first.fileno()
     first.close()
     first_peer.close()
@@ -118,7 +114,7 @@ def test_a_socket_closed_while_its_read_interest_lingers_leaves_nothing_that_sto
         ours.setblocking(False)
         net.call_soon(lambda: read_once(ours))
         theirs.send(b"new")
-        _run(net, lambda: len(received) == 2)
+        run_until(net, lambda: len(received) == 2)
         assert received == [b"old", b"new"]
     finally:
         second.close()
@@ -142,11 +138,11 @@ def test_a_write_wait_beside_a_lingering_read_interest_is_answered_and_does_not_
 
     net.call_soon(read_once)
     theirs.send(b"answer")
-    _run(net, lambda: received)
+    run_until(net, lambda: received)
     theirs.send(b"more")  # readable again, nobody reading, while a writer waits
     net.call_soon(write_twice)
-    _run(net, lambda: writes)
+    run_until(net, lambda: writes)
     assert writes == ["sent"] and theirs.recv(4096) == b"request"
     net.call_soon(read_once)
-    _run(net, lambda: len(received) == 2)
+    run_until(net, lambda: len(received) == 2)
     assert received == [b"answer", b"more"]

@@ -15,6 +15,8 @@ from kafka.net.selector import NetworkSelector, Task, _initialize_coro, yield_ca
 
 from app.kafka.network_selector import ScalingNetworkSelector, _as_task
 
+from .io_loop import run_until
+
 
 @pytest.fixture(params=[ScalingNetworkSelector, NetworkSelector], ids=["ours", "kafka-python"])
 def net(request):
@@ -23,10 +25,7 @@ def net(request):
     selector.close()
 
 
-def _run(net, until, seconds=2.0):
-    deadline = time.monotonic() + seconds
-    while not until() and time.monotonic() < deadline:
-        net.poll(timeout_ms=10)
+_run = functools.partial(run_until, poll_ms=10)  # this module polls every 10 ms
 
 
 class Holder:

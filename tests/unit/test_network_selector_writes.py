@@ -12,6 +12,8 @@ import pytest
 
 from app.kafka.network_selector import ScalingNetworkSelector
 
+from .io_loop import run_until
+
 
 @pytest.fixture
 def net():
@@ -28,12 +30,6 @@ def _registrations(net):
     return calls
 
 
-def _run(net, until, seconds=2.0):
-    deadline = time.monotonic() + seconds
-    while not until() and time.monotonic() < deadline:
-        net.poll(timeout_ms=20)
-
-
 def test_a_tasks_first_wait_for_writing_is_answered_at_once_and_a_second_one_waits_registered(net, pair):
     ours, _ = pair
     calls = _registrations(net)
@@ -47,7 +43,7 @@ def test_a_tasks_first_wait_for_writing_is_answered_at_once_and_a_second_one_wai
         waits.append("second")
 
     net.call_soon(writer)
-    _run(net, lambda: len(waits) == 2)
+    run_until(net, lambda: len(waits) == 2)
     assert waits == ["first", "second"]
     assert calls == ["register"], "the first wait registers nothing, the second registers once"
 
@@ -56,7 +52,7 @@ def test_a_tasks_first_wait_for_writing_is_answered_at_once_and_a_second_one_wai
         waits.append("third")
 
     net.call_soon(another_writer)
-    _run(net, lambda: len(waits) == 3)
+    run_until(net, lambda: len(waits) == 3)
     assert calls == ["register"]
 
 
@@ -94,7 +90,7 @@ def test_a_send_that_would_block_waits_for_the_peer_instead_of_spinning(net, pai
                 break
         except BlockingIOError:
             break
-    _run(net, lambda: bool(sent))
+    run_until(net, lambda: bool(sent))
     assert sent == b"last"
 
 
@@ -117,7 +113,7 @@ def test_a_connect_in_progress_completes_through_the_wait_answered_at_once(net):
 
     try:
         net.call_soon(connect)
-        _run(net, lambda: bool(connected))
+        run_until(net, lambda: bool(connected))
         assert connected
     finally:
         client.close()

@@ -22,6 +22,8 @@ from app.kafka.admin_connection import AdminConnection
 from app.kafka.network_selector import ScalingNetworkSelector
 from app.kafka.tcp_transport import READ_SIZE, PlainTCPTransport, with_plain_transport
 
+from .io_loop import run_until
+
 
 class CountingSocket:
     """A socket whose ``recv`` calls are counted (a socket object's own methods cannot be)."""
@@ -66,12 +68,6 @@ def _reading(net, transport_class, sock):
     return protocol, errors
 
 
-def _run(net, until, seconds=2.0):
-    deadline = time.monotonic() + seconds
-    while not until() and time.monotonic() < deadline:
-        net.poll(timeout_ms=20)
-
-
 @pytest.mark.parametrize(
     "size", [1, 300, READ_SIZE - 1, READ_SIZE, READ_SIZE + 1, 3 * READ_SIZE + 17, 100_000]
 )
@@ -87,8 +83,8 @@ def test_an_answer_of_any_size_arrives_whole_and_in_order(net, pair, size, trans
             sent += theirs.send(answer[sent:])
         except BlockingIOError:
             net.poll(timeout_ms=5)
-        _run(net, lambda: len(protocol.data) >= sent, seconds=0.05)
-    _run(net, lambda: len(protocol.data) >= size)
+        run_until(net, lambda: len(protocol.data) >= sent, seconds=0.05)
+    run_until(net, lambda: len(protocol.data) >= size)
     assert bytes(protocol.data) == answer and errors == []
 
 
@@ -100,7 +96,7 @@ def test_a_small_answer_takes_one_recv_where_kafka_python_takes_two(net, pair):
         protocol, errors = _reading(net, transport_class, sock)
         for i in range(10):
             theirs.send(b"answer %03d " % i + b"x" * 500)
-            _run(net, lambda: len(protocol.data) >= (i + 1) * 511)
+            run_until(net, lambda: len(protocol.data) >= (i + 1) * 511)
         assert bytes(protocol.data) == b"".join(b"answer %03d " % i + b"x" * 500 for i in range(10))
         counts[transport_class] = sock.recvs
         net.close()
@@ -119,9 +115,9 @@ def test_bytes_arriving_after_a_short_read_are_read_at_the_next_event(net, pair)
     sock = CountingSocket(ours)
     protocol, _ = _reading(net, PlainTCPTransport, sock)
     theirs.send(b"first half ")
-    _run(net, lambda: protocol.data)
+    run_until(net, lambda: protocol.data)
     theirs.send(b"second half")
-    _run(net, lambda: len(protocol.data) == 22)
+    run_until(net, lambda: len(protocol.data) == 22)
     assert bytes(protocol.data) == b"first half second half" and sock.recvs == 2
 
 
@@ -129,9 +125,9 @@ def test_a_peer_that_closes_ends_the_stream_with_kafka_pythons_error(net, pair):
     ours, theirs = pair
     protocol, errors = _reading(net, PlainTCPTransport, ours)
     theirs.send(b"an answer")
-    _run(net, lambda: protocol.data)
+    run_until(net, lambda: protocol.data)
     theirs.close()
-    _run(net, lambda: errors)
+    run_until(net, lambda: errors)
     assert bytes(protocol.data) == b"an answer"
     assert len(errors) == 1 and isinstance(errors[0], kafka_errors.KafkaConnectionError)
     assert str(errors[0]) == str(kafka_errors.KafkaConnectionError("socket disconnected"))
@@ -148,7 +144,7 @@ def test_bytes_and_the_end_of_the_stream_ready_together_the_bytes_are_delivered_
         protocol, errors = _reading(net, transport_class, ours)
         theirs.send(b"last answer")
         theirs.close()
-        _run(net, lambda: errors)
+        run_until(net, lambda: errors)
         assert len(errors) == 1 and str(errors[0]) == str(
             kafka_errors.KafkaConnectionError("socket disconnected")
         )
@@ -283,7 +279,7 @@ def test_a_failing_send_closes_the_connection_with_kafka_pythons_error(net, pair
     transport, errors = _sending(net, transport_class, ours)
     ours.shutdown(__import__("socket").SHUT_WR)  # every send fails: EPIPE
     transport.write(b"a request")
-    _run(net, lambda: errors)
+    run_until(net, lambda: errors)
     assert len(errors) == 1 and isinstance(errors[0], kafka_errors.KafkaConnectionError)
     assert isinstance(errors[0].args[0], BrokenPipeError)
 
