@@ -401,7 +401,12 @@ class ReportOverlay:
 
     def breaching_keys(self) -> list[VolumeKey]:
         """The data dirs whose report was judged in breach (a snapshot keeps them)."""
-        return [k for k, e in self.entries.items() if e.status is _BREACHING]
+        # The verdict read in place: most entries are ok, decided inline, without one.
+        return [
+            k
+            for k, e in self.entries.items()
+            if e.verdict is not None and e.verdict.status is _BREACHING
+        ]
 
     def chosen(self, key: VolumeKey, entry: Reported, at: float) -> bool:
         """Whether ``entry``'s report is the volume's observation at ``at`` (else the admin

