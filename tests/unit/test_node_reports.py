@@ -4,6 +4,8 @@ publishes in /quotas, /throttle-factor and /volumes."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from app.clock import ManualClock
@@ -288,3 +290,32 @@ def test_bad_metadata_settings_stop_start_up_naming_the_key(tmp_path, overrides,
     with pytest.raises(ConfigurationError) as raised:
         make_app(tmp_path, ManualClock(), **overrides)
     assert message in str(raised.value)
+
+
+def test_each_inconsistent_entry_is_named_at_its_place_with_its_input():
+    """The entries are checked in one pass by the body, and each problem still names its entry
+    (volumes.<i>), its message and the entry as given, as a validator of the entry would."""
+    from pydantic import ValidationError
+
+    from app.server.api.schemas.nodes import NodeVolumesBody
+
+    good = {"log_dir": "/a", "total_bytes": 10, "usable_bytes": 5, "holds": ["data"]}
+    over = {"log_dir": "/b", "total_bytes": 10, "usable_bytes": 11, "holds": ["data"]}
+    twice = {"log_dir": "/c", "total_bytes": 10, "usable_bytes": 1, "holds": ["metadata", "metadata"]}
+    body = {"roles": ["broker", "controller"], "volumes": [good, over, twice]}
+    with pytest.raises(ValidationError) as raised:
+        NodeVolumesBody.model_validate_json(json.dumps(body))
+    assert [(e["loc"], e["msg"], e["input"]) for e in raised.value.errors()] == [
+        (("volumes", 1), "Value error, usable_bytes must not exceed total_bytes", over),
+        (("volumes", 2), "Value error, holds lists an entry twice", twice),
+    ]
+    # Consistent entries: the body's own checks (reported at the body).
+    for roles, volumes, message in [
+        (["broker", "broker"], [good], "roles lists a role twice"),
+        (["broker"], [good, good], "volumes lists a log_dir twice"),
+        (["controller"], [good], "only a node with the broker role holds data"),
+    ]:
+        with pytest.raises(ValidationError) as raised:
+            NodeVolumesBody.model_validate_json(json.dumps({"roles": roles, "volumes": volumes}))
+        assert [(e["loc"], e["msg"]) for e in raised.value.errors()] == [((), f"Value error, {message}")]
+    assert NodeVolumesBody.model_validate_json(json.dumps({"roles": ["broker"], "volumes": [good, {**good, "log_dir": "/d", "holds": ["data", "metadata"]}]})).json_keys() == 2 + 4 * 2

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails
 
 from app.observation.node_reports import BROKER_ROLE, DATA, NodeReport, node_volume
 
@@ -37,13 +38,15 @@ class NodeVolumeEntry(BaseModel):
         "broker role), or both",
     )
 
-    @model_validator(mode="after")
-    def _consistent(self) -> NodeVolumeEntry:
+    def problem(self) -> str | None:
+        """What makes this entry inconsistent, if anything (NodeVolumesBody checks every entry
+        in one pass: a validator of each entry's own costs a call into Python per entry)."""
         if self.usable_bytes > self.total_bytes:
-            raise ValueError("usable_bytes must not exceed total_bytes")
-        if len(set(self.holds)) != len(self.holds):
-            raise ValueError("holds lists an entry twice")
-        return self
+            return "usable_bytes must not exceed total_bytes"
+        holds = self.holds
+        if len(holds) == 2 and holds[0] == holds[1]:  # at most two entries (the field's bound)
+            return "holds lists an entry twice"
+        return None
 
 
 class NodeVolumesBody(BaseModel):
@@ -81,20 +84,45 @@ class NodeVolumesBody(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> NodeVolumesBody:
-        if len(set(self.roles)) != len(self.roles):
+        # Each entry's problem at the entry (volumes.<i>), as a validator of the entry's own
+        # would place it; the body's own only when every entry is consistent.
+        volumes = self.volumes
+        if any(
+            v.usable_bytes > v.total_bytes or (len(v.holds) == 2 and v.holds[0] == v.holds[1])
+            for v in volumes
+        ):
+            problems = [
+                (index, volume, problem)
+                for index, volume in enumerate(volumes)
+                if (problem := volume.problem()) is not None
+            ]
+            raise ValidationError.from_exception_data(
+                type(self).__name__,
+                [
+                    InitErrorDetails(
+                        type="value_error",
+                        loc=("volumes", index),
+                        input=volume.model_dump(),
+                        ctx={"error": ValueError(problem)},
+                    )
+                    for index, volume, problem in problems
+                ],
+            )
+        roles = self.roles
+        if len(roles) == 2 and roles[0] == roles[1]:  # at most two (the field's bound)
             raise ValueError("roles lists a role twice")
-        dirs = [v.log_dir for v in self.volumes]
-        if len(set(dirs)) != len(dirs):
+        if len({v.log_dir for v in volumes}) != len(volumes):
             raise ValueError("volumes lists a log_dir twice")
-        if BROKER_ROLE not in self.roles and any(DATA in v.holds for v in self.volumes):
+        if BROKER_ROLE not in roles and any(DATA in v.holds for v in volumes):
             raise ValueError("only a node with the broker role holds data")
         return self
 
     def json_keys(self) -> int:
         """The keys this body and its entries were given, each counted once (no other key is
         taken): with app/server/edge/json_bodies.py's ``keys_counted_once``, a cheap proof that
-        the JSON gave none twice."""
-        return len(self.model_fields_set) + sum(len(v.model_fields_set) for v in self.volumes)
+        the JSON gave none twice. Every field of both models is required and no other key is
+        taken, so a valid body was given exactly each field of each."""
+        return _BODY_KEYS + _ENTRY_KEYS * len(self.volumes)
 
     def report(self, node_id: int, received_at: float) -> NodeReport:
         return NodeReport(
@@ -105,3 +133,14 @@ class NodeVolumesBody(BaseModel):
             ),
             received_at,
         )
+
+
+def _required_fields(model: type[BaseModel]) -> int:
+    fields = model.model_fields
+    # json_keys counts on it: a field with a default would be given or not.
+    assert all(field.is_required() for field in fields.values()), model.__name__
+    assert model.model_config.get("extra") == "forbid", model.__name__
+    return len(fields)
+
+
+_BODY_KEYS, _ENTRY_KEYS = _required_fields(NodeVolumesBody), _required_fields(NodeVolumeEntry)
