@@ -83,6 +83,11 @@ class Reported(NamedTuple):
         )
 
 
+# ``Reported(volume, report)`` made by tuple's own constructor, not the named tuple's ``__new__``
+# (a Python function): one per data dir of every report.
+_reported = tuple.__new__
+
+
 def disagree(admin: VolumeObservation, reported: NodeVolume, tolerance: float) -> bool:
     """The two observations of one volume differ by more than ``tolerance`` of its total bytes,
     or the admin API saw an error a report cannot show."""
@@ -193,7 +198,7 @@ class ReportOverlay:
             ):
                 # The common case inline (_entry and _note, to the same effect): plainly ok, no
                 # disagreement to settle, nothing a step's evaluation reads.
-                entries[key] = Reported(volume, report)
+                entries[key] = _reported(Reported, (volume, report, None))
                 if key in notable:
                     del notable[key]
                     changed = True

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 
 from app.decision.factor import FactorSource
 from app.decision.policy import StoragePolicy, VolumeStatus, VolumeVerdict, judge_volume
-from app.observation.node_reports import NodeReport, NodeReportBook, NodeVolume
+from app.observation.node_reports import DATA, NodeReport, NodeReportBook, NodeVolume
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +105,7 @@ class MetadataStep:
 
 
 UNLIMITED = MetadataStep(1.0, 1.0, FactorSource.OBSERVED, False, (), None)
-_OK = VolumeStatus.OK
+_OK, _BREACHING = VolumeStatus.OK, VolumeStatus.BREACHING
 
 
 class MetadataWatch:
@@ -125,24 +125,24 @@ class MetadataWatch:
         node's previous report is held by the hysteresis)."""
         previous = self._judged.get(report.node_id)
         was_breaching = (
-            {v.volume.log_dir for v in previous.verdicts if v.status is VolumeStatus.BREACHING}
+            {v.volume.log_dir for v in previous.verdicts if v.status is _BREACHING}
             if previous is not None
-            else set()
+            else ()
         )
+        policy = self.policy
         verdicts, entries = [], []
+        mutation = data = 1.0
         for observation, entry in report.observations():
-            if self.policy is None:
+            if policy is None:
                 verdict = VolumeVerdict(observation, _OK, 1.0, "")
             else:
-                verdict = judge_volume(
-                    self.policy, observation, observation.log_dir in was_breaching
-                )
+                verdict = judge_volume(policy, observation, observation.log_dir in was_breaching)
             verdicts.append(verdict)
             entries.append(entry)
-        mutation = min((v.factor for v in verdicts), default=1.0)
-        data = min(
-            (v.factor for v, e in zip(verdicts, entries, strict=True) if e.holds_data), default=1.0
-        )
+            factor = verdict.factor
+            mutation = min(mutation, factor)
+            if DATA in entry.holds:
+                data = min(data, factor)
         judged = _Judged(report, tuple(verdicts), tuple(entries), mutation, data)
         self.book.record(report)
         self._judged[report.node_id] = judged

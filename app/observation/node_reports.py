@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from app.observation.model import NODE_REPORT, VolumeObservation
+from app.observation.model import VolumeObservation, reported_observation
 
 DATA = "data"
 METADATA = "metadata"
@@ -78,20 +78,11 @@ class NodeReport:
 
     def observations(self) -> list[tuple[VolumeObservation, NodeVolume]]:
         """Each metadata volume as an observation the storage policy judges, with its entry."""
+        node_id, at = self.node_id, self.received_at
         return [
-            (
-                VolumeObservation(
-                    self.node_id,
-                    v.log_dir,
-                    v.total_bytes,
-                    v.usable_bytes,
-                    self.received_at,
-                    observed_by=NODE_REPORT,
-                ),
-                v,
-            )
+            (reported_observation(node_id, v.log_dir, v.total_bytes, v.usable_bytes, at), v)
             for v in self.volumes
-            if v.holds_metadata
+            if METADATA in v.holds
         ]
 
 
