@@ -223,15 +223,16 @@ class ThrottleDecider:
         mutation factor beside it."""
         return replace(
             reading,
-            factor=ThrottleDecider.cluster_factor(reading, metadata),
+            factor=ThrottleDecider.cluster_factor(reading.factor, metadata.data_factor),
             mutation_factor=metadata.mutation_factor,
             next_change_at=_earliest(reading.next_change_at, metadata.next_change_at),
         )
 
     @staticmethod
-    def cluster_factor(reading: FactorReading, metadata: MetadataStep) -> float:
-        """The data volumes' factor lowered by the metadata volumes that hold data too."""
-        return min(reading.factor, metadata.data_factor)
+    def cluster_factor(data_factor: float, metadata_data_factor: float) -> float:
+        """The data volumes' factor lowered by the metadata volumes that hold data too (their
+        ``MetadataStep.data_factor``)."""
+        return min(data_factor, metadata_data_factor)
 
     def metadata_at(self, now: float) -> MetadataStep:
         """The nodes' reports valid at ``now`` and the metadata decision they make."""

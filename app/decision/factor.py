@@ -99,6 +99,27 @@ class ThrottleFactorHolder:
         twin._known = known  # noqa: SLF001
         return twin
 
+    def factor_at(self, now: float) -> tuple[float, FactorSource]:
+        """``read(now)``'s factor and source, without the times it gives: what every node
+        report compares with what was last published."""
+        if not self._enabled:
+            return 1.0, FactorSource.DISABLED
+        step = self._last_valid.at(now)
+        if step is None:
+            factor, source = self._fallback, FactorSource.FALLBACK
+        else:
+            factor = step.factor
+            if self._initial:
+                source = FactorSource.INITIAL
+            else:
+                source = (
+                    FactorSource.OBSERVED if self._latest_succeeded else FactorSource.LAST_VALID
+                )
+        known = self._known.at(now) if self._known is not None else None
+        if known is not None and known.factor < factor:
+            factor = known.factor
+        return factor, source
+
     def read(self, now: float) -> FactorReading:
         if not self._enabled:
             return FactorReading(1.0, FactorSource.DISABLED, None, None, None)

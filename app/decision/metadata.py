@@ -176,6 +176,21 @@ class MetadataWatch:
             self._listed.pop(report.node_id, None)
         return expired
 
+    def acting_at(self, now: float) -> tuple[float, float, FactorSource, tuple[object, ...]]:
+        """Of ``at(now)``: the mutation factor, the data factor, the source and each listed
+        volume's key and reason; without building the step when no report asks for less than 1
+        (the common case, asked at every node report)."""
+        if self._listed:
+            step = self.at(now)
+            listed = tuple((m.verdict.volume.key, m.verdict.reason) for m in step.listed)
+            return step.mutation_factor, step.data_factor, step.source, listed
+        # As ``at`` with nothing listed: both factors 1, and the source.
+        if (self._latest_expiry is not None and now <= self._latest_expiry) or self.policy is None:
+            return 1.0, 1.0, FactorSource.OBSERVED, ()
+        if now <= self._initial_until:
+            return 1.0, 1.0, FactorSource.INITIAL, ()
+        return self.fallback, 1.0, FactorSource.FALLBACK, ()
+
     def at(self, now: float) -> MetadataStep:
         expires_at = self.book.expires_at
         listed = [j for j in self._listed.values() if now <= expires_at(j.report)]

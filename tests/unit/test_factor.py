@@ -104,3 +104,28 @@ def test_disabled_observation_always_reads_one():
 def test_validity_must_be_positive():
     with pytest.raises(ValueError):
         ThrottleFactorHolder(0, 1.0, started_at=0.0)
+
+
+def test_the_factor_and_source_alone_are_those_of_the_full_reading_at_every_instant():
+    """``factor_at`` (asked at every node report) gives what ``read`` gives of the factor and
+    its source: start-up, observed, last valid, a known cap, its expiry, fallback, disabled."""
+    holders = []
+    holder = ThrottleFactorHolder(120, 0.5, started_at=0.0)
+    holders.append(holder)
+    succeed(holder, 0.25, 10.0)
+    holder.record_failure(known=SteadyTimeline(0.0, 20.0, 200.0))
+    capped = ThrottleFactorHolder(120, 1.0, started_at=0.0)
+    capped.record_failure(known=SteadyTimeline(0.75, 5.0, 90.0))
+    holders += [capped, ThrottleFactorHolder(60, 0.0, started_at=0.0, enabled=False)]
+    fresh = ThrottleFactorHolder(120, 0.0, started_at=0.0)
+    succeed(fresh, 0.0, 30.0)
+    succeed(fresh, 1.0, 40.0)
+    holders.append(fresh)
+    seen = set()
+    for h in holders:
+        for tenth in range(0, 4000, 7):
+            now = tenth / 10
+            reading = h.read(now)
+            assert h.factor_at(now) == (reading.factor, reading.source), now
+            seen.add(reading.source)
+    assert seen == set(FactorSource)  # every source was compared

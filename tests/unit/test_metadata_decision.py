@@ -107,3 +107,30 @@ def test_a_frozen_step_lists_the_metadata_volumes_of_its_moment_whatever_the_wat
     assert [v.verdict.volume.broker_id for v in volumes] == [1000, 1001]
     assert volumes[1].expires_at == T0 + 1 + VALIDITY  # as confirmed when the step was taken
     assert frozen.frozen() is frozen
+
+
+def test_what_shims_act_on_of_the_metadata_step_is_that_of_the_full_step_at_every_instant():
+    """``acting_at`` (asked at every node report) gives the full step's factors, source and
+    listed volumes: before any report (initial, then fallback), with reports ok, ramping and
+    breaching, after they expire, and without metadata limits."""
+
+    def projected(watch, now):
+        step = watch.at(now)
+        listed = tuple((m.verdict.volume.key, m.verdict.reason) for m in step.listed)
+        return step.mutation_factor, step.data_factor, step.source, listed
+
+    sources = set()
+    for d, reports in [
+        (decider(fallback=0.25), [report(1000, T0 + 200, 90 * MiB), report(1001, T0 + 210, 20 * MiB), report(3, T0 + 220, 5 * MiB, roles=("broker", "controller"), holds=("data", "metadata"))]),
+        (decider(policy=None), [report(3, T0 + 10, 0, roles=("broker", "controller"), holds=("data", "metadata"))]),
+        (decider(), [report(1000, T0 + 5, 15 * MiB), report(1000, T0 + 50, 80 * MiB)]),
+    ]:
+        pending = sorted(reports, key=lambda r: r.received_at)
+        for second in range(0, 700, 3):
+            now = T0 + second
+            while pending and pending[0].received_at <= now:
+                d.record_node_report(pending.pop(0))
+            acting = d.metadata.acting_at(now)
+            assert acting == projected(d.metadata, now), second
+            sources.add(acting[2])
+    assert sources == {FactorSource.INITIAL, FactorSource.FALLBACK, FactorSource.OBSERVED}

@@ -25,14 +25,11 @@ def what_shims_act_on(decider: ThrottleDecider, now: float) -> tuple[object, ...
     """What of the decision at ``now`` a node report can change that the shims act on: the
     cluster factor (its data volumes' and the metadata volumes that hold data), its source, the
     mutation factor and the metadata volumes that set it."""
-    step = decider.metadata_at(now)
-    reading = decider.holder.read(now)
-    listed = (
-        tuple((m.verdict.volume.key, m.verdict.reason) for m in step.listed) if step.judged else ()
-    )
-    # The fields of ThrottleDecider.with_metadata's reading, without building it.
-    factor = decider.cluster_factor(reading, step)
-    return (factor, reading.source, step.mutation_factor, step.source, listed)
+    # The fields of ThrottleDecider.with_metadata's reading and of the metadata step, without
+    # building either (every node report asks).
+    mutation, data, metadata_source, listed = decider.metadata.acting_at(now)
+    factor, source = decider.holder.factor_at(now)
+    return (decider.cluster_factor(factor, data), source, mutation, metadata_source, listed)
 
 
 class Publisher:
