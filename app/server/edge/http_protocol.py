@@ -307,6 +307,9 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         super().__init__(config, server_state, app_state, _loop)
         self.guard = guard
         self.lane = lane
+        # A report the lane answers carries the node token: whether that token reserves (it
+        # does when both come from the same settings), so that it is not checked twice.
+        self.lane_reserves = lane is not None and lane.node_token in guard.tokens
         # A node report the lane answers: its node, its body's pieces, when its head was complete.
         self.lane_request: tuple[int, list[bytes], float] | None = None
         self.lane_closing = False  # the server stops: the report in the lane is the last
@@ -504,9 +507,10 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         if self.parser.should_upgrade():
             self.upgrade_body = framing
         self.body_open = framing is not None
-        if self.guard.reserves(self.url, self.headers):
+        in_lane = self.lane is not None and self._in_lane()
+        if (in_lane and self.lane_reserves) or self.guard.reserves(self.url, self.headers):
             self.guard.reserve(self, self._client_host())
-        if self.lane is not None and self._in_lane():
+        if in_lane:
             return
         super().on_headers_complete()
 
