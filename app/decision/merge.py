@@ -190,16 +190,19 @@ class ReportOverlay:
             if (
                 total >= 0
                 and usable >= 0
-                and key in admin
                 and key not in disagreeing
                 and key not in base_listed
                 and not (times and key in times)
                 and measure(total, usable) > ok_above
             ):
                 # The common case inline (_entry and _note, to the same effect): plainly ok, no
-                # disagreement to settle, nothing a step's evaluation reads.
-                entries[key] = _reported(Reported, (volume, report, None))
-                if key in notable:
+                # disagreement to settle; a step's evaluation reads it only when the admin API
+                # has not observed the volume.
+                entry = entries[key] = _reported(Reported, (volume, report, None))
+                if key not in admin:
+                    notable[key] = entry
+                    changed = True
+                elif key in notable:
                     del notable[key]
                     changed = True
                 continue

@@ -346,3 +346,21 @@ def test_what_if_judges_the_reports_by_the_candidate_limits_and_leaves_the_decid
     assert d.decision(5).factor == 2 / 3
     d.record_node_report(report(1, 950, 6))
     assert d.decision(6).factor == 1.0
+
+
+def test_a_plainly_ok_report_is_read_by_the_steps_only_while_the_admin_api_has_not_observed_its_volume():
+    """A data dir with room that DescribeLogDirs has not observed (a new dir, the admin poll not
+    yet run) is in the view from its report, and among the entries a step's evaluation reads;
+    once a round observes it, an ok report of it is not, and the view shows the newer of the two."""
+    d = new_decider()
+    d.apply_round(round_(0.0, [1], [obs(1, 900, 0.0)]))
+    d.record_node_report(report(1, 800, 1.0, log_dir="/new"))
+    assert observed_by(d, 1.0)[(1, "/new")] == ("node-report", 800)
+    assert set(d.reported.notable) == {(1, "/new")}
+    version = d.reported.notable_version
+    d.record_node_report(report(1, 790, 2.0, log_dir="/new"))
+    assert d.reported.notable_version > version  # what the steps read has changed
+    d.apply_round(round_(3.0, [1], [obs(1, 900, 3.0), obs(1, 780, 3.0, log_dir="/new")]))
+    d.record_node_report(report(1, 770, 4.0, log_dir="/new"))
+    assert set(d.reported.notable) == set()
+    assert observed_by(d, 4.0)[(1, "/new")] == ("node-report", 770)
