@@ -86,6 +86,35 @@ class NodeReport:
         ]
 
 
+_new_report = object.__new__
+_set_node, _set_roles, _set_volumes, _set_received = (
+    getattr(NodeReport, name).__set__ for name in ("node_id", "roles", "volumes", "received_at")
+)
+# A node's roles, as a report lists them (one frozenset each, shared).
+_ROLES = {
+    tuple(roles): frozenset(roles)
+    for roles in (
+        ("broker",),
+        ("controller",),
+        ("broker", "controller"),
+        ("controller", "broker"),
+    )
+}
+
+
+def node_report(
+    node_id: int, roles: Sequence[str], volumes: tuple[NodeVolume, ...], received_at: float
+) -> NodeReport:
+    """``NodeReport(node_id, frozenset(roles), volumes, received_at)``, made as ``node_volume``
+    makes its volumes (one a report)."""
+    report = _new_report(NodeReport)
+    _set_node(report, node_id)
+    _set_roles(report, _ROLES.get(tuple(roles)) or frozenset(roles))
+    _set_volumes(report, volumes)
+    _set_received(report, received_at)
+    return report
+
+
 class NodeReportBook:
     """The latest report of every node, each valid for ``validity_seconds`` from its arrival
     (or from the latest round that listed the node as a fenced broker, with ``keep_fenced``)."""

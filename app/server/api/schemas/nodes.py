@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails
 
-from app.observation.node_reports import BROKER_ROLE, DATA, NodeReport, node_volume
+from app.observation.node_reports import BROKER_ROLE, DATA, NodeReport, node_report, node_volume
 
 MAX_NODE_VOLUMES = 64
 MAX_LOG_DIR_CHARS = 4096  # Linux's PATH_MAX
@@ -125,11 +125,14 @@ class NodeVolumesBody(BaseModel):
         return _BODY_KEYS + _ENTRY_KEYS * len(self.volumes)
 
     def report(self, node_id: int, received_at: float) -> NodeReport:
-        return NodeReport(
+        return node_report(
             node_id,
-            frozenset(self.roles),
+            self.roles,
             tuple(
-                node_volume(v.log_dir, v.total_bytes, v.usable_bytes, v.holds) for v in self.volumes
+                [
+                    node_volume(v.log_dir, v.total_bytes, v.usable_bytes, v.holds)
+                    for v in self.volumes
+                ]
             ),
             received_at,
         )
