@@ -31,20 +31,44 @@ _ALWAYS = {
 _QUIET_LOGGERS = ("org.apache.spark.sql.execution.window.WindowExec",)
 # For a local master started here (spark-submit brings its own settings): the JVM is
 # started by this process, so its memory and collector can still be chosen (the throughput
-# collector: about 10% less CPU than G1 for this batch job); few shuffle partitions suit
-# one machine. The JIT compiles the strict reader's generated checks although their method
-# is over HotSpot's 8,000-byte limit for compiling (DontCompileHugeMethods): left
-# interpreted, they cost more CPU than parsing the JSON (BENCHMARKS.md, the cache section).
+# collector: about 10% less CPU than G1 for this batch job). The JIT compiles the strict
+# reader's generated checks although their method is over HotSpot's 8,000-byte limit for
+# compiling (DontCompileHugeMethods): left interpreted, they cost more CPU than parsing the
+# JSON (BENCHMARKS.md, the cache section). The JIT stops at its quick first tier (C1): a run
+# is seconds to minutes of a JVM started for it, spent mostly planning queries in the driver,
+# and the optimising tier's compiling (on the same few cores) paid for itself in no run
+# measured (2 days of 100 x 4 from the cache: 41-47 s against 54-77 s; parsed: no slower).
 _LOCAL = {
     "spark.driver.memory": "4g",
-    "spark.driver.extraJavaOptions": "-XX:+UseParallelGC -XX:-DontCompileHugeMethods",
-    "spark.sql.shuffle.partitions": "8",
+    "spark.driver.extraJavaOptions": (
+        "-XX:+UseParallelGC -XX:-DontCompileHugeMethods -XX:TieredStopAtLevel=1"
+    ),
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     # List the history's date folders in the driver: with one machine's cores, a Spark job
     # to list a few hundred folders in parallel costs more than it saves.
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "10000",
+    # A file costs a task about what reading this many bytes costs (Spark's default, 4 MiB,
+    # makes a task of every small file): the cached history is a few small Parquet files per
+    # history file and table, packed so into a task per core instead of one per file.
+    "spark.sql.files.openCostInBytes": str(64 * 1024),
 }
+
+
+def local_cores(master: str) -> int:
+    """The cores a local master runs tasks on: local[N] (or local[N,F]) N, local[*] every
+    core of the machine, local 1."""
+    found = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\d+)?\])?", master)
+    if found is None or found[1] is None:
+        return 1
+    return os.cpu_count() or 1 if found[1] == "*" else int(found[1])
+
+
+def _local_settings(master: str) -> dict[str, str]:
+    """_LOCAL, and as many shuffle partitions as the master has cores: the report's shuffles
+    after the parse carry a few thousand rows each (rounds, volumes, episodes), and each
+    partition is a task (8 on two cores: a warm run 54 s against 65-77 s with 2)."""
+    return {**_LOCAL, "spark.sql.shuffle.partitions": str(local_cores(master))}
 
 
 def _use_this_python_in_workers() -> None:
@@ -196,7 +220,7 @@ def report_session(
         master = master or DEFAULT_MASTER
         builder = builder.master(master)
         if master.startswith("local"):
-            settings = {**_LOCAL, **settings}
+            settings = {**_local_settings(master), **settings}
             _use_this_python_in_workers()
     for key, value in {**settings, **(extra or {})}.items():
         builder = builder.config(key, value)
