@@ -457,10 +457,13 @@ def _cached_tables(
                 fs.delete(f"{cache}/{table}/{gone}")
         present = [_chunk_dir(cache, table, f.key) for f in files if f"{CHUNK}={f.key}" in chunks]
         if table in schemas and present:  # not the tables a run of another version left
+            # Every file's chunk of the table is one of the history's (so after pruning): the
+            # table's folder read whole, one listing instead of a path to check per file.
+            whole = prune or chunks <= current
             tables[table] = (
                 spark.read.option("basePath", f"{cache}/{table}")
                 .schema(schemas[table])
-                .parquet(*present)
+                .parquet(*([f"{cache}/{table}"] if whole else present))
             )
     return tables
 
