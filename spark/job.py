@@ -24,7 +24,7 @@ from spark.output import ReportOutput
 from spark.page.html_report import render_page
 from spark.reading.cache import check_folders, lock, make_folder
 from spark.reading.frames import kept, release
-from spark.reading.history import epoch_seconds, line_counts, read_history
+from spark.reading.history import read_history
 from spark.reading.topic import TopicInput, copy_topic
 from spark.report import PAGE_ROWS, Report
 
@@ -86,11 +86,10 @@ def _reasons(counts: dict[str, int]) -> str:
     )
 
 
-def _history_end(volumes: DataFrame, last_round: float) -> HistoryEnd:
-    """The last round, and the last one that observed volumes (from the per-volume summary)."""
-    last_seen = volumes.agg(F.max(epoch_seconds("last_seen"))).collect()[0][
-        0
-    ]  # one row: a global aggregate
+def _history_end(times: list[partials.VolumeTimes], last_round: float) -> HistoryEnd:
+    """The last round, and the last one that observed volumes (from the per-volume summary's
+    ``partials.volume_times``)."""
+    last_seen = partials.last_seen(times)
     return HistoryEnd(last_round, last_seen if last_seen is not None else last_round)
 
 
@@ -140,7 +139,12 @@ def _with_metadata_episodes(
     volumes = partials.volume_summary(derived, partials.METADATA, max_gap_seconds)
     metadata = partials.episode_segments(derived, rows, partials.METADATA, max_gap_seconds)
     found = (
-        segment_episodes(metadata, volumes, _history_end(volumes, last_round), max_gap_seconds)
+        segment_episodes(
+            metadata,
+            volumes,
+            _history_end(partials.volume_times(volumes), last_round),
+            max_gap_seconds,
+        )
         .transform(with_enforcement(segment_starts(metadata), persisted))
         .join(F.broadcast(volumes.select(*VOLUME, "holds")), list(VOLUME))
     )
@@ -212,8 +216,9 @@ def run_report(
         derived = history.derived
         # One row per round and decision, counting the lines read: the rounds for the states
         # and the timeline come from it, and so do the counts of rows and skipped lines.
-        round_decisions = keep(partials.round_decisions(derived))
-        read = line_counts(round_decisions)
+        # The lines read and each file's last round, from a row per file.
+        files = partials.file_lines(derived)
+        read = files.read
         if read.rows == 0:
             raise EmptyHistory(
                 f"no history rows in {location} ({read.skipped_lines} lines skipped)"
@@ -241,11 +246,13 @@ def run_report(
         # (``partials``); the forecast, the charts and the backtest read the rows they need.
         rows = history.rows.transform(data_rows)
 
-        round_rows = keep(rounds(round_decisions))  # one row per round
+        round_rows = keep(rounds(partials.round_decisions(derived)))  # one row per round
         volumes = keep(
             partials.volume_summary(derived, partials.DATA, max_gap_seconds)
         )  # one row per volume
-        end = _history_end(volumes, read.last_time)
+        # Collected once (a row per volume): the end of the history, and the forecast's reach.
+        times = partials.volume_times(volumes)
+        end = _history_end(times, read.last_time)
         segments = keep(partials.episode_segments(derived, history.rows, DATA, max_gap_seconds))
 
         # Small tables, each computed once: written twice and shown, and the broker summary
@@ -268,7 +275,9 @@ def run_report(
         )
         forecast = keep(
             fill_forecast(
-                partials.forecast_rows(derived, rows, volumes, end, forecast_window_seconds),
+                partials.forecast_rows(
+                    derived, rows, volumes, end, forecast_window_seconds, times, files.ends
+                ),
                 volumes,
                 end,
                 forecast_window_seconds,

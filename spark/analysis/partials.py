@@ -26,6 +26,8 @@ instead, a segment per row (``episode_segments``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -47,7 +49,7 @@ from spark.analysis.gaps import HistoryEnd, gap_limit, still_present
 from spark.analysis.states import blames, decisions
 from spark.reading.cache import CHUNK
 from spark.reading.frames import kept
-from spark.reading.history import SKIP_REASON, epoch_seconds, most_first, valid
+from spark.reading.history import SKIP_REASON, LineCounts, epoch_seconds, most_first, valid
 
 HOLDS = "volume_holds"  # data / metadata: the episodes of each are apart
 METADATA = "metadata"
@@ -201,16 +203,45 @@ def volume_summary(
     )
 
 
-def chunk_ends(derived: dict[str, DataFrame]) -> dict[str, float]:
-    """Each file's last round (epoch seconds), of the files with a valid line."""
-    ends = (
+@dataclass(frozen=True)
+class FileLines:
+    """The lines read (``reading.line_counts`` of every line) and each file's last round (epoch
+    seconds; of the files with a valid line), from one pass over the files' ``decisions``."""
+
+    read: LineCounts
+    ends: dict[str, float]
+
+
+def file_lines(derived: dict[str, DataFrame]) -> FileLines:
+    """``FileLines`` of the history: one small aggregate per file (a row each), combined here
+    (the counts add up; times as microseconds, so the first and last are exactly those of
+    ``line_counts``)."""
+    ok = valid()
+    per_file = (
         derived[DECISIONS]
-        .filter(valid())
         .groupBy(CHUNK)
-        .agg(F.max(F.unix_micros("time")).alias("end"))
+        .agg(
+            F.sum(F.when(ok, F.col("lines"))).alias("valid"),
+            F.sum(F.when(~ok, F.col("lines"))).alias("skipped"),
+            F.min(F.when(ok, F.unix_micros("time"))).alias("first"),
+            F.max(F.when(ok, F.unix_micros("time"))).alias("last"),
+        )
         .collect()
     )
-    return {row[CHUNK]: row["end"] / 1_000_000.0 for row in ends}
+    firsts = [row["first"] for row in per_file if row["first"] is not None]
+    lasts = {row[CHUNK]: row["last"] for row in per_file if row["last"] is not None}
+    read = LineCounts(
+        sum(row["valid"] or 0 for row in per_file),
+        sum(row["skipped"] or 0 for row in per_file),
+        min(firsts) / 1_000_000.0 if firsts else None,
+        max(lasts.values()) / 1_000_000.0 if lasts else None,
+    )
+    return FileLines(read, {chunk: last / 1_000_000.0 for chunk, last in lasts.items()})
+
+
+def chunk_ends(derived: dict[str, DataFrame]) -> dict[str, float]:
+    """Each file's last round (epoch seconds), of the files with a valid line."""
+    return file_lines(derived).ends
 
 
 def _interleaved(derived: dict[str, DataFrame], holds: str) -> list[tuple]:
@@ -275,32 +306,72 @@ def has_metadata(derived: dict[str, DataFrame]) -> bool:
     return not derived[VOLUMES].transform(_of(METADATA)).isEmpty()
 
 
+@dataclass(frozen=True)
+class VolumeTimes:
+    """Of one volume of ``volume_summary``: when it was last seen (microseconds since the
+    epoch), the time its last observation the forecast may fit was made (epoch seconds) and
+    its gap limit: what the end of the history and the forecast's reach are worked out from."""
+
+    last_seen_micros: int | None
+    last_fitted_t: float | None
+    gap_limit: float | None
+
+
+def volume_times(volumes: DataFrame) -> list[VolumeTimes]:
+    """``VolumeTimes`` of every volume of ``volumes`` (``volume_summary(...)``: a row per
+    volume), collected."""
+    return [
+        VolumeTimes(*row)
+        for row in volumes.select(
+            F.unix_micros("last_seen"), "last_fitted_t", "gap_limit"
+        ).collect()
+    ]
+
+
+def last_seen(times: list[VolumeTimes]) -> float | None:
+    """When the last of the volumes was seen (epoch seconds)."""
+    seen = [v.last_seen_micros for v in times if v.last_seen_micros is not None]
+    return max(seen) / 1_000_000.0 if seen else None
+
+
+def _present(volume: VolumeTimes, end: HistoryEnd) -> bool:
+    """``gaps.still_present`` with a fitted observation, as Spark evaluates it (doubles)."""
+    if volume.last_seen_micros is None or volume.gap_limit is None:
+        return False
+    seen = volume.last_seen_micros / 1_000_000.0
+    return seen >= end.last_observing_round - volume.gap_limit and volume.last_fitted_t is not None
+
+
 def forecast_rows(
     derived: dict[str, DataFrame],
     rows: DataFrame,
     volumes: DataFrame,
     end: HistoryEnd,
     window_seconds: float,
+    times: list[VolumeTimes] | None = None,
+    ends: dict[str, float] | None = None,
 ) -> DataFrame:
     """Of the data volumes' ``rows``, those ``forecast.fill_forecast`` needs: every observation
     made from a little before the earliest window of a present volume (``volumes``:
     ``volume_summary(...)``), read from the files that reach that far only. Exact when each
     present volume has GAIN_CONTEXT observations between that start and its own window (the
     ones the fit looks back on, which are then the latest before its window, as from every
-    row): checked, and all rows are given when one has not."""
+    row): checked, and all rows are given when one has not. ``times`` (``volume_times(volumes)``)
+    and ``ends`` (``chunk_ends(derived)``): where the caller has them already."""
     present = (
         still_present(epoch_seconds("last_seen"), end, F.col("gap_limit"))
         & F.col("last_fitted_t").isNotNull()
     )
     cut = F.col("last_fitted_t") - F.lit(window_seconds)
     cuts = volumes.filter(present).select(*VOLUME, cut.alias("cut"))
-    bounds = volumes.agg(
-        F.min(F.when(present, cut)).alias("cut"), F.max("gap_limit").alias("gap")
-    ).collect()[0]
-    if bounds["cut"] is None:  # no volume to forecast
+    times = volume_times(volumes) if times is None else times
+    present_cuts = [v.last_fitted_t - window_seconds for v in times if _present(v, end)]  # type: ignore[operator]
+    if not present_cuts:  # no volume to forecast
         return rows
-    start = bounds["cut"] - max(_LEAD_SECONDS, _LEAD_GAPS * (bounds["gap"] or 0.0))
-    reaching = [chunk for chunk, last in chunk_ends(derived).items() if last >= start]
+    gaps = [v.gap_limit for v in times if v.gap_limit is not None]
+    start = min(present_cuts) - max(_LEAD_SECONDS, _LEAD_GAPS * (max(gaps) if gaps else 0.0))
+    ends = chunk_ends(derived) if ends is None else ends
+    reaching = [chunk for chunk, last in ends.items() if last >= start]
     near = rows.filter(F.col(CHUNK).isin(reaching)).filter(observed_seconds() >= F.lit(start))
     before_window = (
         near.filter(fitted_rows())
