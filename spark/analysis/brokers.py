@@ -8,6 +8,7 @@ from pyspark.sql import functions as F
 from spark.analysis.episodes import volume_rows
 from spark.analysis.forecast import fitted_rows
 from spark.analysis.gaps import HistoryEnd, gap_limit, still_present
+from spark.reading.frames import in_order
 from spark.reading.history import epoch_seconds, node_reported
 
 
@@ -127,5 +128,5 @@ def broker_summary(
         observed.join(_episode_totals(episodes), "broker_id", "left")
         .join(_nearest_forecast(forecast), "broker_id", "left")
         .fillna({**zero_counts, **zero_seconds})
-        .orderBy("broker_id")
+        .transform(lambda brokers: in_order(brokers, "broker_id"))
     )

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from spark.analysis.brokers import judged
 from spark.analysis.episodes import VOLUME, volume_rows
 from spark.analysis.gaps import gap_limit
+from spark.reading.frames import in_order
 from spark.reading.history import epoch_seconds
 from spark.report import StateBucket, VolumeSeries
 
@@ -98,7 +99,7 @@ def closest_volume_series(
                 for level in ("hard_limit", "soft_limit")
             ],
         )
-        .orderBy(*VOLUME, "bucket")
+        .transform(lambda buckets: in_order(buckets, *VOLUME, "bucket"))
         .collect()
     )
     series = []
@@ -145,7 +146,7 @@ def state_timeline(
             F.max(epoch_seconds("time")).alias("last_t"),
             F.max(gap_limit(max_gap_seconds)).alias("gap_limit"),
         )
-        .orderBy("bucket")
+        .transform(lambda buckets: in_order(buckets, "bucket"))
         .collect()
     )
     names = {value: name for name, value in _STATE_RANK.items()}

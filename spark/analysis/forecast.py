@@ -22,6 +22,7 @@ from pyspark.sql import types as T
 from app.decision.fill_rate import GAIN_CONTEXT, replay, seconds_to_limit
 from spark.analysis.episodes import VOLUME, volume_rows
 from spark.analysis.gaps import HistoryEnd, still_present
+from spark.reading.frames import in_order
 from spark.reading.history import epoch_seconds
 
 FORECAST_WINDOW_SECONDS = 3600.0
@@ -148,5 +149,9 @@ def fill_forecast(
         .transform(_in_window(volumes, end, window_seconds))
         .transform(_fitted(window_seconds))
         .transform(_projected)
-        .orderBy(F.col("seconds_to_hard_limit").asc_nulls_last(), *VOLUME)
+        .transform(
+            lambda forecast: in_order(
+                forecast, F.col("seconds_to_hard_limit").asc_nulls_last(), *VOLUME
+            )
+        )
     )

@@ -10,6 +10,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from spark.analysis.gaps import gap_limit
+from spark.reading.frames import in_order
 from spark.reading.history import epoch_seconds, valid
 
 SECONDS_PER_DAY = 86400.0
@@ -147,7 +148,7 @@ def _per_day(pieces: DataFrame) -> DataFrame:
             for source in SOURCES
         ],
     ]
-    return pieces.groupBy("day").agg(*aggregates).orderBy("day")
+    return in_order(pieces.groupBy("day").agg(*aggregates), "day")
 
 
 def held_rounds(round_rows: DataFrame, max_gap_seconds: float | None = None) -> DataFrame:

@@ -20,3 +20,11 @@ def release(persisted: list[DataFrame]) -> None:
     for frame in persisted:
         frame.unpersist()
     persisted.clear()
+
+
+def in_order(frame: DataFrame, *by) -> DataFrame:
+    """A small table (rounds, days, brokers, volumes: a few thousand rows) sorted by ``by`` in
+    one partition. ``orderBy`` would range-partition it, which samples its input in a Spark job
+    of its own first, computing all that comes before the sort once more (the forecast's fit
+    included)."""
+    return frame.repartition(1).sortWithinPartitions(*by)
