@@ -148,9 +148,9 @@ def test_of_a_volume_never_in_breach_only_each_slice_s_first_and_last_rows_are_k
     never = (F.col("broker_id") == 1) & (F.col("log_dir") == "/data/b")
     rows = history.rows.filter(never).count()
     kept = partials.episode_segments(history.derived, history.rows).filter(never).agg(F.sum("observations")).first()[0]
-    # A round a minute (two in an outage, without volumes), slices of five minutes: two rows
-    # of every five.
-    assert partials.SLICE_SECONDS == 300 and (rows, kept) == (ROUNDS - 2, ROUNDS // 5 * 2)
+    # A round a minute (two in an outage, without volumes) over four hourly files, slices of
+    # an hour: two rows of each file.
+    assert partials.SLICE_SECONDS == 3600 and (rows, kept) == (ROUNDS - 2, 4 * 2)
 
 
 def test_volumes_whose_files_interleave_are_read_whole(histories):
