@@ -1,0 +1,143 @@
+"""The service's CPU while ``--nodes`` nodes report at a steady pace, as shims do: every node once
+per interval (``--intervals``, seconds; 1 and the shim's default 5), spread evenly over it, each
+report a metadata volume and ``--dirs`` data dirs (bench_node_reports_service.py's body), over
+HTTP/1.1 keep-alive connections (``--connections``, each carrying its share of the nodes, as a
+client that sends a node's report when its time comes and waits for the answer).
+
+For the service of this checkout and of ``--compare REV`` (each a process of its own: observation
+off, the node token and metadata limits set, state saved as always), measured from
+/proc/PID/task/*/schedstat: its CPU idle, then under each pace for ``--seconds``; printed as the
+share of one core and as CPU per report above idle (the state snapshot written every second
+while nodes report included). A pace the client could not keep is said so.
+
+    .venv/bin/python bench/bench_report_load.py --compare 5ee0827
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+from bench_node_reports_service import TOKEN, report_body
+from bench_report_cpu import GiB, cpu_seconds
+from service_process import ServiceProcess, source_tree
+from service_process import revisions as code_revisions
+
+
+def requests(nodes: int, dirs: int) -> list[bytes]:
+    out = []
+    for node in range(1, nodes + 1):
+        body = json.dumps(report_body(node, dirs)).encode()
+        head = (
+            f"PUT /nodes/{node}/volumes HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {TOKEN}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        out.append(head + body)
+    return out
+
+
+async def _answer(reader: asyncio.StreamReader) -> int:
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            await reader.readexactly(int(line.split(b":", 1)[1]))
+    return status
+
+
+async def paced(port: int, wire: list[bytes], connections: int, interval: float, seconds: float) -> tuple[int, int, float]:
+    """Send every node's report once per ``interval`` for ``seconds``; returns (answered 204,
+    other answers, the largest lag behind the schedule in seconds)."""
+    nodes = len(wire)
+    streams = [await asyncio.open_connection("127.0.0.1", port) for _ in range(connections)]
+    counts = {"ok": 0, "other": 0}
+    lag = 0.0
+    loop = asyncio.get_running_loop()
+    start = loop.time() + 0.2
+
+    async def carry(index: int) -> None:
+        nonlocal lag
+        reader, writer = streams[index]
+        mine = list(range(index, nodes, connections))
+        tick = 0
+        while True:
+            base = start + tick * interval
+            if base - start >= seconds:
+                return
+            for node in mine:
+                due = base + node * interval / nodes
+                delay = due - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                else:
+                    lag = max(lag, -delay)
+                writer.write(wire[node])
+                status = await _answer(reader)
+                counts["ok" if status == 204 else "other"] += 1
+            tick += 1
+
+    await asyncio.gather(*(carry(i) for i in range(connections)))
+    for _, writer in streams:
+        writer.close()
+    return counts["ok"], counts["other"], lag
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--dirs", type=int, default=12)
+    parser.add_argument("--connections", type=int, default=100)
+    parser.add_argument("--intervals", default="1,5", help="seconds between a node's reports, comma-separated")
+    parser.add_argument("--seconds", type=float, default=20.0, help="measured per pace")
+    parser.add_argument("--compare", metavar="REV", help="also run this git revision, as the baseline")
+    args = parser.parse_args()
+    intervals = [float(i) for i in args.intervals.split(",")]
+    wire = requests(args.nodes, args.dirs)
+    print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; {args.nodes} nodes over "
+          f"{args.connections} connections, {len(wire[0])}-byte requests, {args.seconds:g} s per pace", flush=True)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-report-load-") as scratch_name, ExitStack() as stack:
+        scratch = Path(scratch_name)
+        for name, revision in code_revisions(args.compare):
+            tree = stack.enter_context(source_tree(revision, scratch))
+            service = ServiceProcess(
+                name, tree, scratch, storage_check_interval="PT0S", history_enabled="false", node_token=TOKEN,
+                storage_per_volume_limit_min_available_bytes=str(2 * GiB),
+                metadata_limit_min_available_bytes=str(4 * GiB), metadata_soft_limit_min_available_bytes=str(16 * GiB),
+            )
+            try:
+                # every node known once, then idle
+                asyncio.run(paced(service.port, wire, args.connections, 1.0, 1.0))
+                time.sleep(2.0)
+                before, at = cpu_seconds(service.pid), time.monotonic()
+                time.sleep(5.0)
+                idle = (cpu_seconds(service.pid) - before) / (time.monotonic() - at)
+                for interval in intervals:
+                    before, at = cpu_seconds(service.pid), time.monotonic()
+                    ok, other, lag = asyncio.run(paced(service.port, wire, args.connections, interval, args.seconds))
+                    elapsed = time.monotonic() - at
+                    used = (cpu_seconds(service.pid) - before) / elapsed
+                    per_report = (used - idle) * elapsed * 1000 / max(ok, 1)
+                    rows.append((name, interval, used, idle, per_report, ok, other, lag))
+                    print(f"  {name}: every {interval:g} s: {used:.3f} of a core (idle {idle:.3f}), "
+                          f"{per_report:.3f} ms a report above idle, {ok} answered 204, {other} other, "
+                          f"lag at most {lag * 1000:.0f} ms (load average {os.getloadavg()[0]:.1f})", flush=True)
+            finally:
+                service.stop()
+    print()
+    print("| server | a node's report every | share of a core | idle | CPU ms a report above idle | answered 204 / other | lag at most |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, interval, used, idle, per_report, ok, other, lag in rows:
+        print(f"| {name} | {interval:g} s | {used:.3f} | {idle:.3f} | {per_report:.3f} | {ok} / {other} | {lag * 1000:.0f} ms |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
