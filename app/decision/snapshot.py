@@ -22,6 +22,7 @@ import gc
 import json
 import struct
 import sys
+import weakref
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -333,20 +334,37 @@ def _verdict(verdict: VolumeVerdict) -> list[Any]:
     ]
 
 
+def _judged_node(judged: Any) -> dict[str, Any]:
+    return {
+        **encode_node_report(judged.report),
+        "verdicts": [_verdict(v) for v in judged.verdicts],
+    }
+
+
+# Per watch, each node's judged report and its encoding in the latest snapshot: a snapshot is
+# taken every second while nodes report, and at the shims' 5-s interval four nodes in five have
+# not reported since the last one (their judged report is the same object, encoded the same).
+_ENCODED: weakref.WeakKeyDictionary[MetadataWatch, dict[int, tuple[Any, dict[str, Any]]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def _metadata(watch: MetadataWatch) -> dict[str, Any]:
     book = watch.book
     judged_nodes, reports = watch._judged, book._reports  # noqa: SLF001
+    before = _ENCODED.get(watch, {})
+    encoded = {}
+    for node, judged in judged_nodes.items():
+        kept = before.get(node)
+        encoded[node] = (
+            kept if kept is not None and kept[0] is judged else (judged, _judged_node(judged))
+        )
+    _ENCODED[watch] = encoded
     return {
         "initial_until": watch._initial_until,  # noqa: SLF001
         "latest_expiry": watch._latest_expiry,  # noqa: SLF001
         "confirmed": [[node, at] for node, at in book._confirmed.items()],  # noqa: SLF001
-        "nodes": [
-            {
-                **encode_node_report(judged.report),
-                "verdicts": [_verdict(v) for v in judged.verdicts],
-            }
-            for judged in judged_nodes.values()
-        ],
+        "nodes": [node for _, node in encoded.values()],
         # A report the book holds without a judged twin (none today): kept as a report.
         "unjudged": [encode_node_report(r) for n, r in reports.items() if n not in judged_nodes],
     }
