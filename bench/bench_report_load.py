@@ -8,7 +8,9 @@ For the service of this checkout and of ``--compare REV`` (each a process of its
 off, the node token and metadata limits set, state saved as always), measured from
 /proc/PID/task/*/schedstat: its CPU idle, then under each pace for ``--seconds``; printed as the
 share of one core and as CPU per report above idle (the state snapshot written every second
-while nodes report included). A pace the client could not keep is said so.
+while nodes report included). A pace the client could not keep is said so. The same for a bare
+FastAPI PUT and a bare ASGI PUT on the same server (bench_report_cpu.py's): what any PUT costs at
+that pace, the wake-ups of a server that is idle between requests included.
 
     .venv/bin/python bench/bench_report_load.py --compare 5ee0827
 """
@@ -26,7 +28,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from bench_node_reports_service import TOKEN, report_body
-from bench_report_cpu import GiB, cpu_seconds
+from bench_report_cpu import BARE, BARE_ASGI, Bare, GiB, cpu_seconds
 from service_process import ServiceProcess, source_tree
 from service_process import revisions as code_revisions
 
@@ -105,13 +107,18 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-report-load-") as scratch_name, ExitStack() as stack:
         scratch = Path(scratch_name)
-        for name, revision in code_revisions(args.compare):
-            tree = stack.enter_context(source_tree(revision, scratch))
-            service = ServiceProcess(
-                name, tree, scratch, storage_check_interval="PT0S", history_enabled="false", node_token=TOKEN,
-                storage_per_volume_limit_min_available_bytes=str(2 * GiB),
-                metadata_limit_min_available_bytes=str(4 * GiB), metadata_soft_limit_min_available_bytes=str(16 * GiB),
-            )
+        servers = [(name, revision) for name, revision in code_revisions(args.compare)]
+        servers += [("bare FastAPI PUT", BARE), ("bare ASGI PUT", BARE_ASGI)]
+        for name, revision in servers:
+            if name.startswith("bare"):
+                service = Bare(revision)
+            else:
+                tree = stack.enter_context(source_tree(revision, scratch))
+                service = ServiceProcess(
+                    name, tree, scratch, storage_check_interval="PT0S", history_enabled="false", node_token=TOKEN,
+                    storage_per_volume_limit_min_available_bytes=str(2 * GiB),
+                    metadata_limit_min_available_bytes=str(4 * GiB), metadata_soft_limit_min_available_bytes=str(16 * GiB),
+                )
             try:
                 # every node known once, then idle
                 asyncio.run(paced(service.port, wire, args.connections, 1.0, 1.0))
