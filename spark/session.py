@@ -67,7 +67,7 @@ def local_cores(master: str) -> int:
 def _local_settings(master: str) -> dict[str, str]:
     """_LOCAL, and as many shuffle partitions as the master has cores: the report's shuffles
     after the parse carry a few thousand rows each (rounds, volumes, episodes), and each
-    partition is a task (8 on two cores: a warm run 54 s against 65-77 s with 2)."""
+    partition is a task (2 instead of 8 on local[2]: a run from the cache 54 s against 65-77 s)."""
     return {**_LOCAL, "spark.sql.shuffle.partitions": str(local_cores(master))}
 
 
