@@ -26,5 +26,6 @@ def in_order(frame: DataFrame, *by) -> DataFrame:
     """A small table (rounds, days, brokers, volumes: a few thousand rows) sorted by ``by`` in
     one partition. ``orderBy`` would range-partition it, which samples its input in a Spark job
     of its own first, computing all that comes before the sort once more (the forecast's fit
-    included)."""
-    return frame.repartition(1).sortWithinPartitions(*by)
+    included); a shuffle into one partition would be a stage (and a job) of its own too: the
+    last step before the sort runs in one task instead (its input is the small table's)."""
+    return frame.coalesce(1).sortWithinPartitions(*by)
