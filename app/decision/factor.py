@@ -99,6 +99,12 @@ class ThrottleFactorHolder:
         twin._known = known  # noqa: SLF001
         return twin
 
+    def _step_source(self) -> FactorSource:
+        """Where a factor of the last valid timeline comes from while one is in force."""
+        if self._initial:
+            return FactorSource.INITIAL
+        return FactorSource.OBSERVED if self._latest_succeeded else FactorSource.LAST_VALID
+
     def factor_at(self, now: float) -> tuple[float, FactorSource]:
         """``read(now)``'s factor and source, without the times it gives: what every node
         report compares with what was last published."""
@@ -108,13 +114,7 @@ class ThrottleFactorHolder:
         if step is None:
             factor, source = self._fallback, FactorSource.FALLBACK
         else:
-            factor = step.factor
-            if self._initial:
-                source = FactorSource.INITIAL
-            else:
-                source = (
-                    FactorSource.OBSERVED if self._latest_succeeded else FactorSource.LAST_VALID
-                )
+            factor, source = step.factor, self._step_source()
         known = self._known.at(now) if self._known is not None else None
         if known is not None and known.factor < factor:
             factor = known.factor
@@ -126,15 +126,9 @@ class ThrottleFactorHolder:
         timeline = self._last_valid
         step = timeline.at(now)
         if step is not None:
-            if self._initial:
-                source = FactorSource.INITIAL
-            else:
-                source = (
-                    FactorSource.OBSERVED if self._latest_succeeded else FactorSource.LAST_VALID
-                )
             reading = FactorReading(
                 step.factor,
-                source,
+                self._step_source(),
                 step.start,
                 timeline.factor_holds_until(now),
                 timeline.next_change_after(now),

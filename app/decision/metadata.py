@@ -184,26 +184,36 @@ class MetadataWatch:
             step = self.at(now)
             listed = tuple((m.verdict.volume.key, m.verdict.reason) for m in step.listed)
             return step.mutation_factor, step.data_factor, step.source, listed
-        # As ``at`` with nothing listed: both factors 1, and the source.
-        if (self._latest_expiry is not None and now <= self._latest_expiry) or self.policy is None:
-            return 1.0, 1.0, FactorSource.OBSERVED, ()
-        if now <= self._initial_until:
-            return 1.0, 1.0, FactorSource.INITIAL, ()
-        return self.fallback, 1.0, FactorSource.FALLBACK, ()
+        # As ``at`` with nothing listed: the data factor 1, the mutation factor 1 but for the
+        # fallback's.
+        source = self._source_at(now)
+        mutation = self.fallback if source is FactorSource.FALLBACK else 1.0
+        return mutation, 1.0, source, ()
+
+    def _source_at(self, now: float) -> FactorSource:
+        """Where the step at ``now`` comes from: the reports while one is in the view (always
+        without metadata limits), else the start-up grace until it ends, then the fallback."""
+        if self._reports_in_view(now) or self.policy is None:
+            return FactorSource.OBSERVED
+        return FactorSource.INITIAL if now <= self._initial_until else FactorSource.FALLBACK
+
+    def _reports_in_view(self, now: float) -> bool:
+        """Some metadata volume's report is in the view at ``now``."""
+        return self._latest_expiry is not None and now <= self._latest_expiry
 
     def at(self, now: float) -> MetadataStep:
         expires_at = self.book.expires_at
         listed = [j for j in self._listed.values() if now <= expires_at(j.report)]
         judged = tuple(m for m in self._verdicts(listed) if m.verdict.factor < 1.0)
         # What changes the factors by itself: a listed report expiring, or the last one.
-        in_view = self._latest_expiry is not None and now <= self._latest_expiry
         changes = [expires_at(j.report) for j in listed]
-        if in_view:
+        if self._reports_in_view(now):
             assert self._latest_expiry is not None
             changes.append(self._latest_expiry)
         next_change = min(changes) if changes else None
         limited = self.policy is not None
-        if in_view or not limited:
+        source = self._source_at(now)
+        if source is FactorSource.OBSERVED:
             mutation = min((j.mutation_factor for j in listed), default=1.0)
             data = min((j.data_factor for j in listed), default=1.0)
             return MetadataStep(
@@ -216,7 +226,7 @@ class MetadataWatch:
                 lambda: self._all_volumes(now),
                 lambda: self._frozen_volumes(now),
             )
-        if now <= self._initial_until:
+        if source is FactorSource.INITIAL:
             return MetadataStep(1.0, 1.0, FactorSource.INITIAL, limited, (), self._initial_until)
         return MetadataStep(self.fallback, 1.0, FactorSource.FALLBACK, limited, (), None)
 
