@@ -312,13 +312,12 @@ _SORTED_NAMES: dict[frozenset[str], list[str]] = {}
 
 def encode_node_report(report: NodeReport) -> dict[str, Any]:
     """A node report as JSON-ready data (the state topic carries reports so too)."""
-    known = _SORTED_NAMES.get
     return {
         "node": report.node_id,
         "roles": _sorted_names(report.roles),
         "at": report.received_at,
         "volumes": [
-            (v.log_dir, v.total_bytes, v.usable_bytes, known(v.holds) or _sorted_names(v.holds))
+            (v.log_dir, v.total_bytes, v.usable_bytes, _sorted_names(v.holds))
             for v in report.volumes
         ],
     }

@@ -98,13 +98,7 @@ def reported_observation(
     """A node report's entry as an observation, ``VolumeObservation(node_id, log_dir,
     total_bytes, usable_bytes, received_at, observed_by=NODE_REPORT)``, made as
     ``admin_observation`` makes its own (every report makes one per metadata volume)."""
-    volume = _new_observation(VolumeObservation)
-    _set_broker(volume, node_id)
-    _set_dir(volume, log_dir)
-    _set_total(volume, total_bytes)
-    _set_usable(volume, usable_bytes)
-    _set_at(volume, received_at)
-    _set_error(volume, None)
+    volume = admin_observation(node_id, log_dir, total_bytes, usable_bytes, received_at)
     _set_by(volume, NODE_REPORT)
     return volume
 

@@ -87,15 +87,12 @@ class NodeVolumesBody(BaseModel):
         # Each entry's problem at the entry (volumes.<i>), as a validator of the entry's own
         # would place it; the body's own only when every entry is consistent.
         volumes = self.volumes
-        if any(
-            v.usable_bytes > v.total_bytes or (len(v.holds) == 2 and v.holds[0] == v.holds[1])
-            for v in volumes
-        ):
-            problems = [
-                (index, volume, problem)
-                for index, volume in enumerate(volumes)
-                if (problem := volume.problem()) is not None
-            ]
+        problems = [
+            (index, volume, problem)
+            for index, volume in enumerate(volumes)
+            if (problem := volume.problem()) is not None
+        ]
+        if problems:
             raise ValidationError.from_exception_data(
                 type(self).__name__,
                 [
