@@ -103,7 +103,10 @@ NAMES = ("regular", "sparse", "interleaved")
 @pytest.mark.parametrize("name", NAMES)
 def test_the_rounds_and_line_counts_from_the_shares_are_those_of_every_line(histories, name):
     history, _ = histories[name]
-    assert _sorted(partials.round_decisions(history.derived)) == _sorted(decisions(history.lines))
+    every_line = decisions(history.lines)
+    assert _sorted(partials.round_decisions(history.derived)) == _sorted(every_line)
+    # The counts the report prints and its first and last round, from a row per file.
+    assert partials.file_lines(history.derived).read == line_counts(every_line)
 
 
 @pytest.mark.parametrize("name", NAMES)
