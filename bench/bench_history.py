@@ -64,19 +64,25 @@ class Cluster:
             return int(0.03 * TOTAL)
         return self._healthy(key, elapsed)
 
+    def usable_all(self, t: float, hours: float) -> list[int]:
+        """Every volume's usable bytes at ``t``, in the order of ``keys``."""
+        return [self.usable(key, t, hours) for key in self.keys]
+
     def _healthy(self, key, elapsed: float) -> int:
         level = self.level[key] + 0.1 * math.sin(2 * math.pi * elapsed / DAY + self.phase[key])
         since_retention = (elapsed + self.retention_offset[key]) % 300  # retention frees every 5 minutes
         return int(level * TOTAL - self.rate[key] * since_retention)
 
 
-def rounds(cluster: Cluster, interval: float, hours: float):
+def rounds(cluster: Cluster, interval: float, hours: float, first: int = 0):
+    """The rounds ``first`` (0: the one at START) up to ``hours``, each with its decision."""
     policy = StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, 0.05 * TOTAL, 0.10 * TOTAL)
     decider = ThrottleDecider(policy, 300.0, 1.0, started_at=START - 1)
     brokers = tuple(sorted({b for b, _ in cluster.keys}))
-    for i in range(int(hours * 3600 / interval)):
+    for i in range(first, int(hours * 3600 / interval)):
         at = START + i * interval
-        observations = tuple(VolumeObservation(b, d, TOTAL, cluster.usable((b, d), at, hours), at - 0.2) for b, d in cluster.keys)
+        observed = at - 0.2
+        observations = tuple(VolumeObservation(b, d, TOTAL, usable, observed) for (b, d), usable in zip(cluster.keys, cluster.usable_all(at, hours)))
         round_ = ObservationRound(at - 0.5, at, brokers, observations)
         decider.apply_round(round_)
         yield round_, decider.decision(at).frozen()

@@ -25,8 +25,10 @@ bench extra: ``.venv/bin/pip install -e '.[bench]'``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
+import multiprocessing
 import os
 import random
 import shutil
@@ -98,6 +100,10 @@ class _Month(Cluster):
             (set(rng.sample(self.keys, picks)), set(rng.sample(self.keys, picks)))
             for _ in range(math.ceil(days) + 1)
         ]
+        # Per volume, in the order of keys: what _healthy reads.
+        self._healthy_terms = [
+            (self.level[key], self.phase[key], self.rate[key], self.retention_offset[key]) for key in self.keys
+        ]
 
     def usable(self, key, t: float, hours: float) -> int:
         elapsed = t - START
@@ -109,22 +115,74 @@ class _Month(Cluster):
             return int(0.03 * TOTAL)
         return self._healthy(key, elapsed)
 
+    def usable_all(self, t: float, hours: float) -> list[int]:
+        """``usable`` of every volume, the same values, computed as one list (a twelfth of the
+        time at 12,000 volumes)."""
+        elapsed = t - START
+        angle = 2 * math.pi * elapsed / DAY
+        sin = math.sin
+        values = [
+            int((level + 0.1 * sin(angle + phase)) * TOTAL - rate * ((elapsed + offset) % 300))
+            for level, phase, rate, offset in self._healthy_terms
+        ]
+        ramping, breaching = self.daily[int(elapsed // DAY)]
+        of_day = elapsed % DAY
+        for keys, value, window in ((ramping, 0.08, (6, 7)), (breaching, 0.03, (14, 14.5))):
+            if window[0] * 3600 <= of_day < window[1] * 3600:  # the two windows never overlap
+                for key in keys:
+                    values[self._index[key]] = int(value * TOTAL)
+        return values
 
-def generate(history: Path, brokers: int, log_dirs: int, interval: float, days: float, compact: bool) -> int:
+    @functools.cached_property
+    def _index(self) -> dict:
+        return {key: i for i, key in enumerate(self.keys)}
+
+
+# Rounds simulated before a piece's first hour and not written: the decider's state then is what
+# it would be had it run from the start (its observations are valid for 300 s; the compactor
+# starts every hour afresh anyway).
+_WARM_UP_ROUNDS_SECONDS = 900.0
+
+
+def generate(
+    history: Path, brokers: int, log_dirs: int, interval: float, days: float, compact: bool, pieces: int = 1
+) -> int:
     """Rounds of a simulated cluster judged by the service's own decider and written by the
     service's own row code (format 2 with ``compact``, else format 1), in hourly files, every
-    closed hour compressed with bzip2 as the service does. Returns the rows written."""
+    closed hour compressed with bzip2 as the service does. With ``pieces`` > 1, whole days are
+    shared out among that many processes, each starting its rounds ``_WARM_UP_ROUNDS_SECONDS``
+    early (the same files as one process writes). Returns the rows written."""
+    total_rounds = int(days * 24 * 3600 / interval)
+    day_rounds = int(DAY / interval)
+    whole_days = math.ceil(total_rounds / day_rounds)
+    pieces = max(1, min(pieces, whole_days))
+    bounds = [round(whole_days * n / pieces) * day_rounds for n in range(pieces + 1)]
+    bounds[-1] = total_rounds
+    ranges = [(bounds[n], bounds[n + 1]) for n in range(pieces) if bounds[n] < bounds[n + 1]]
+    arguments = [(history, brokers, log_dirs, interval, days, compact, first, last) for first, last in ranges]
+    if len(arguments) == 1:
+        return _generate_piece(*arguments[0])
+    with multiprocessing.get_context("fork").Pool(len(arguments)) as pool:
+        return sum(pool.starmap(_generate_piece, arguments))
+
+
+def _generate_piece(
+    history: Path, brokers: int, log_dirs: int, interval: float, days: float, compact: bool, first: int, last: int
+) -> int:
+    """``generate``'s rounds ``first`` to ``last`` (exclusive), written."""
     cluster = _Month(brokers, log_dirs, days)
     compactor = Compactor(Compaction()) if compact else None
     written, hour, out = 0, None, None
-    for round_, decision in simulated_rounds(cluster, interval, days * 24):
+    start = max(0, first - math.ceil(_WARM_UP_ROUNDS_SECONDS / interval))
+    for index, (round_, decision) in enumerate(simulated_rounds(cluster, interval, (last + 0.5) * interval / 3600, start), start):
         if compactor is not None:
             lines = [ROW_ENCODER.encode(row) for row in compactor.rows(round_, decision, interval)]
             data = ("\n".join(lines) + "\n").encode()
-            written += len(lines)
         else:
             data = round_lines(round_, decision, interval).encode()
-            written += data.count(b"\n")
+        if index < first:
+            continue
+        written += data.count(b"\n")
         path = file_for(history, round_.finished_at)
         if path != hour:
             if out is not None:
@@ -162,6 +220,8 @@ def main() -> None:
     parser.add_argument("--days", type=float, default=2.0)
     parser.add_argument("--compact", action="store_true")
     parser.add_argument("--history", help="keep (and reuse) the generated history here")
+    parser.add_argument("--pieces", type=int, default=1, help="generate the history's days in this many processes")
+    parser.add_argument("--generate-only", action="store_true", help="generate the --history (hours at 1,000 x 12 x 30 days) and stop")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--warm-runs", type=int, default=2)
     args = parser.parse_args()
@@ -172,8 +232,10 @@ def main() -> None:
         if not marker.exists():
             shutil.rmtree(history, ignore_errors=True)
             history.mkdir(parents=True)
-            generate(history, args.brokers, args.log_dirs, args.interval, args.days, args.compact)
+            generate(history, args.brokers, args.log_dirs, args.interval, args.days, args.compact, args.pieces)
             marker.touch()
+        if args.generate_only:
+            return
         size = sum(f.stat().st_size for f in history.rglob("*.jsonl*"))
         print(f"history {history}: {args.brokers} x {args.log_dirs} volumes, a round every {args.interval:g} s, {args.days:g} days, {size / 1024**2:,.1f} MiB", flush=True)
         print(f"load average {os.getloadavg()[0]:.1f}", flush=True)
