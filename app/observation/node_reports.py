@@ -15,7 +15,7 @@ last report, with ``keep_fenced``, for as long as the rounds list it so."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from app.observation.model import VolumeObservation, reported_observation
@@ -53,6 +53,12 @@ _HOLDS = {
     tuple(entries): frozenset(entries)
     for entries in ((DATA,), (METADATA,), (DATA, METADATA), (METADATA, DATA))
 }
+
+
+def report_holds(holds: Iterable[str]) -> frozenset[str] | None:
+    """What a directory holds, from a report's list of one or two of ``data`` and ``metadata``;
+    None for a list that names one twice."""
+    return _HOLDS.get(tuple(holds))
 
 
 def node_volume(
@@ -102,14 +108,26 @@ _ROLES = {
 }
 
 
+def report_roles(roles: Iterable[str]) -> frozenset[str] | None:
+    """A node's roles, from a report's list of one or two of ``broker`` and ``controller``; None
+    for a list that names one twice."""
+    return _ROLES.get(tuple(roles))
+
+
 def node_report(
-    node_id: int, roles: Sequence[str], volumes: tuple[NodeVolume, ...], received_at: float
+    node_id: int,
+    roles: Sequence[str] | frozenset[str],
+    volumes: tuple[NodeVolume, ...],
+    received_at: float,
 ) -> NodeReport:
     """``NodeReport(node_id, frozenset(roles), volumes, received_at)``, made as ``node_volume``
     makes its volumes (one a report)."""
     report = _new_report(NodeReport)
     _set_node(report, node_id)
-    _set_roles(report, _ROLES.get(tuple(roles)) or frozenset(roles))
+    _set_roles(
+        report,
+        roles if type(roles) is frozenset else _ROLES.get(tuple(roles)) or frozenset(roles),
+    )
     _set_volumes(report, volumes)
     _set_received(report, received_at)
     return report

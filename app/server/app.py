@@ -42,6 +42,7 @@ from app.server.api.routes import (
 )
 from app.server.api.schemas.bounds import bound_by_settings
 from app.server.api.schemas.decision import ThrottleDecision, decision_etag_basis, decision_response
+from app.server.api.schemas.nodes import plain_report
 from app.server.api.schemas.quotas import QuotaTableModel, QuotaTableRenderer
 from app.server.api.view_cache import ViewCache
 from app.server.edge.admission import AdminToken, BodyLimit, HeadAsGet
@@ -376,6 +377,7 @@ def create_app(
             settings.node_token.get_secret_value().encode(),
             settings.http_max_body_bytes,
             direct_count.for_route(served.route.path, "PUT", 204),
+            plain_report,
         )
     return app
 

@@ -6,7 +6,8 @@ nodes at the shim's one-second poll interval are 1,000 a second. The direct rout
 report's cost sits around it: a task per request, a dozen middleware layers each wrapping the
 send, the response built as ASGI messages and serialised by uvicorn. ``ReportLane`` answers a
 plain report from the connection itself (app/server/edge/http_protocol.py): once the whole body
-is in, the route's own body model validates it, the service takes it, and ``204 No Content`` with
+is in, it is read as the route's own body model reads it (straight into the report's own
+objects: app/server/api/schemas/nodes.py's ``plain_report``), the service takes it, and ``204 No Content`` with
 the server's default headers is written to the transport, all in one synchronous call on the
 event loop; the HTTP metrics count it under the route as before.
 
@@ -24,27 +25,29 @@ import hmac
 from collections.abc import Callable
 
 from fastapi import FastAPI
-from pydantic import BaseModel
 
+from app.observation.node_reports import NodeVolume, node_report
 from app.server.edge.admission import NODE_REPORT_MAX_BYTES, bearer_credentials
 from app.server.edge.direct_route import JSON_TYPE, DirectlyServed
 
 NO_CONTENT = b"HTTP/1.1 204 No Content\r\n"
+# A report's roles and volumes, as its body gives them.
+PlainReport = tuple[frozenset[str], tuple[NodeVolume, ...]]
 
 
 class ReportLane:
     """What a connection needs to answer a plain node report itself.
 
-    ``take(node_id, body)`` takes a validated report and says whether the service took it
-    (``Service.offer_node_report`` answered no refusal); ``count(duration)`` counts an answered
-    report in the HTTP metrics."""
+    ``take(node_id, body)`` reads a report's body and offers it: it says whether the service
+    took it (a body the route's model takes, and ``Service.offer_node_report`` answered no
+    refusal); ``count(duration)`` counts an answered report in the HTTP metrics."""
 
     def __init__(
         self,
         served: DirectlyServed,
         node_token: bytes,
         max_body_bytes: int,
-        take: Callable[[int, BaseModel], bool],
+        take: Callable[[int, bytes], bool],
         count: Callable[[float], None],
     ) -> None:
         self.served = served
@@ -63,11 +66,21 @@ class ReportLane:
         node_token: bytes,
         max_body_bytes: int,
         count: Callable[[float], None],
+        read: Callable[[bytes], PlainReport | None],
     ) -> ReportLane:
-        def take(node_id: int, body: BaseModel) -> bool:
-            service = app.state.service
-            report = body.report  # type: ignore[attr-defined]  # the route's body model makes the report
-            return service.offer_node_report(node_id, lambda now: report(node_id, now)) is None
+        """``read``: a body's roles and volumes, when the route's body model takes it."""
+
+        def take(node_id: int, body: bytes) -> bool:
+            plain = read(body)
+            if plain is None:
+                return False
+            roles, volumes = plain
+            return (
+                app.state.service.offer_node_report(
+                    node_id, lambda now: node_report(node_id, roles, volumes, now)
+                )
+                is None
+            )
 
         return cls(served, node_token, max_body_bytes, take, count)
 
@@ -103,8 +116,7 @@ class ReportLane:
     def take(self, node_id: int, body: bytes) -> bool:
         """Validate and offer the report: True when taken (answer 204), False when the app must
         answer it (a body the model refuses, a refusal of the service)."""
-        parsed = self.served.parse(body)
-        if parsed is None or not self._take(node_id, parsed):
+        if not self._take(node_id, body):
             return False
         self.answered += 1
         return True

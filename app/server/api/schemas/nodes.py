@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from pydantic_core import InitErrorDetails
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic_core import CoreSchema, InitErrorDetails, SchemaValidator, core_schema
 
-from app.observation.node_reports import BROKER_ROLE, DATA, NodeReport, node_report, node_volume
+from app.observation.node_reports import (
+    BROKER_ROLE,
+    DATA,
+    NodeReport,
+    NodeVolume,
+    node_report,
+    node_volume,
+    report_holds,
+    report_roles,
+)
+from app.server.edge.json_bodies import keys_counted_once, refuse_duplicate_keys
+from app.server.edge.problems import InvalidRequest
 
 MAX_NODE_VOLUMES = 64
 MAX_LOG_DIR_CHARS = 4096  # Linux's PATH_MAX
@@ -144,3 +155,88 @@ def _required_fields(model: type[BaseModel]) -> int:
 
 
 _BODY_KEYS, _ENTRY_KEYS = _required_fields(NodeVolumesBody), _required_fields(NodeVolumeEntry)
+
+
+def _field_schema(model: type[BaseModel], name: str) -> CoreSchema:
+    """The core schema of ``model``'s field ``name``: its type with every constraint of its own."""
+    field = model.model_fields[name]
+    annotated: Any = Annotated[(field.annotation, *field.metadata)]
+    return TypeAdapter(annotated).core_schema
+
+
+_VOLUME_FIELDS = ("log_dir", "total_bytes", "usable_bytes", "holds")
+assert tuple(NodeVolumeEntry.model_fields) == _VOLUME_FIELDS
+# A body as NodeVolumesBody takes it, each entry made a NodeVolume at once (its ``holds`` the
+# list as given, replaced by its set once read): no model, no entry object in between.
+_PLAIN_BODY = SchemaValidator(
+    core_schema.typed_dict_schema(
+        {
+            "roles": core_schema.typed_dict_field(_field_schema(NodeVolumesBody, "roles")),
+            "volumes": core_schema.typed_dict_field(
+                core_schema.list_schema(
+                    core_schema.dataclass_schema(
+                        NodeVolume,
+                        core_schema.dataclass_args_schema(
+                            NodeVolume.__name__,
+                            [
+                                core_schema.dataclass_field(
+                                    name, _field_schema(NodeVolumeEntry, name)
+                                )
+                                for name in _VOLUME_FIELDS
+                            ],
+                            extra_behavior="forbid",
+                        ),
+                        list(_VOLUME_FIELDS),
+                        slots=True,
+                        frozen=True,
+                    ),
+                    max_length=MAX_NODE_VOLUMES,
+                )
+            ),
+        },
+        extra_behavior="forbid",
+    )
+)
+_set_holds = vars(NodeVolume)["holds"].__set__  # the slot's descriptor
+
+
+def plain_report(body: bytes) -> tuple[frozenset[str], tuple[NodeVolume, ...]] | None:
+    """A node report's roles and volumes read straight from its JSON ``body``, when
+    NodeVolumesBody takes the body and the report it makes is this one; None when the body
+    is anything else (not JSON, refused by the model, a key given twice, or only not shown
+    here to be none of those), to be judged by the model and answered as the app answers it.
+
+    Every report of every node goes through here (1,000 nodes every second): the model's
+    checks, the entries' consistency and the duplicate-key proof in one pass, without the
+    body's and entries' model objects or a second copy of the entries."""
+    try:
+        parsed = _PLAIN_BODY.validate_json(body)
+    except ValueError:  # a ValidationError, or not JSON
+        return None
+    roles = report_roles(parsed["roles"])
+    volumes = parsed["volumes"]
+    if roles is None or not _plain_volumes(volumes, BROKER_ROLE in roles):
+        return None
+    if not keys_counted_once(body, _BODY_KEYS + _ENTRY_KEYS * len(volumes)):
+        try:
+            refuse_duplicate_keys(body)
+        except InvalidRequest:
+            return None
+    return roles, tuple(volumes)
+
+
+def _plain_volumes(volumes: list[NodeVolume], broker: bool) -> bool:
+    """Whether the entries are consistent as NodeVolumesBody judges them (each volume's holds
+    set in place of its list)."""
+    log_dirs = set()
+    for volume in volumes:
+        holds = report_holds(volume.holds)
+        if (
+            holds is None
+            or volume.usable_bytes > volume.total_bytes
+            or (not broker and DATA in holds)
+        ):
+            return False
+        _set_holds(volume, holds)
+        log_dirs.add(volume.log_dir)
+    return len(log_dirs) == len(volumes)
