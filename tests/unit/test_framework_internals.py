@@ -72,20 +72,31 @@ UVICORN_PROTOCOL_METHODS = {
     "on_message_complete": "(self)",
     "on_response_complete": "(self)",
     "shutdown": "(self)",  # the server stops: a report in the lane is answered first
-    "_unset_keepalive_if_required": "(self)",  # private: called from the edge's data_received and on_message_begin
+    "_unset_keepalive_if_required": "(self)",  # private: the edge's marks the connection busy (called by the base's connection_lost too)
+    "_start_asgi_task": "(self, cycle, app)",  # private: a pipelined request started when the one before is answered
+    "timeout_keep_alive_handler": "(self)",  # closes an idle connection (the edge's idle timer calls it)
 }
 # What the edge protocol reads of the base's state: the parser (replaced for an ignored
 # upgrade), the pipeline, the transport, the loop, the request cycle, the client's address and
 # the request's target and headers as the base's callbacks collect them.
 # The report lane (app/server/edge/report_lane.py) writes its 204 with the server state's
 # default headers and answers only when the cycle before it is complete.
-UVICORN_PROTOCOL_ATTRIBUTES = ("parser", "pipeline", "transport", "loop", "cycle", "client", "url", "headers", "server_state")
+# The idle timer: the base's keep-alive timeout and the handle it keeps of its timer, which the
+# edge arms at most once per connection (the base cancels it in _unset_keepalive_if_required,
+# which the edge replaces).
+UVICORN_PROTOCOL_ATTRIBUTES = (
+    "parser", "pipeline", "transport", "loop", "cycle", "client", "url", "headers", "server_state",
+    "flow", "timeout_keep_alive", "timeout_keep_alive_task",
+)
 UVICORN_CYCLE_ATTRIBUTES = ("response_started", "response_complete")
-UVICORN_SERVER_STATE_ATTRIBUTES = ("default_headers",)
+UVICORN_SERVER_STATE_ATTRIBUTES = ("default_headers", "total_requests")
 # The base methods the edge replaces without calling them: what they did in the version
 # verified, so that a change to them is looked at (the edge's versions must keep doing it).
 UVICORN_REPLACED_SOURCES = {
     "data_received": "02c2572f1df55907",
+    # the idle timer armed at most once per connection (app/server/edge/http_protocol.py)
+    "on_response_complete": "5684fd801d0683ac",
+    "_unset_keepalive_if_required": "58f4ffce604d92dd",
 }
 
 

@@ -284,3 +284,31 @@ def test_a_route_counted_without_the_app_counts_through_series_looked_up_once_as
     assert samples[0] == samples[1]
     assert 'http_requests_total{handler="/nodes/{node_id}/volumes",method="PUT",status="2xx"} 4.0' in samples[0]
     assert any(line.startswith("http_request_duration_seconds_bucket") and line.endswith(" 2.0") and 'le="0.0005"' in line for line in samples[0])
+
+
+@pytest.mark.parametrize("lane", [True, False])
+def test_an_idle_connection_is_closed_the_idle_timeout_after_its_last_answer_not_its_first(tmp_path, lane):
+    """The idle timer is armed once and looks, when it fires, at when the connection last went
+    idle: reports every 0.25 s keep a connection of idle timeout 0.4 s open past the first
+    answer's timeout, and it is closed 0.4 s after the last one."""
+    app = make_app(tmp_path, ManualClock())
+
+    async def scenario(port):
+        loop = asyncio.get_running_loop()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        for node in (1, 2, 3, 4):
+            writer.write(head(b"", node, PLAIN))
+            await writer.drain()
+            answer = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            assert answer.startswith(b"HTTP/1.1 204 "), answer
+            last = loop.time()
+            await asyncio.sleep(0.25)  # within the idle timeout
+        assert not reader.at_eof()
+        rest = await asyncio.wait_for(reader.read(), 5)  # to the end: the server closes it
+        closed = loop.time()
+        writer.close()
+        return rest, closed - last
+
+    rest, after_last = asyncio.run(serving(app, lane, scenario, idle_timeout=0.4))
+    assert rest == b""
+    assert 0.35 <= after_last <= 0.9, after_last

@@ -51,7 +51,11 @@ def _bearer(scope: Scope) -> bytes | None:
 def bearer_credentials(headers: list[tuple[bytes, bytes]]) -> bytes | None:
     """The credentials of ``Authorization: Bearer <credentials>`` in a request's headers (names
     in lower case, as the server gives them), or None."""
-    value = next((value for name, value in headers if name == b"authorization"), b"")
+    return bearer_of(next((value for name, value in headers if name == b"authorization"), b""))
+
+
+def bearer_of(value: bytes) -> bytes | None:
+    """The credentials of an ``Authorization`` header's value ``Bearer <credentials>``, or None."""
     scheme, _, credentials = value.partition(b" ")
     if scheme.lower() != b"bearer" or not credentials.strip():
         return None

@@ -54,7 +54,7 @@ from uvicorn.server import ServerState
 from app.server.edge.admission import bearer_credentials
 from app.server.edge.methods import SERVED_METHODS
 from app.server.edge.refusal_log import RefusalLog
-from app.server.edge.report_lane import ReportLane, no_content
+from app.server.edge.report_lane import ReportLane
 
 logger = logging.getLogger(__name__)
 
@@ -330,6 +330,7 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
             None  # the framing of an upgrade request's body, still to read
         )
         self.replaying = False
+        self.idle_since: float | None = None  # when the connection last went idle, if it is
 
     # Connections: the cap and the deadlines
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -348,6 +349,7 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         self.guard.release(self)
         self._disarm_head_deadline()
         self._disarm_body_deadline()
+        self._cancel_idle_timer()
         super().connection_lost(exc)
 
     def evict(self) -> None:
@@ -358,10 +360,47 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         if self.transport is not None:
             self.transport.abort()  # also one closing already, whose answer the client does not read
 
+    # The idle timeout (uvicorn's keep-alive timeout) with at most one timer per connection: a
+    # kept-alive connection goes idle after every answer (a node's report every second), and a
+    # timer armed and cancelled each time costs more than the look at when it went idle that the
+    # timer takes when it fires.
+    def _unset_keepalive_if_required(self) -> None:
+        self.idle_since = None  # not idle: a request has begun (its timer, if any, finds it so)
+
     def on_response_complete(self) -> None:
-        super().on_response_complete()
+        # uvicorn's (HttpToolsProtocol.on_response_complete), but the idle timer is armed only
+        # when none is pending: one pending counts from ``idle_since`` when it fires.
+        self.server_state.total_requests += 1
+        if not self.transport.is_closing():
+            self.idle_since = None
+            self.flow.resume_reading()
+            if self.pipeline:
+                cycle, app = self.pipeline.pop()
+                self._start_asgi_task(cycle, app)
+            else:
+                self.idle_since = self.loop.time()
+                if self.timeout_keep_alive_task is None:
+                    self.timeout_keep_alive_task = self.loop.call_later(
+                        self.timeout_keep_alive, self._idle_timer
+                    )
         if not self.pipeline:
             self.guard.unreserve(self)  # idle again, or closing: it may make room at the cap
+
+    def _idle_timer(self) -> None:
+        self.timeout_keep_alive_task = None
+        if self.idle_since is None:
+            return  # a request since: armed again when it has been answered
+        remaining = self.idle_since + self.timeout_keep_alive - self.loop.time()
+        if remaining > 0:
+            self.timeout_keep_alive_task = self.loop.call_later(remaining, self._idle_timer)
+        else:
+            self.timeout_keep_alive_handler()
+
+    def _cancel_idle_timer(self) -> None:
+        self.idle_since = None
+        if self.timeout_keep_alive_task is not None:
+            self.timeout_keep_alive_task.cancel()
+            self.timeout_keep_alive_task = None
 
     def data_received(self, data: bytes) -> None:
         if self.admitted:
@@ -566,7 +605,9 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
                 super().on_body(body)
             super().on_message_complete()
             return
-        self.transport.write(no_content(self.server_state.default_headers, close=self.lane_closing))
+        self.transport.write(
+            self.lane.answer(self.server_state.default_headers, close=self.lane_closing)
+        )
         self.lane.count(default_timer() - started)
         if self.lane_closing:
             self.transport.close()

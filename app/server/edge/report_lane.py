@@ -27,7 +27,7 @@ from collections.abc import Callable
 from fastapi import FastAPI
 
 from app.observation.node_reports import NodeVolume, node_report
-from app.server.edge.admission import NODE_REPORT_MAX_BYTES, bearer_credentials
+from app.server.edge.admission import NODE_REPORT_MAX_BYTES, bearer_of
 from app.server.edge.direct_route import JSON_TYPE, DirectlyServed
 
 NO_CONTENT = b"HTTP/1.1 204 No Content\r\n"
@@ -57,6 +57,10 @@ class ReportLane:
         self.count = count
         self.prefix, self.suffix = served.prefix.encode(), served.suffix.encode()
         self.answered = 0  # reports answered here (for tests and diagnostics)
+        # The 204 of a kept-alive connection, for the server's default headers it was made with
+        # (the server replaces its list when its date changes, once a second).
+        self._answer_for: list[tuple[bytes, bytes]] | None = None
+        self._answer = b""
 
     @classmethod
     def for_app(
@@ -94,7 +98,9 @@ class ReportLane:
         )
         if node_id is None:
             return None
-        content_type = length = None
+        # One pass over the headers: their names in lower case, as the server gives them; the
+        # first Authorization is the one (as bearer_credentials reads it).
+        content_type = length = authorization = None
         for name, value in headers:
             if name == b"content-type":
                 if content_type is not None:
@@ -102,16 +108,28 @@ class ReportLane:
                 content_type = value.lower()
             elif name == b"content-length":
                 length = value
+            elif name == b"authorization":
+                if authorization is None:
+                    authorization = value
             elif name in (b"transfer-encoding", b"expect"):
                 return None
         if content_type != JSON_TYPE or length is None or not length.isdigit():
             return None
         if int(length) > self.max_body_bytes:
             return None
-        credentials = bearer_credentials(headers)
+        credentials = bearer_of(authorization or b"")
         if credentials is None or not hmac.compare_digest(credentials, self.node_token):
             return None
         return node_id
+
+    def answer(self, default_headers: list[tuple[bytes, bytes]], close: bool = False) -> bytes:
+        """``no_content(default_headers, close)``, made once a second for kept-alive connections."""
+        if close:
+            return no_content(default_headers, close=True)
+        if default_headers is not self._answer_for:
+            self._answer = no_content(default_headers)
+            self._answer_for = default_headers
+        return self._answer
 
     def take(self, node_id: int, body: bytes) -> bool:
         """Validate and offer the report: True when taken (answer 204), False when the app must
