@@ -124,6 +124,7 @@ def _check_every_limit_is_explained(
 def _with_metadata_episodes(
     data_episodes: DataFrame,
     derived: dict[str, DataFrame],
+    summaries: partials.Volumes,
     rows: DataFrame,
     last_round: float,
     max_gap_seconds: float | None,
@@ -132,19 +133,20 @@ def _with_metadata_episodes(
     """The data volumes' episodes and the metadata log volumes' (judged by the metadata limits
     the service had), each named by what its volume holds, in the episodes' order."""
     episodes = data_episodes
-    if not partials.has_metadata(
-        derived
-    ):  # a service without metadata limits: nothing more to compute
+    volumes = summaries.metadata
+    if volumes is None:  # a service without metadata limits: nothing more to compute
         return episodes
-    volumes = partials.volume_summary(derived, partials.METADATA, max_gap_seconds)
-    metadata = partials.episode_segments(derived, rows, partials.METADATA, max_gap_seconds)
+    times = summaries.metadata_times
+    metadata = partials.episode_segments(
+        derived,
+        rows,
+        partials.METADATA,
+        max_gap_seconds,
+        partials.breached(times),
+        summaries.interleaved[partials.METADATA],
+    )
     found = (
-        segment_episodes(
-            metadata,
-            volumes,
-            _history_end(partials.volume_times(volumes), last_round),
-            max_gap_seconds,
-        )
+        segment_episodes(metadata, volumes, _history_end(times, last_round), max_gap_seconds)
         .transform(with_enforcement(segment_starts(metadata), persisted))
         .join(F.broadcast(volumes.select(*VOLUME, "holds")), list(VOLUME))
     )
@@ -247,13 +249,22 @@ def run_report(
         rows = history.rows.transform(data_rows)
 
         round_rows = keep(rounds(partials.round_decisions(derived)))  # one row per round
-        volumes = keep(
-            partials.volume_summary(derived, partials.DATA, max_gap_seconds)
-        )  # one row per volume
-        # Collected once (a row per volume): the end of the history, and the forecast's reach.
-        times = partials.volume_times(volumes)
+        # The volume summaries (a row per volume), collected once: the end of the history, the
+        # forecast's reach, the volumes with episodes and those read whole come from the rows.
+        summaries = partials.collected_volumes(derived, max_gap_seconds)
+        volumes, times = summaries.data, summaries.data_times
         end = _history_end(times, read.last_time)
-        segments = keep(partials.episode_segments(derived, history.rows, DATA, max_gap_seconds))
+        # The episodes' segments: of the volumes with a row in breach only (the others have none).
+        segments = keep(
+            partials.episode_segments(
+                derived,
+                history.rows,
+                DATA,
+                max_gap_seconds,
+                partials.breached(times),
+                summaries.interleaved[DATA],
+            )
+        )
 
         # Small tables, each computed once: written twice and shown, and the broker summary
         # builds on the episodes and the forecast.
@@ -270,7 +281,13 @@ def run_report(
         )
         episodes = keep(
             _with_metadata_episodes(
-                data_episodes, derived, history.rows, read.last_time, max_gap_seconds, cached
+                data_episodes,
+                derived,
+                summaries,
+                history.rows,
+                read.last_time,
+                max_gap_seconds,
+                cached,
             )
         )
         forecast = keep(

@@ -190,20 +190,113 @@ def volume_summary(
     derived: dict[str, DataFrame], holds: str = DATA, max_gap_seconds: float | None = None
 ) -> DataFrame:
     """``brokers.volume_summary`` of the volumes that hold ``holds``, from the files' shares,
-    with ``holds`` (the greatest text its rows had) and ``last_fitted_t`` (the time the
-    last observation the forecast may fit was made)."""
-    combined = _rolled_up(derived[VOLUMES].transform(_of(holds)), *VOLUME)
+    with ``holds`` (the greatest text its rows had), ``last_fitted_t`` (the time the
+    last observation the forecast may fit was made) and ``in_breach`` (whether any of its rows
+    was in breach of a limit: only such a volume has episodes)."""
+    return _summary_columns(
+        _rolled_up(derived[VOLUMES].transform(_of(holds)), *VOLUME), max_gap_seconds
+    )
+
+
+def _summary_columns(combined: DataFrame, max_gap_seconds: float | None, *extra: str) -> DataFrame:
+    """``volume_summary``'s columns (and ``extra``), of the shares rolled up per volume."""
     return combined.select(
+        *extra,
         *VOLUME,
-        *[
-            name
-            for name in _ROLL_UP
-            if name not in ("check_interval_seconds", "in_breach", "holds")
-        ],
+        *[name for name in _ROLL_UP if name not in ("check_interval_seconds", "holds")],
         gap_limit(max_gap_seconds).alias(
             "gap_limit"
         ),  # the gap limit grows with the check interval: the greatest's
         F.element_at(_holds_values(), F.col("holds")).alias("holds"),
+    )
+
+
+_TIMES = ("first_seen", "last_seen", "last_fitted")  # the summary's timestamps
+
+
+@dataclass(frozen=True)
+class Volumes:
+    """The volume summaries of the data and the metadata volumes, collected once (a few rows
+    per volume), with what the report works out from them in the driver."""
+
+    data: DataFrame  # volume_summary(derived, DATA, ...), a relation of the rows collected
+    metadata: DataFrame | None  # of the metadata volumes, or None without any
+    data_times: list[VolumeTimes]
+    metadata_times: list[VolumeTimes]
+    # Per what a volume holds (DATA, METADATA): the volumes whose files interleave in time.
+    interleaved: dict[str, list[tuple]]
+
+
+def collected_volumes(
+    derived: dict[str, DataFrame], max_gap_seconds: float | None = None
+) -> Volumes:
+    """``volume_summary`` of the data and of the metadata volumes, ``volume_times`` of each and
+    the volumes whose files interleave (``_interleaved``), from one query over the files'
+    shares collected once: each later table reads the summary as the rows collected, and
+    none of these is a query of its own."""
+    earlier = (
+        Window.partitionBy(HOLDS, *VOLUME)
+        .orderBy("first_seen", "last_seen")
+        .rowsBetween(Window.unboundedPreceding, -1)
+    )
+    per_file = derived[VOLUMES].withColumn(
+        "interleaves", F.col("first_seen") <= F.max("last_seen").over(earlier)
+    )
+    combined = per_file.groupBy(HOLDS, *VOLUME).agg(
+        *[combine(name).alias(name) for name, combine in _ROLL_UP.items()],
+        F.max("interleaves").alias("interleaves"),
+    )
+    summary = _summary_columns(combined, max_gap_seconds, HOLDS, "interleaves")
+    fields = summary.schema.fields[2:]
+    collected = summary.select(
+        HOLDS,
+        *[
+            F.unix_micros(f.name).alias(f.name) if f.name in _TIMES else F.col(f.name)
+            for f in fields
+        ],
+        "interleaves",
+    ).collect()
+    spark = derived[VOLUMES].sparkSession
+    as_collected = T.StructType(
+        [T.StructField(f.name, T.LongType() if f.name in _TIMES else f.dataType) for f in fields]
+    )
+
+    def relation(holds: str) -> DataFrame:
+        rows = [tuple(row[1 : len(fields) + 1]) for row in collected if row[HOLDS] == holds]
+        return spark.createDataFrame(rows, as_collected).select(
+            *[
+                F.timestamp_micros(f.name).alias(f.name) if f.name in _TIMES else F.col(f.name)
+                for f in fields
+            ]
+        )
+
+    def times(holds: str) -> list[VolumeTimes]:
+        return [
+            VolumeTimes(
+                row["last_seen"],
+                row["last_fitted_t"],
+                row["gap_limit"],
+                (row["broker_id"], row["log_dir"]),
+                bool(row["in_breach"]),
+            )
+            for row in collected
+            if row[HOLDS] == holds
+        ]
+
+    has_metadata = any(row[HOLDS] == METADATA for row in collected)
+    return Volumes(
+        relation(DATA),
+        relation(METADATA) if has_metadata else None,
+        times(DATA),
+        times(METADATA),
+        {
+            holds: sorted(
+                (row["broker_id"], row["log_dir"])
+                for row in collected
+                if row[HOLDS] == holds and row["interleaves"]
+            )
+            for holds in (DATA, METADATA)
+        },
     )
 
 
@@ -282,19 +375,32 @@ def episode_segments(
     rows: DataFrame,
     holds: str = DATA,
     max_gap_seconds: float | None = None,
+    only: list[tuple] | None = None,
+    interleaved: list[tuple] | None = None,
 ) -> DataFrame:
     """The segments (SEGMENT_FIELDS) the episodes of the volumes that hold ``holds`` need (see
     the module's note), from ``segments``; a volume whose files interleave in time, or with a
     segment whose gaps the gap limit counts, a segment per row of all its ``rows``
-    (``History.rows``)."""
+    (``History.rows``). ``interleaved``: the volumes whose files interleave, where the caller
+    has them (``collected_volumes``). With ``only`` (volumes), the segments of those volumes alone: the
+    episodes need only the volumes with a row in breach (``breached``), every other volume's
+    segments are all outside every episode."""
     from_files = derived[SEGMENTS].transform(_of(holds)).select(*SEGMENT_FIELDS)
+    if only is not None:
+        from_files = _among(from_files, only)
     # Under the default rule the gap limit (GAP_INTERVALS check intervals) is above every gap
     # inside a segment (episodes.JOIN_INTERVALS): only a --max-gap can count one.
     inside = from_files.filter(F.col("inner_gap_seconds") > gap_limit(max_gap_seconds))
     counted = [] if max_gap_seconds is None else inside.select(*VOLUME).distinct().collect()
-    whole = sorted(set(_interleaved(derived, holds)) | {tuple(row) for row in counted})
+    if interleaved is None:
+        interleaved = _interleaved(derived, holds)
+    whole = sorted(set(interleaved) | {tuple(row) for row in counted})
     if not whole:
         return from_files
+    if only is not None:
+        whole = sorted(set(whole) & set(only))
+        if not whole:
+            return from_files
     read_whole = _among(
         rows.transform(data_rows if holds == DATA else metadata_rows), whole
     ).transform(as_segments)
@@ -319,17 +425,34 @@ class VolumeTimes:
     last_seen_micros: int | None
     last_fitted_t: float | None
     gap_limit: float | None
+    volume: tuple = ()  # (broker_id, log_dir)
+    in_breach: bool = False  # a row of it was in breach of a limit
 
 
 def volume_times(volumes: DataFrame) -> list[VolumeTimes]:
     """``VolumeTimes`` of every volume of ``volumes`` (``volume_summary(...)``: a row per
     volume), collected."""
     return [
-        VolumeTimes(*row)
+        VolumeTimes(
+            row["last_seen"],
+            row["last_fitted_t"],
+            row["gap_limit"],
+            tuple(row[:2]),
+            bool(row["in_breach"]),
+        )
         for row in volumes.select(
-            F.unix_micros("last_seen"), "last_fitted_t", "gap_limit"
+            *VOLUME,
+            F.unix_micros("last_seen").alias("last_seen"),
+            "last_fitted_t",
+            "gap_limit",
+            "in_breach",
         ).collect()
     ]
+
+
+def breached(times: list[VolumeTimes]) -> list[tuple]:
+    """The volumes (``volume_times``) with a row in breach of a limit: the only ones with episodes."""
+    return sorted(v.volume for v in times if v.in_breach)
 
 
 def last_seen(times: list[VolumeTimes]) -> float | None:
