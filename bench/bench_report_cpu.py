@@ -146,9 +146,12 @@ def ms_per_report(pid: int, base_url: str, bodies: list[bytes], passes: int) -> 
 def split(nodes: int, dirs: int, repeat: int) -> dict[str, float]:
     """Per report, in this process (CPU ms, medians): the whole app over ASGI (what a report off
     the lane costs), the lane's work (the body's parse and the service taking it: what a report
-    costs beyond the server's floor), the route's own work (offer_node_report), the parse."""
+    costs beyond the server's floor), the route's own work (offer_node_report), the body's read
+    (the lane's: straight into the report's volumes). The collector tuned as the service tunes it."""
     from app.clock import ManualClock
-    from app.server.api.schemas.nodes import NodeVolumesBody
+    from app.observation.node_reports import node_report
+    from app.server.api.schemas.nodes import plain_report
+    from app.server.runtime.garbage_collector import tune_garbage_collector
 
     clock = ManualClock(1_800_000_000.0)
     app = make_app(clock, metadata=True)
@@ -177,6 +180,7 @@ def split(nodes: int, dirs: int, repeat: int) -> dict[str, float]:
         async with app.router.lifespan_context(app):
             service = app.state.service
             service.loop.apply_round(cluster_round(nodes, dirs, clock()))
+            tune_garbage_collector()
             whole, lane_work, route, parse = [], [], [], []
             lane = app.state.report_lane
             for _ in range(repeat):
@@ -191,12 +195,14 @@ def split(nodes: int, dirs: int, repeat: int) -> dict[str, float]:
                     assert lane.take(node, body)
                 lane_work.append((time.process_time() - start) * 1000 / nodes)
                 start = time.process_time()
-                parsed = [NodeVolumesBody.model_validate_json(body) for body in bodies]
+                read = [plain_report(body) for body in bodies]
                 parse.append((time.process_time() - start) * 1000 / nodes)
                 clock.advance(1.0)
                 start = time.process_time()
-                for node, body in enumerate(parsed, start=1):
-                    service.offer_node_report(node, lambda now, b=body, n=node: b.report(n, now))
+                for node, plain in enumerate(read, start=1):
+                    assert plain is not None
+                    roles, volumes = plain
+                    service.offer_node_report(node, lambda now, n=node, r=roles, v=volumes: node_report(n, r, v, now))
                 route.append((time.process_time() - start) * 1000 / nodes)
             return {
                 "whole": statistics.median(whole), "lane": statistics.median(lane_work),
@@ -255,7 +261,7 @@ def main() -> int:
     print()
     print(f"in-process, this checkout, per report (CPU ms, medians of 5): the report lane's work (parse and take) "
           f"{parts['lane']:.3f}, of it the route's own work (node intake and decider) {parts['route']:.3f} and the "
-          f"body's parse alone {parts['parse']:.3f}; a report off the lane, the whole app over ASGI {parts['whole']:.3f}")
+          f"body's read alone {parts['parse']:.3f}; a report off the lane, the whole app over ASGI {parts['whole']:.3f}")
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
     return 0
 

@@ -33,6 +33,7 @@ from typing import NamedTuple, overload
 from app.decision.fill_rate import TimeToFull
 from app.decision.policy import (
     Evaluation,
+    LimitKind,
     StoragePolicy,
     VolumeStatus,
     VolumeVerdict,
@@ -177,9 +178,12 @@ class ReportOverlay:
         # The first data dir in the overlay: the steps' volume lists must be rebuilt to show it.
         changed = not self.entries
         keys = []
-        ok_above, measure = self.policy.ok_above, self.policy.measure
-        entries, notable, disagreeing = self.entries, self.notable, self.disagreeing
-        base_listed, times = self.base_listed, self.times_to_full
+        policy = self.policy
+        ok_above, by_bytes = policy.ok_above, policy.kind is LimitKind.MIN_AVAILABLE_BYTES
+        entries, notable = self.entries, self.notable
+        # Most often empty: looked into only when not.
+        disagreeing, base_listed = self.disagreeing or None, self.base_listed or None
+        times = self.times_to_full or None
         admin = self.cache._entries  # noqa: SLF001 - read in place
         for volume in report.volumes:
             if DATA not in volume.holds:
@@ -190,10 +194,12 @@ class ReportOverlay:
             if (
                 total >= 0
                 and usable >= 0
-                and key not in disagreeing
-                and key not in base_listed
+                # policy.measure(total, usable) > ok_above, inline
+                and (float(usable) if by_bytes else (usable / total if total > 0 else 0.0))
+                > ok_above
+                and not (disagreeing and key in disagreeing)
+                and not (base_listed and key in base_listed)
                 and not (times and key in times)
-                and measure(total, usable) > ok_above
             ):
                 # The common case inline (_entry and _note, to the same effect): plainly ok, no
                 # disagreement to settle; a step's evaluation reads it only when the admin API
@@ -208,12 +214,13 @@ class ReportOverlay:
                 continue
             entry = self._entry(key, volume, report, breaching, ok_above)
             changed = self._note(key, entry) or changed
-        if previous and previous != tuple(keys):
+        now_keys = tuple(keys)
+        if previous and previous != now_keys:
             for key in set(previous).difference(keys):
                 changed = changed or key in self.notable
                 self._forget(key)
         if keys:
-            self._by_node[node] = tuple(keys)
+            self._by_node[node] = now_keys
         else:
             self._by_node.pop(node, None)
         self.version += 1

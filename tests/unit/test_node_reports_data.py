@@ -364,3 +364,24 @@ def test_a_plainly_ok_report_is_read_by_the_steps_only_while_the_admin_api_has_n
     d.record_node_report(report(1, 770, 4.0, log_dir="/new"))
     assert set(d.reported.notable) == set()
     assert observed_by(d, 4.0)[(1, "/new")] == ("node-report", 770)
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [POLICY, StoragePolicy(LimitKind.MIN_AVAILABLE_RATIO, hard_level=0.1, soft_level=0.4, hysteresis=0.05)],
+    ids=["bytes", "ratio"],
+)
+def test_a_report_s_data_dirs_are_judged_as_the_policy_judges_their_observations(policy):
+    """The overlay decides the plainly ok ones inline: the status of every entry is the
+    policy's verdict on the same observation, whatever the limit's unit (empty and full volumes,
+    and right at the levels, included)."""
+    from app.decision.policy import judge_volume
+
+    d = ThrottleDecider(policy, VALIDITY, 0.0, started_at=0.0)
+    cases = [(1000, u) for u in (0, 1, 99, 100, 101, 149, 150, 151, 399, 400, 401, 450, 451, 999, 1000)] + [(0, 0), (10**18, 10**17)]
+    volumes = tuple(NodeVolume(f"/d{i}", total, usable, frozenset({"data"})) for i, (total, usable) in enumerate(cases))
+    d.apply_round(round_(0.0, [1], [VolumeObservation(1, v.log_dir, v.total_bytes, v.usable_bytes, 0.0) for v in volumes[::2]]))
+    d.record_node_report(NodeReport(1, frozenset({"broker"}), volumes, 1.0))
+    for volume in volumes:
+        expected = judge_volume(policy, VolumeObservation(1, volume.log_dir, volume.total_bytes, volume.usable_bytes, 1.0)).status
+        assert d.reported.entries[(1, volume.log_dir)].status is expected, volume
