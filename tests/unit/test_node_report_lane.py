@@ -312,3 +312,39 @@ def test_an_idle_connection_is_closed_the_idle_timeout_after_its_last_answer_not
     rest, after_last = asyncio.run(serving(app, lane, scenario, idle_timeout=0.4))
     assert rest == b""
     assert 0.35 <= after_last <= 0.9, after_last
+
+
+@pytest.mark.parametrize("lane", [True, False])
+def test_the_body_deadline_counts_from_each_head_with_one_timer_per_connection(tmp_path, lane):
+    """Bodies sent apart from their heads (as Java's HttpClient sends them), one report every
+    0.2 s on one connection with a body timeout of 0.5 s: each is answered, though the timer
+    armed for the first body is still pending when later ones come; then a body that stops
+    coming is refused 408 the body timeout after its own head, not at that earlier timer."""
+    app = make_app(tmp_path, ManualClock())
+
+    async def scenario(port):
+        loop = asyncio.get_running_loop()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        answers = []
+        for node in (1, 2, 3, 4):
+            request = head(b"", node, PLAIN)
+            split = request.index(b"\r\n\r\n") + 4
+            writer.write(request[:split])
+            await writer.drain()
+            await asyncio.sleep(0.05)
+            writer.write(request[split:])
+            await writer.drain()
+            answers.append(await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5))
+            await asyncio.sleep(0.15)
+        writer.write(head(b"", 5, PLAIN)[:-10])  # all but the body's last ten bytes
+        await writer.drain()
+        sent = loop.time()
+        rest = await asyncio.wait_for(reader.read(65536), 5)
+        refused_after = loop.time() - sent
+        writer.close()
+        return answers, rest, refused_after
+
+    answers, rest, refused_after = asyncio.run(serving(app, lane, scenario, body_timeout=0.5, idle_timeout=5.0))
+    assert all(answer.startswith(b"HTTP/1.1 204 ") for answer in answers), answers
+    assert rest.startswith(b"HTTP/1.1 408 ") and b"not complete within 0.5s" in rest, rest
+    assert 0.45 <= refused_after <= 1.2, refused_after

@@ -317,6 +317,7 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         self.admitted = False
         self.head_deadline: asyncio.TimerHandle | None = None
         self.body_deadline: asyncio.TimerHandle | None = None
+        self.body_since: float | None = None  # when the body awaited began to be, if one is
         # A body is still to come: its deadline is armed when the bytes at hand end before it
         # (most bodies arrive with their head, and need no timer).
         self.body_open = False
@@ -348,7 +349,7 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         self.admitted = False
         self.guard.release(self)
         self._disarm_head_deadline()
-        self._disarm_body_deadline()
+        self._cancel_body_deadline()
         self._cancel_idle_timer()
         super().connection_lost(exc)
 
@@ -406,7 +407,7 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         if self.admitted:
             self._unset_keepalive_if_required()
             self._feed(data)
-            if self.body_open and self.body_deadline is None and not self.transport.is_closing():
+            if self.body_open and self.body_since is None and not self.transport.is_closing():
                 self._arm_body_deadline()  # counted from now: the end of the head's last piece
 
     def _arm_head_deadline(self) -> None:
@@ -433,17 +434,36 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
             self.guard.refuse(refusal, self._client_host())
             self.transport.close()
 
+    # The body deadline, like the idle timer, with at most one timer per connection: a body
+    # sent apart from its head (Java's HttpClient sends every one so) follows it within
+    # milliseconds, and the timer of an earlier body, still pending, looks at ``body_since``
+    # when it fires.
     def _arm_body_deadline(self) -> None:
-        self._disarm_body_deadline()
-        self.body_deadline = self.loop.call_later(self.guard.body_timeout, self._body_timed_out)
+        self.body_since = self.loop.time()
+        if self.body_deadline is None:
+            self.body_deadline = self.loop.call_later(self.guard.body_timeout, self._body_timer)
 
     def _disarm_body_deadline(self) -> None:
+        self.body_since = None  # its timer, if pending, finds no body awaited
+
+    def _cancel_body_deadline(self) -> None:
+        self.body_since = None
         if self.body_deadline is not None:
             self.body_deadline.cancel()
             self.body_deadline = None
 
-    def _body_timed_out(self) -> None:
+    def _body_timer(self) -> None:
         self.body_deadline = None
+        if self.body_since is None:
+            return  # the body it was armed for came: armed again for the next one
+        remaining = self.body_since + self.guard.body_timeout - self.loop.time()
+        if remaining > 0:
+            self.body_deadline = self.loop.call_later(remaining, self._body_timer)
+        else:
+            self._body_timed_out()
+
+    def _body_timed_out(self) -> None:
+        self.body_since = None
         if self.transport.is_closing():
             return
         refusal = Refusal(
