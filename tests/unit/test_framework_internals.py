@@ -87,6 +87,8 @@ UVICORN_PROTOCOL_METHODS = {
 UVICORN_PROTOCOL_ATTRIBUTES = (
     "parser", "pipeline", "transport", "loop", "cycle", "client", "url", "headers", "server_state",
     "flow", "timeout_keep_alive", "timeout_keep_alive_task",
+    # the request's scope, made by the edge only for a request the app answers
+    "scope", "expect_100_continue", "asgi_version", "server", "scheme", "root_path", "app_state",
 )
 UVICORN_CYCLE_ATTRIBUTES = ("response_started", "response_complete")
 UVICORN_SERVER_STATE_ATTRIBUTES = ("default_headers", "total_requests")
@@ -97,6 +99,8 @@ UVICORN_REPLACED_SOURCES = {
     # the idle timer armed at most once per connection (app/server/edge/http_protocol.py)
     "on_response_complete": "5684fd801d0683ac",
     "_unset_keepalive_if_required": "58f4ffce604d92dd",
+    # the scope made only for a request the app answers (a report the lane answers needs none)
+    "on_message_begin": "0efab6f9456c4987",
 }
 
 

@@ -536,12 +536,31 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
             self._disarm_head_deadline()
 
     def on_message_begin(self) -> None:
-        super().on_message_begin()
+        # uvicorn's (HttpToolsProtocol.on_message_begin), but the request's scope is made only
+        # for a request the app answers (_begin_scope): a report the lane answers needs none.
+        self.url = b""
+        self.expect_100_continue = False
+        self.headers = []
         # Not idle: a request has begun (also one in the same piece as a report the lane has
         # just answered, which armed the idle timer while the parser was still reading).
         self._unset_keepalive_if_required()
         self.in_head = True
         self.head_received = 0
+
+    def _begin_scope(self) -> None:
+        """The request's ASGI scope, as uvicorn's on_message_begin makes it (its headers the list
+        the parser's callbacks filled)."""
+        self.scope = {
+            "type": "http",
+            "asgi": {"version": self.asgi_version, "spec_version": "2.3"},
+            "http_version": "1.1",
+            "server": self.server,
+            "client": self.client,
+            "scheme": self.scheme,  # type: ignore[typeddict-item]  # as uvicorn sets it
+            "root_path": self.root_path,
+            "headers": self.headers,
+            "state": self.app_state.copy(),
+        }
 
     def on_headers_complete(self) -> None:
         self.in_head = False
@@ -571,6 +590,7 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
             self.guard.reserve(self, self._client_host())
         if in_lane:
             return
+        self._begin_scope()
         super().on_headers_complete()
 
     def on_body(self, body: bytes) -> None:
@@ -618,6 +638,7 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
             taken = False
         if not taken:
             # To the app as it came: the request's cycle and task, its body, its end.
+            self._begin_scope()
             super().on_headers_complete()
             if self.lane_closing and self.cycle is not None:
                 self.cycle.keep_alive = False
