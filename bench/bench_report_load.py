@@ -5,14 +5,16 @@ HTTP/1.1 keep-alive connections (``--connections``, each carrying its share of t
 client that sends a node's report when its time comes and waits for the answer).
 
 For the service of this checkout and of ``--compare REV`` (each a process of its own: observation
-off, the node token and metadata limits set, state saved as always), measured from
-/proc/PID/task/*/schedstat: its CPU idle, then under each pace for ``--seconds``; printed as the
-share of one core and as CPU per report above idle (the state snapshot written every second
-while nodes report included). A pace the client could not keep is said so. The same for a bare
-FastAPI PUT and a bare ASGI PUT on the same server (bench_report_cpu.py's): what any PUT costs at
-that pace, the wake-ups of a server that is idle between requests included.
+off, the node token and metadata limits set), measured from /proc/PID/task/*/schedstat: its CPU
+idle, then under each pace for ``--seconds``, the servers all up and taking turns (``--turns``
+times); printed as the share of one core and as CPU per report above idle (medians of the
+turns). With observation off no state is saved: the snapshot a service that observes writes
+within a second of a report is not in these figures. A pace the client could not keep is said
+so. The same for a bare FastAPI PUT and a bare ASGI PUT on the same server
+(bench_report_cpu.py's): what any PUT costs at that pace, the wake-ups of a server that is idle
+between requests included.
 
-    .venv/bin/python bench/bench_report_load.py --compare 5ee0827
+    .venv/bin/python bench/bench_report_load.py --compare 5ee0827 --turns 3
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -108,18 +111,20 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="measured per pace")
     parser.add_argument("--compare", metavar="REV", help="also run this git revision, as the baseline")
     parser.add_argument("--split", action="store_true", help="write each request's head and body apart (two segments)")
+    parser.add_argument("--turns", type=int, default=1, help="the servers take turns at each pace this many times")
     args = parser.parse_args()
     intervals = [float(i) for i in args.intervals.split(",")]
     wire = requests(args.nodes, args.dirs)
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; {args.nodes} nodes over "
           f"{args.connections} connections, {sum(map(len, wire[0]))}-byte requests"
           f"{' (head and body apart)' if args.split else ''}, {args.seconds:g} s per pace", flush=True)
-    rows = []
+    rows: dict[tuple[str, float], list[tuple[float, float, float, int, int, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-report-load-") as scratch_name, ExitStack() as stack:
         scratch = Path(scratch_name)
-        servers = [(name, revision) for name, revision in code_revisions(args.compare)]
-        servers += [("bare FastAPI PUT", BARE), ("bare ASGI PUT", BARE_ASGI)]
-        for name, revision in servers:
+        servers: list[tuple[str, int, int]] = []  # (name, pid, port), all up at once
+        for name, revision in [(name, revision) for name, revision in code_revisions(args.compare)] + [
+            ("bare FastAPI PUT", BARE), ("bare ASGI PUT", BARE_ASGI)
+        ]:
             if name.startswith("bare"):
                 service = Bare(revision)
             else:
@@ -129,30 +134,40 @@ def main() -> int:
                     storage_per_volume_limit_min_available_bytes=str(2 * GiB),
                     metadata_limit_min_available_bytes=str(4 * GiB), metadata_soft_limit_min_available_bytes=str(16 * GiB),
                 )
-            try:
-                # every node known once, then idle
-                asyncio.run(paced(service.port, wire, args.connections, 1.0, 1.0, args.split))
-                time.sleep(2.0)
-                before, at = cpu_seconds(service.pid), time.monotonic()
-                time.sleep(5.0)
-                idle = (cpu_seconds(service.pid) - before) / (time.monotonic() - at)
-                for interval in intervals:
-                    before, at = cpu_seconds(service.pid), time.monotonic()
-                    ok, other, lag = asyncio.run(paced(service.port, wire, args.connections, interval, args.seconds, args.split))
+            stack.callback(service.stop)
+            asyncio.run(paced(service.port, wire, args.connections, 1.0, 1.0, args.split))  # every node known once
+            servers.append((name, service.pid, service.port))
+        time.sleep(2.0)
+        idle: dict[str, float] = {}
+        for name, pid, _ in servers:
+            before, at = cpu_seconds(pid), time.monotonic()
+            time.sleep(3.0)
+            idle[name] = (cpu_seconds(pid) - before) / (time.monotonic() - at)
+        # The servers take turns at each pace (all of them up, the others idle), so that a change
+        # of the machine's load falls on every one.
+        for turn in range(args.turns):
+            for interval in intervals:
+                for name, pid, port in servers:
+                    before, at = cpu_seconds(pid), time.monotonic()
+                    ok, other, lag = asyncio.run(paced(port, wire, args.connections, interval, args.seconds, args.split))
                     elapsed = time.monotonic() - at
-                    used = (cpu_seconds(service.pid) - before) / elapsed
-                    per_report = (used - idle) * elapsed * 1000 / max(ok, 1)
-                    rows.append((name, interval, used, idle, per_report, ok, other, lag))
-                    print(f"  {name}: every {interval:g} s: {used:.3f} of a core (idle {idle:.3f}), "
+                    used = (cpu_seconds(pid) - before) / elapsed
+                    per_report = (used - idle[name]) * elapsed * 1000 / max(ok, 1)
+                    rows.setdefault((name, interval), []).append((used, idle[name], per_report, ok, other, lag))
+                    print(f"  turn {turn + 1}, {name}: every {interval:g} s: {used:.3f} of a core (idle {idle[name]:.3f}), "
                           f"{per_report:.3f} ms a report above idle, {ok} answered 204, {other} other, "
                           f"lag at most {lag * 1000:.0f} ms (load average {os.getloadavg()[0]:.1f})", flush=True)
-            finally:
-                service.stop()
     print()
-    print("| server | a node's report every | share of a core | idle | CPU ms a report above idle | answered 204 / other | lag at most |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for name, interval, used, idle, per_report, ok, other, lag in rows:
-        print(f"| {name} | {interval:g} s | {used:.3f} | {idle:.3f} | {per_report:.3f} | {ok} / {other} | {lag * 1000:.0f} ms |")
+    first = servers[0][0]
+    print("| server | a node's report every | share of a core (median of turns) | idle | CPU ms a report above idle | x current | answered 204 / other | lag at most |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for (name, interval), turns in sorted(rows.items(), key=lambda item: (item[0][1], [s[0] for s in servers].index(item[0][0]))):
+        used = statistics.median(t[0] for t in turns)
+        per_report = statistics.median(t[2] for t in turns)
+        mine = statistics.median(t[2] for t in rows[(first, interval)])
+        ok, other = sum(t[3] for t in turns), sum(t[4] for t in turns)
+        lag = max(t[5] for t in turns)
+        print(f"| {name} | {interval:g} s | {used:.3f} | {turns[0][1]:.3f} | {per_report:.3f} | {per_report / mine:.2f}x | {ok} / {other} | {lag * 1000:.0f} ms |")
     return 0
 
 
