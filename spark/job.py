@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -14,12 +14,19 @@ from spark.analysis import partials
 from spark.analysis.backtest import TABLES as BACKTEST_TABLES
 from spark.analysis.backtest import LimitSet, Outcome, backtest, page_view
 from spark.analysis.brokers import broker_summary, fenced_time
-from spark.analysis.chart_data import closest_volume_series, state_timeline
+from spark.analysis.chart_data import closest_volume_series, timeline
 from spark.analysis.enforcement import with_enforcement
 from spark.analysis.episodes import DATA, VOLUME, data_rows, segment_episodes, segment_starts
 from spark.analysis.forecast import FORECAST_WINDOW_SECONDS, fill_forecast
 from spark.analysis.gaps import HistoryEnd
-from spark.analysis.states import held_rounds, rounds, time_in_states, unexplained_rounds
+from spark.analysis.states import (
+    Round,
+    collected_rounds,
+    held_rounds,
+    rounds,
+    time_in_states,
+    unexplained,
+)
 from spark.output import ReportOutput
 from spark.page.html_report import render_page
 from spark.reading.cache import check_folders, lock, make_folder
@@ -94,31 +101,28 @@ def _history_end(times: list[partials.VolumeTimes], last_round: float) -> Histor
 
 
 def _check_every_limit_is_explained(
-    report: Report, round_rows: DataFrame, progress: Progress
+    report: Report, collected: list[Round], progress: Progress
 ) -> None:
-    """Count and print the rounds in THROTTLE or PAUSE that no open episode explains."""
-    # One pass: the count and the first ten (none in a history the service writes).
-    shown = F.struct(
-        F.unix_micros("time").alias("t"),
-        F.date_format("time", "yyyy-MM-dd HH:mm:ss'Z'").alias("time"),
-        "state",
-        "source",
-    )
-    examples = F.slice(F.array_sort(F.collect_list(shown)), 1, 10)
-    found = (
-        unexplained_rounds(round_rows)
-        .agg(F.count(F.lit(1)).alias("count"), examples.alias("examples"))
-        .collect()[0]
-    )
-    report.unexplained_rounds = found["count"]
+    """Count and print the rounds in THROTTLE or PAUSE that no open episode explains (none in
+    a history the service writes), from the rounds collected."""
+    found = unexplained(collected)
+    report.unexplained_rounds = len(found)
     report.unexplained_examples = [
-        {key: example[key] for key in ("time", "state", "source")} for example in found["examples"]
+        {"time": _utc_text(r.micros), "state": r.state, "source": r.source} for r in found[:10]
     ]
     progress(
         f"rounds in THROTTLE or PAUSE that no open episode explains: {report.unexplained_rounds:,}"
     )
     for example in report.unexplained_examples:
         progress(f"  unexplained: {example['time']} {example['state']} ({example['source']})")
+
+
+def _utc_text(micros: int) -> str:
+    """A time (microseconds since the epoch) as the tables show it: yyyy-MM-dd HH:mm:ss'Z'."""
+    return (_EPOCH + timedelta(microseconds=micros)).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _with_metadata_episodes(
@@ -337,14 +341,13 @@ def run_report(
             done(name, f"wrote {name}: {report.table_sizes[name]:,} rows")
 
         report.episode_counts = _episode_counts(collected["episodes"])
-        _check_every_limit_is_explained(report, round_rows, progress)
+        every_round = collected_rounds(round_rows)  # a row per round
+        _check_every_limit_is_explained(report, every_round, progress)
         report.volumes = sum(broker["log_dirs"] for broker in collected["brokers"])
         report.series = closest_volume_series(
             rows, volumes, forecast, read.first_time, read.last_time
         )
-        report.timeline = state_timeline(
-            round_rows, read.first_time, read.last_time, max_gap_seconds
-        )
+        report.timeline = timeline(every_round, read.first_time, read.last_time, max_gap_seconds)
         done("charts", "reduced the chart series")
 
         output.remove_tables(

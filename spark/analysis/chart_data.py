@@ -5,7 +5,9 @@ each time bucket, so a dip is never smoothed away) whatever the size of the hist
 
 from __future__ import annotations
 
+import math
 import operator
+from collections.abc import Sequence
 from functools import reduce
 
 from pyspark.sql import DataFrame
@@ -13,10 +15,10 @@ from pyspark.sql import functions as F
 
 from spark.analysis.brokers import judged
 from spark.analysis.episodes import VOLUME, volume_rows
-from spark.analysis.gaps import gap_limit
+from spark.analysis.states import Round, collected_rounds
 from spark.reading.frames import in_order
 from spark.reading.history import epoch_seconds
-from spark.report import StateBucket, VolumeSeries
+from spark.report import GAP_INTERVALS, StateBucket, VolumeSeries
 
 CHART_BUCKETS = 360
 CLOSEST_VOLUMES = 4
@@ -132,31 +134,57 @@ def closest_volume_series(
 def state_timeline(
     round_rows: DataFrame, first: float, last: float, max_gap_seconds: float | None = None
 ) -> list[StateBucket]:
-    """The worst state per time bucket of the rounds (``rounds(decisions(lines))``); a bucket's colour reaches the next bucket with rounds
-    unless the rounds are further apart than the gap limit (then the gap shows as no data)."""
-    rank = F.create_map(*[F.lit(x) for pair in _STATE_RANK.items() for x in pair])
+    """``timeline`` of the rounds (``rounds(decisions(lines))``)."""
+    return timeline(collected_rounds(round_rows), first, last, max_gap_seconds)
+
+
+def timeline(
+    rounds: Sequence[Round], first: float, last: float, max_gap_seconds: float | None = None
+) -> list[StateBucket]:
+    """The worst state per time bucket of the rounds (``states.collected_rounds``); a bucket's
+    colour reaches the next bucket with rounds unless the rounds are further apart than the gap
+    limit (then the gap shows as no data). Worked out in the driver from the rounds collected,
+    with the arithmetic of ``_bucket`` and ``gaps.gap_limit`` (doubles, as Spark's)."""
     width = max((last - first) / CHART_BUCKETS, 1e-6)
-    buckets = (
-        round_rows.groupBy(_bucket(first, last).alias("bucket"))
-        .agg(
-            F.max(rank[F.col("state")]).alias("rank"),
-            F.max(F.col("source").isin("fallback", "last-valid")).alias("fallback"),
-            F.count(F.lit(1)).alias("rounds"),
-            F.min(epoch_seconds("time")).alias("first_t"),
-            F.max(epoch_seconds("time")).alias("last_t"),
-            F.max(gap_limit(max_gap_seconds)).alias("gap_limit"),
+    found: dict[int, dict] = {}
+    for r in rounds:
+        t = r.t
+        bucket = min(math.floor((t - first) / width), CHART_BUCKETS - 1)
+        gap = (
+            float(max_gap_seconds)
+            if max_gap_seconds is not None
+            else None
+            if r.check_interval_seconds is None
+            else r.check_interval_seconds * GAP_INTERVALS
         )
-        .transform(lambda buckets: in_order(buckets, "bucket"))
-        .collect()
-    )
+        rank = _STATE_RANK.get(r.state) if r.state is not None else None
+        fallback = None if r.source is None else r.source in ("fallback", "last-valid")
+        b = found.get(bucket)
+        if b is None:
+            found[bucket] = {
+                "bucket": bucket,
+                "rank": rank,
+                "fallback": fallback,
+                "rounds": 1,
+                "first_t": t,
+                "last_t": t,
+                "gap_limit": gap,
+            }
+            continue
+        b["rank"] = _greatest(b["rank"], rank)
+        b["fallback"] = _greatest(b["fallback"], fallback)
+        b["rounds"] += 1
+        b["first_t"], b["last_t"] = min(b["first_t"], t), max(b["last_t"], t)
+        b["gap_limit"] = _greatest(b["gap_limit"], gap)
+    buckets = [found[bucket] for bucket in sorted(found)]
     names = {value: name for name, value in _STATE_RANK.items()}
-    timeline = []
+    states = []
     for bucket, following in zip(buckets, [*buckets[1:], None]):
         start = first + bucket["bucket"] * width
         end = max(start + width, bucket["last_t"]) if following is None else start + width
         if following is not None and following["first_t"] - bucket["last_t"] <= bucket["gap_limit"]:
             end = first + following["bucket"] * width
-        timeline.append(
+        states.append(
             StateBucket(
                 start,
                 min(end, last),
@@ -165,4 +193,11 @@ def state_timeline(
                 bucket["rounds"],
             )
         )
-    return timeline
+    return states
+
+
+def _greatest(one, other):
+    """Spark's ``max`` of two values, nulls left out."""
+    if one is None:
+        return other
+    return one if other is None else max(one, other)

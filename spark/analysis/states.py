@@ -6,6 +6,9 @@ after the round is counted. Intervals that cross midnight are split at midnight.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -81,6 +84,56 @@ def unexplained_rounds(round_rows: DataFrame) -> DataFrame:
         (paused & none("breaching_volumes")) | (throttled & none("blamed_volumes"))
     )
     return round_rows.filter(unexplained).select("time", "state", "source")
+
+
+@dataclass(frozen=True)
+class Round:
+    """A round of ``rounds(...)`` as collected: its time in microseconds since the epoch."""
+
+    micros: int
+    state: str | None
+    source: str | None
+    check_interval_seconds: float | None
+    blamed_volumes: int | None
+    breaching_volumes: int | None
+
+    @property
+    def t(self) -> float:
+        """Epoch seconds, as ``reading.epoch_seconds`` gives them."""
+        return self.micros / 1_000_000.0
+
+
+def collected_rounds(round_rows: DataFrame) -> list[Round]:
+    """The rounds (``rounds(...)``), collected once (a row per round), in time order: the
+    timeline and the unexplained rounds are worked out from them without a query each."""
+    columns = (
+        F.unix_micros("time"),
+        "state",
+        "source",
+        "check_interval_seconds",
+        "blamed_volumes",
+        "breaching_volumes",
+    )
+    return sorted(
+        (Round(*row) for row in round_rows.select(*columns).collect()), key=lambda r: r.micros
+    )
+
+
+def unexplained(collected: Sequence[Round]) -> list[Round]:
+    """``unexplained_rounds`` of the rounds collected, in time order."""
+
+    def none(count: int | None) -> bool:
+        return (count or 0) == 0
+
+    return [
+        r
+        for r in collected
+        if r.source in VOLUME_SOURCES
+        and (
+            (r.state == "PAUSE" and none(r.breaching_volumes))
+            or (r.state == "THROTTLE" and none(r.blamed_volumes))
+        )
+    ]
 
 
 def round_blame(rows: DataFrame) -> DataFrame:

@@ -33,7 +33,11 @@ from app.server.api.schemas.decision import decision_response
 from spark.job import run_report
 from spark.page.html_report import render_page
 from spark.reading.history import read_history
-from spark.analysis.states import decisions, round_blame, rounds, unexplained_rounds
+from spark.analysis.chart_data import CHART_BUCKETS, _bucket, timeline
+from spark.analysis.gaps import gap_limit
+from spark.analysis.states import collected_rounds, decisions, round_blame, rounds, unexplained_rounds
+from spark.analysis.states import unexplained as unexplained_of
+from spark.reading.history import epoch_seconds
 
 from .synthetic import HARD, SOFT, TOTAL, MiB, at
 
@@ -168,6 +172,48 @@ def test_a_history_without_the_kept_observations_has_paused_rounds_that_nothing_
     # broker 2 halted with a full disk: PAUSE from round 5, its rows gone (round 8 kept everything)
     paused = {t(i) for i in range(5, 15 if policy == "keep" else 10) if i not in UNREACHED}
     assert paused <= unexplained and all(said[time]["state"] in ("PAUSE", "THROTTLE") for time in unexplained)
+    # The report counts them from the rounds it collected: the same rounds, in time order.
+    round_rows = rounds(decisions(lines))
+    in_spark = [row[0] for row in unexplained_rounds(round_rows).select(F.unix_micros("time")).orderBy(1).collect()]
+    assert [r.micros for r in unexplained_of(collected_rounds(round_rows))] == in_spark and len(in_spark) >= len(paused)
+
+
+@pytest.mark.parametrize("max_gap", [None, 30.0])
+def test_the_state_timeline_from_the_rounds_collected_is_spark_s_aggregate_of_the_rounds(run, spark, tmp_path, max_gap):
+    """The timeline's buckets, worked out in the driver, are those Spark's aggregate of the same
+    rounds gives (worst state, fallback, rounds, first and last time, gap limit)."""
+    _, history, _, report, _ = run
+    round_rows = rounds(decisions(read_history(spark, str(history), str(tmp_path / "parsed")).lines))
+    first, last = report.first, report.last
+    rank = F.create_map(*[F.lit(x) for pair in {"OPEN": 0, "THROTTLE": 1, "PAUSE": 2}.items() for x in pair])
+    buckets = (
+        round_rows.groupBy(_bucket(first, last).alias("bucket"))
+        .agg(
+            F.max(rank[F.col("state")]).alias("rank"),
+            F.max(F.col("source").isin("fallback", "last-valid")).alias("fallback"),
+            F.count(F.lit(1)).alias("rounds"),
+            F.min(epoch_seconds("time")).alias("first_t"),
+            F.max(epoch_seconds("time")).alias("last_t"),
+            F.max(gap_limit(max_gap)).alias("gap_limit"),
+        )
+        .orderBy("bucket")
+        .collect()
+    )
+    width = (last - first) / CHART_BUCKETS
+    found = timeline(collected_rounds(round_rows), first, last, max_gap)
+    names = ("OPEN", "THROTTLE", "PAUSE")
+    assert [(b.start, b.state, b.fallback, b.rounds) for b in found] == [
+        (first + row["bucket"] * width, names[row["rank"]], bool(row["fallback"]), row["rounds"]) for row in buckets
+    ]
+    ends = []
+    for row, following in zip(buckets, [*buckets[1:], None]):  # as the page's buckets were made in Spark's days
+        start = first + row["bucket"] * width
+        end = max(start + width, row["last_t"]) if following is None else start + width
+        if following is not None and following["first_t"] - row["last_t"] <= row["gap_limit"]:
+            end = first + following["bucket"] * width
+        ends.append(end)
+    assert [b.end for b in found] == [min(end, last) for end in ends]
+    assert any(b.state == "PAUSE" for b in found) and any(b.fallback for b in found)
 
 
 def test_the_page_names_unexplained_rounds_only_when_there_are_some(run):
