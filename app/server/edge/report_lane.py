@@ -7,9 +7,9 @@ report's cost sits around it: a task per request, a dozen middleware layers each
 send, the response built as ASGI messages and serialised by uvicorn. ``ReportLane`` answers a
 plain report from the connection itself (app/server/edge/http_protocol.py): once the whole body
 is in, it is read as the route's own body model reads it (straight into the report's own
-objects: app/server/api/schemas/nodes.py's ``plain_report``), the service takes it, and ``204 No Content`` with
-the server's default headers is written to the transport, all in one synchronous call on the
-event loop; the HTTP metrics count it under the route as before.
+objects: app/server/api/schemas/nodes.py's ``plain_report``), the service takes it, and
+``204 No Content`` with the server's default headers is written to the transport, all in one
+synchronous call on the event loop; the HTTP metrics count it under the route as before.
 
 Only a report that every layer would let through unchanged is answered here, decided from its
 head before its body is read: PUT on the route's path with a canonical id in range and no query,
