@@ -12,7 +12,12 @@ import pytest
 from pydantic import ValidationError
 
 from app.observation.node_reports import NodeVolume
-from app.server.api.schemas.nodes import MAX_LOG_DIR_CHARS, MAX_NODE_VOLUMES, NodeVolumesBody, plain_report
+from app.server.api.schemas.nodes import (
+    MAX_LOG_DIR_CHARS,
+    MAX_NODE_VOLUMES,
+    NodeVolumesBody,
+    plain_report,
+)
 from app.server.edge.json_bodies import refuse_duplicate_keys
 from app.server.edge.problems import InvalidRequest
 
