@@ -277,13 +277,55 @@ def test_a_route_counted_without_the_app_counts_through_series_looked_up_once_as
             count = direct.for_route("/nodes/{node_id}/volumes", "PUT", 204)
         finally:
             http_metrics._series = original
-        assert direct.bound is bind
+        assert direct.bound is bind and direct.batched is bind
         for duration in (0.0002, 0.0004, 0.003, 0.2):
             count(duration)
         samples.append(sorted(line for line in generate_latest(registry).decode().splitlines() if line.startswith("http_") and "created" not in line))
     assert samples[0] == samples[1]
     assert 'http_requests_total{handler="/nodes/{node_id}/volumes",method="PUT",status="2xx"} 4.0' in samples[0]
     assert any(line.startswith("http_request_duration_seconds_bucket") and line.endswith(" 2.0") and 'le="0.0005"' in line for line in samples[0])
+
+
+def test_answers_counted_aside_are_folded_in_when_read_or_when_many_wait_as_if_counted_one_by_one(monkeypatch):
+    """The lane's answers are kept aside and folded into the route's series when the registry
+    is read, or when FOLD_AT wait: every read gives what counting each answer at once gives
+    (counts, buckets on their bounds, the sum added in the same order), also between folds."""
+    import random
+
+    from fastapi import FastAPI
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from app.server.api import http_metrics
+
+    monkeypatch.setattr(http_metrics, "FOLD_AT", 7)
+    registries, counts = [], []
+    for bind in (True, False):
+        registry = CollectorRegistry()
+        direct = http_metrics.instrument_http(FastAPI(), registry)
+        original = http_metrics._series
+        if not bind:
+            http_metrics._series = lambda *args: None
+        try:
+            counts.append(direct.for_route("/nodes/{node_id}/volumes", "PUT", 204))
+        finally:
+            http_metrics._series = original
+        assert direct.batched is bind
+        registries.append(registry)
+    bounds = list(http_metrics.HTTP_LATENCY_BUCKETS)
+    durations = [random.Random(5).choice(bounds) for _ in range(5)] + [random.Random(n).uniform(0, 2) ** 4 for n in range(60)]
+
+    def lines(registry):
+        return sorted(line for line in generate_latest(registry).decode().splitlines() if line.startswith("http_") and "created" not in line)
+
+    labels = {"handler": "/nodes/{node_id}/volumes", "method": "PUT", "status": "2xx"}
+    for n, duration in enumerate(durations, start=1):
+        for count in counts:
+            count(duration)
+        if n % 5 == 0:  # read between folds, and while some wait
+            assert registries[0].get_sample_value("http_requests_total", labels) == n
+            assert lines(registries[0]) == lines(registries[1])
+    assert registries[0].get_sample_value("http_request_duration_seconds_count", labels) == len(durations)
+    assert lines(registries[0]) == lines(registries[1])
 
 
 @pytest.mark.parametrize("lane", [True, False])

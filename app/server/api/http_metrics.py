@@ -12,6 +12,8 @@ route serves is counted as ``none``, as the instrumentator counts it."""
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections import deque
 from collections.abc import Callable
 from timeit import default_timer
 from typing import Any
@@ -94,9 +96,15 @@ class DirectCount:
 
         counted, answered = _series(self._counted, info(0.0)), _series(self._answered, info(0.0))
         if counted is not None and answered is not None:
-            # The route's two series, looked up once (a report is counted 1,000 times a second).
+            # The route's two series, looked up once (a report is counted 1,000 times a second),
+            # and its answers' durations kept aside and folded into them when the registry is
+            # read (or when many are waiting): no lock taken per answer.
+            folding = _folding(counted, answered)
+            if folding is not None:
+                self.bound = self.batched = True
+                return folding
             self.bound = True
-            inc, observe = counted.inc, answered.observe
+            inc, observe = counted[1].inc, answered[1].observe
 
             def count_bound(duration: float) -> None:
                 inc()
@@ -112,11 +120,75 @@ class DirectCount:
         return count
 
     bound = False  # for_route counts through series looked up once (for tests)
+    batched = False  # and folds its answers into them when the registry is read (for tests)
 
 
-def _series(instrumentation: Callable[[RequestInfo], None], info: RequestInfo) -> Any | None:
-    """The series of ``instrumentation`` (one of the instrumentator's metric functions) that
-    it would count ``info`` in, for ``info``'s labels (which a route's answers share); None
+# Answers waiting to be folded into their series at most: a registry never read keeps no more.
+FOLD_AT = 4096
+
+
+def _folding(counted: tuple[Any, Any], answered: tuple[Any, Any]) -> Callable[[float], None] | None:
+    """A count of a route's answers that keeps each answer's duration aside (an append to a
+    deque, which takes no lock) and folds them into the route's counter and histogram series
+    when either metric is collected, or when ``FOLD_AT`` are waiting. The series end as if
+    each answer had been counted at once: the count and each bucket by the answers folded, the
+    histogram's sum by each duration in turn, in the order counted (the same float as before).
+    None when the histogram's series is not as prometheus_client writes it today."""
+    (counter_metric, counter), (histogram_metric, histogram) = counted, answered
+    try:
+        bounds, buckets, sum_inc = (
+            list(histogram._upper_bounds),  # noqa: SLF001 - read in place, checked here
+            list(histogram._buckets),  # noqa: SLF001
+            histogram._sum.inc,  # noqa: SLF001
+        )
+        inc_count = counter.inc
+        collects = (counter_metric.collect, histogram_metric.collect)
+    except AttributeError:
+        return None
+    if len(bounds) != len(buckets) or not bounds or bounds[-1] != float("inf"):
+        return None
+    waiting: deque[float] = deque()
+    keep, popleft = waiting.append, waiting.popleft
+
+    def fold() -> None:
+        folded, per_bucket = 0, [0] * len(bounds)
+        while True:
+            try:  # another thread may fold at the same time: each duration is taken once
+                duration = popleft()
+            except IndexError:
+                break
+            folded += 1
+            sum_inc(duration)
+            per_bucket[bisect_left(bounds, duration)] += 1  # the first bound >= it, as observe
+        if folded:
+            inc_count(folded)
+            for bucket, answers in zip(buckets, per_bucket, strict=True):
+                if answers:
+                    bucket.inc(answers)
+
+    def folding_collect(collect: Callable[[], Any]) -> Callable[[], Any]:
+        def collect_folded() -> Any:
+            fold()
+            return collect()
+
+        return collect_folded
+
+    # Read through the registry (the exposition, get_sample_value): the waiting answers first.
+    counter_metric.collect, histogram_metric.collect = (folding_collect(c) for c in collects)
+
+    def count_batched(duration: float) -> None:
+        keep(duration)
+        if len(waiting) >= FOLD_AT:
+            fold()
+
+    return count_batched
+
+
+def _series(
+    instrumentation: Callable[[RequestInfo], None], info: RequestInfo
+) -> tuple[Any, Any] | None:
+    """The metric of ``instrumentation`` (one of the instrumentator's metric functions) and the
+    series it would count ``info`` in, for ``info``'s labels (which a route's answers share); None
     when the function is not as the instrumentator writes it today (its metric and the
     ``Info`` fields its labels come from, in its closure): then it is called for each answer."""
     try:
@@ -128,7 +200,9 @@ def _series(instrumentation: Callable[[RequestInfo], None], info: RequestInfo) -
             )
         )
         metric, fields = cells["METRIC"], cells["info_attribute_names"]
-        return metric.labels(*[getattr(info, name) for name in fields]) if fields else metric
+        return metric, (
+            metric.labels(*[getattr(info, name) for name in fields]) if fields else metric
+        )
     except (AttributeError, KeyError, TypeError, ValueError):
         return None
 
