@@ -30,8 +30,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from app.decision.factor import FactorSource
-from app.decision.policy import StoragePolicy, VolumeStatus, VolumeVerdict, judge_volume
-from app.observation.node_reports import DATA, NodeReport, NodeReportBook, NodeVolume
+from app.decision.policy import (
+    LimitKind,
+    StoragePolicy,
+    VolumeStatus,
+    VolumeVerdict,
+    judge_volume,
+    ok_verdict,
+)
+from app.observation.model import reported_observation
+from app.observation.node_reports import DATA, METADATA, NodeReport, NodeReportBook, NodeVolume
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +65,36 @@ class _Judged:
     @property
     def listed(self) -> bool:
         return self.mutation_factor < 1.0
+
+
+def _breached(judged: _Judged, log_dir: str) -> bool:
+    """Whether ``log_dir`` breached in the node's report ``judged`` (the hysteresis holds it)."""
+    return any(v.status is _BREACHING and v.volume.log_dir == log_dir for v in judged.verdicts)
+
+
+_new_judged = object.__new__
+_set_report, _set_verdicts, _set_entries, _set_mutation, _set_data = (
+    getattr(_Judged, name).__set__
+    for name in ("report", "verdicts", "entries", "mutation_factor", "data_factor")
+)
+
+
+def _judged(
+    report: NodeReport,
+    verdicts: tuple[VolumeVerdict, ...],
+    entries: tuple[NodeVolume, ...],
+    mutation_factor: float,
+    data_factor: float,
+) -> _Judged:
+    """``_Judged(report, verdicts, entries, mutation_factor, data_factor)``, its slots set
+    through their descriptors (one a report, 1,000 a second)."""
+    judged = _new_judged(_Judged)
+    _set_report(judged, report)
+    _set_verdicts(judged, verdicts)
+    _set_entries(judged, entries)
+    _set_mutation(judged, mutation_factor)
+    _set_data(judged, data_factor)
+    return judged
 
 
 @dataclass(frozen=True)
@@ -106,6 +144,7 @@ class MetadataStep:
 
 UNLIMITED = MetadataStep(1.0, 1.0, FactorSource.OBSERVED, False, (), None)
 _OK, _BREACHING = VolumeStatus.OK, VolumeStatus.BREACHING
+MIN_AVAILABLE_BYTES = LimitKind.MIN_AVAILABLE_BYTES
 
 
 class MetadataWatch:
@@ -123,33 +162,46 @@ class MetadataWatch:
     def record(self, report: NodeReport) -> None:
         """Take a node's report: judge its metadata volumes now (a volume that breached in the
         node's previous report is held by the hysteresis)."""
-        previous = self._judged.get(report.node_id)
-        was_breaching = (
-            {v.volume.log_dir for v in previous.verdicts if v.status is _BREACHING}
-            if previous is not None
-            else ()
-        )
+        node_id, at = report.node_id, report.received_at
+        previous = self._judged.get(node_id)
         policy = self.policy
+        if policy is not None:
+            ok_above, by_bytes = policy.ok_above, policy.kind is MIN_AVAILABLE_BYTES
         verdicts, entries = [], []
         mutation = data = 1.0
-        for observation, entry in report.observations():
-            if policy is None:
-                verdict = VolumeVerdict(observation, _OK, 1.0, "")
+        for entry in report.volumes:
+            holds = entry.holds
+            if METADATA not in holds:
+                continue
+            total, usable = entry.total_bytes, entry.usable_bytes
+            observation = reported_observation(node_id, entry.log_dir, total, usable, at)
+            if policy is None or (
+                total >= 0
+                and usable >= 0
+                # policy.measure(total, usable) > ok_above, inline: ok whatever it was before
+                and (float(usable) if by_bytes else (usable / total if total > 0 else 0.0))
+                > ok_above
+            ):
+                verdict = ok_verdict(observation)
             else:
-                verdict = judge_volume(policy, observation, observation.log_dir in was_breaching)
+                verdict = judge_volume(
+                    policy,
+                    observation,
+                    previous is not None and _breached(previous, entry.log_dir),
+                )
+                factor = verdict.factor
+                mutation = min(mutation, factor)
+                if DATA in holds:
+                    data = min(data, factor)
             verdicts.append(verdict)
             entries.append(entry)
-            factor = verdict.factor
-            mutation = min(mutation, factor)
-            if DATA in entry.holds:
-                data = min(data, factor)
-        judged = _Judged(report, tuple(verdicts), tuple(entries), mutation, data)
+        judged = _judged(report, tuple(verdicts), tuple(entries), mutation, data)
         self.book.record(report)
-        self._judged[report.node_id] = judged
-        if judged.listed:
-            self._listed[report.node_id] = judged
-        else:
-            self._listed.pop(report.node_id, None)
+        self._judged[node_id] = judged
+        if mutation < 1.0:  # judged.listed
+            self._listed[node_id] = judged
+        elif self._listed:
+            self._listed.pop(node_id, None)
         if verdicts:
             self._extend_view(report)
 

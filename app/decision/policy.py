@@ -136,6 +136,26 @@ def judge_volume(
     return verdict
 
 
+_new_verdict = object.__new__
+_set_volume, _set_status, _set_factor, _set_reason, _set_time_to_full = (
+    getattr(VolumeVerdict, name).__set__
+    for name in ("volume", "status", "factor", "reason", "time_to_full")
+)
+_OK = VolumeStatus.OK
+
+
+def ok_verdict(volume: VolumeObservation) -> VolumeVerdict:
+    """``VolumeVerdict(volume, VolumeStatus.OK, 1.0, "")``, its slots set through their
+    descriptors (a node report's metadata volume is judged at every report)."""
+    verdict = _new_verdict(VolumeVerdict)
+    _set_volume(verdict, volume)
+    _set_status(verdict, _OK)
+    _set_factor(verdict, 1.0)
+    _set_reason(verdict, "")
+    _set_time_to_full(verdict, None)
+    return verdict
+
+
 def _judge_level(
     policy: StoragePolicy, volume: VolumeObservation, was_breaching: bool
 ) -> VolumeVerdict:

@@ -134,3 +134,45 @@ def test_what_shims_act_on_of_the_metadata_step_is_that_of_the_full_step_at_ever
             assert acting == projected(d.metadata, now), second
             sources.add(acting[2])
     assert sources == {FactorSource.INITIAL, FactorSource.FALLBACK, FactorSource.OBSERVED}
+
+
+def test_a_reports_metadata_volumes_are_judged_as_the_storage_policy_judges_each_with_the_nodes_previous_breach():
+    """The watch decides a plainly ok volume inline and builds its records without their
+    constructors: every verdict, factor and listing is still the policy's own, for either kind of
+    limit, with and without metadata limits, a volume's hysteresis following its own log dir."""
+    import random
+
+    from app.decision.metadata import MetadataWatch
+    from app.decision.policy import VolumeStatus, VolumeVerdict, judge_volume
+    from app.observation.model import reported_observation
+    from app.observation.node_reports import NodeReportBook
+
+    draw = random.Random(43)
+    policies = [METADATA_POLICY, StoragePolicy(LimitKind.MIN_AVAILABLE_BYTES, 10 * MiB, 30 * MiB, hysteresis=5 * MiB), StoragePolicy(LimitKind.MIN_AVAILABLE_RATIO, 0.1), None]
+    for policy in policies:
+        watch = MetadataWatch(policy, NodeReportBook(VALIDITY, keep_fenced=True), 1.0, T0)
+        breached: dict[tuple[int, str], bool] = {}
+        for n in range(400):
+            node, at = draw.randrange(3), T0 + n
+            volumes = tuple(
+                NodeVolume(log_dir, total, draw.randrange(-1, total + 1) if draw.random() < 0.05 else draw.randrange(0, total + 1), frozenset(holds))
+                for log_dir, holds in (("/meta", ("metadata",)), ("/shared", ("data", "metadata")), ("/data", ("data",)))
+                for total in [draw.choice([0, 100 * MiB, 60 * MiB])]
+                if draw.random() < 0.8
+            )
+            watch.record(NodeReport(node, frozenset({"broker", "controller"}), volumes, at))
+            judged = watch._judged[node]
+            expected = []
+            for v in volumes:
+                if "metadata" not in v.holds:
+                    continue
+                observation = reported_observation(node, v.log_dir, v.total_bytes, v.usable_bytes, at)
+                expected.append(VolumeVerdict(observation, VolumeStatus.OK, 1.0, "") if policy is None else judge_volume(policy, observation, breached.get((node, v.log_dir), False)))
+            breached = {key: was for key, was in breached.items() if key[0] != node}  # this report's alone
+            for verdict in expected:
+                breached[(node, verdict.volume.log_dir)] = verdict.status is VolumeStatus.BREACHING
+            assert judged.verdicts == tuple(expected)
+            assert judged.entries == tuple(v for v in volumes if "metadata" in v.holds)
+            assert judged.mutation_factor == min([1.0, *(v.factor for v in expected)])
+            assert judged.data_factor == min([1.0, *(v.factor for v, e in zip(expected, judged.entries) if "data" in e.holds)])
+            assert (node in watch._listed) is (judged.mutation_factor < 1.0)
