@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 DEFAULT_TOLERANCE = 0.01
 _OK = VolumeStatus.OK
 _BREACHING = VolumeStatus.BREACHING
+_MIN_AVAILABLE_BYTES = LimitKind.MIN_AVAILABLE_BYTES  # read at every node report: looked up once
 
 
 class Reported(NamedTuple):
@@ -179,7 +180,7 @@ class ReportOverlay:
         changed = not self.entries
         keys = []
         policy = self.policy
-        ok_above, by_bytes = policy.ok_above, policy.kind is LimitKind.MIN_AVAILABLE_BYTES
+        ok_above, by_bytes = policy.ok_above, policy.kind is _MIN_AVAILABLE_BYTES
         entries, notable = self.entries, self.notable
         # Most often empty: looked into only when not.
         disagreeing, base_listed = self.disagreeing or None, self.base_listed or None

@@ -145,6 +145,9 @@ class MetadataStep:
 UNLIMITED = MetadataStep(1.0, 1.0, FactorSource.OBSERVED, False, (), None)
 _OK, _BREACHING = VolumeStatus.OK, VolumeStatus.BREACHING
 MIN_AVAILABLE_BYTES = LimitKind.MIN_AVAILABLE_BYTES
+# Read at every node report: looked up once (an enum member read through its class costs a
+# descriptor call).
+_OBSERVED, _INITIAL, _FALLBACK = FactorSource.OBSERVED, FactorSource.INITIAL, FactorSource.FALLBACK
 
 
 class MetadataWatch:
@@ -239,15 +242,15 @@ class MetadataWatch:
         # As ``at`` with nothing listed: the data factor 1, the mutation factor 1 but for the
         # fallback's.
         source = self._source_at(now)
-        mutation = self.fallback if source is FactorSource.FALLBACK else 1.0
+        mutation = self.fallback if source is _FALLBACK else 1.0
         return mutation, 1.0, source, ()
 
     def _source_at(self, now: float) -> FactorSource:
         """Where the step at ``now`` comes from: the reports while one is in the view (always
         without metadata limits), else the start-up grace until it ends, then the fallback."""
         if self._reports_in_view(now) or self.policy is None:
-            return FactorSource.OBSERVED
-        return FactorSource.INITIAL if now <= self._initial_until else FactorSource.FALLBACK
+            return _OBSERVED
+        return _INITIAL if now <= self._initial_until else _FALLBACK
 
     def _reports_in_view(self, now: float) -> bool:
         """Some metadata volume's report is in the view at ``now``."""
