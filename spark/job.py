@@ -17,7 +17,7 @@ from spark.analysis.brokers import broker_summary, fenced_time
 from spark.analysis.chart_data import closest_volume_series, timeline
 from spark.analysis.enforcement import with_enforcement
 from spark.analysis.episodes import DATA, VOLUME, data_rows, segment_episodes, segment_starts
-from spark.analysis.forecast import FORECAST_WINDOW_SECONDS, fill_forecast
+from spark.analysis.forecast import CONTEXT, FORECAST_WINDOW_SECONDS, fill_forecast
 from spark.analysis.gaps import HistoryEnd
 from spark.analysis.states import (
     Round,
@@ -294,16 +294,28 @@ def run_report(
                 cached,
             )
         )
-        forecast = keep(
+        # The forecast of the rows near the end, with what tells whether they reached far
+        # enough back (``partials.short_of_context``): collected now, which computes it into its
+        # persisted copy; made again of every row when they did not.
+        near = partials.near_forecast_rows(
+            derived, rows, end, forecast_window_seconds, times, files.ends
+        )
+        fitted = keep(
             fill_forecast(
-                partials.forecast_rows(
-                    derived, rows, volumes, end, forecast_window_seconds, times, files.ends
-                ),
+                rows if near is None else near,
                 volumes,
                 end,
                 forecast_window_seconds,
+                context=True,
             )
         )
+        forecast_collected = _rows_of(fitted)
+        if near is not None and partials.short_of_context(forecast_collected, times, end):
+            fitted = keep(fill_forecast(rows, volumes, end, forecast_window_seconds, context=True))
+            forecast_collected = _rows_of(fitted)
+        forecast = fitted.drop(CONTEXT)
+        for row in forecast_collected:
+            del row[CONTEXT]
         fenced = fenced_time(
             partials.fenced_rounds(derived), held_rounds(round_rows, max_gap_seconds)
         )
@@ -332,9 +344,10 @@ def run_report(
         # Each table is small (episodes, days, brokers, volumes): collected once, which computes
         # it into its persisted copy; its size, the page's rows and the figures come from the
         # rows collected, and both files are written from the persisted copy.
-        collected: dict[str, list[dict]] = {}
+        collected: dict[str, list[dict]] = {"forecast": forecast_collected}
         for name in names:
-            collected[name] = _rows_of(tables[name])
+            if name not in collected:
+                collected[name] = _rows_of(tables[name])
             output.write_table(name, tables[name])
             report.table_sizes[name] = len(collected[name])
             report.tables[name] = _page_rows(name, collected[name])

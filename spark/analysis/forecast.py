@@ -26,6 +26,10 @@ from spark.reading.frames import in_order
 from spark.reading.history import epoch_seconds
 
 FORECAST_WINDOW_SECONDS = 3600.0
+# ``fill_forecast(..., context=True)``: a column more, each volume's observations before its
+# window that the fit kept (at most GAIN_CONTEXT): fewer than GAIN_CONTEXT when the rows given
+# did not reach far enough back (``partials.short_of_context``).
+CONTEXT = "context_observations"
 _TREND = T.StructType(
     [
         T.StructField("fill_rate", T.DoubleType()),
@@ -101,6 +105,7 @@ def _fitted(window_seconds: float):
                 "observations"
             ),
             latest.alias("latest"),
+            F.count(F.when(F.col("t") < F.col("cut"), 1)).alias(CONTEXT),
         )
         last = F.col("latest")
         hard_bytes = F.when(
@@ -117,7 +122,11 @@ def _instant(seconds: Column) -> Column:
     return F.timestamp_micros(F.round(seconds * F.lit(1_000_000.0)).cast("long"))
 
 
-def _projected(rows: DataFrame) -> DataFrame:
+def _projected(context: bool):
+    return lambda rows: _projection(rows, context)
+
+
+def _projection(rows: DataFrame, context: bool) -> DataFrame:
     latest, trend = F.col("latest"), F.col("trend")
     seconds = trend["seconds"]
     return rows.select(
@@ -132,6 +141,7 @@ def _projected(rows: DataFrame) -> DataFrame:
         trend["fill_rate"].alias("fill_rate_bytes_per_second"),
         seconds.alias("seconds_to_hard_limit"),
         _instant(latest["t"] + seconds).alias("projected_at"),
+        *([CONTEXT] if context else []),
     )
 
 
@@ -140,15 +150,18 @@ def fill_forecast(
     volumes: DataFrame,
     end: HistoryEnd,
     window_seconds: float = FORECAST_WINDOW_SECONDS,
+    context: bool = False,
 ) -> DataFrame:
     """``volumes``: ``brokers.volume_summary(rows)``, whose ``last_fitted`` (the last row each
-    volume's fit may use) places the windows, so that the rows are read once here."""
+    volume's fit may use) places the windows, so that the rows are read once here. With
+    ``context``, the column CONTEXT last: whether ``rows`` reached far enough back is then
+    known from the forecast itself, without a query of its own."""
     return (
         rows.transform(volume_rows)
         .filter(fitted_rows())
         .transform(_in_window(volumes, end, window_seconds))
         .transform(_fitted(window_seconds))
-        .transform(_projected)
+        .transform(_projected(context))
         .transform(
             lambda forecast: in_order(
                 forecast, F.col("seconds_to_hard_limit").asc_nulls_last(), *VOLUME

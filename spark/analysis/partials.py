@@ -44,7 +44,7 @@ from spark.analysis.episodes import (
     segments,
     volume_rows,
 )
-from spark.analysis.forecast import fitted_rows, observed_seconds
+from spark.analysis.forecast import CONTEXT, fitted_rows, observed_seconds
 from spark.analysis.gaps import HistoryEnd, gap_limit, still_present
 from spark.analysis.states import blames, decisions
 from spark.reading.cache import CHUNK
@@ -485,21 +485,16 @@ def forecast_rows(
     ones the fit looks back on, which are then the latest before its window, as from every
     row): checked, and all rows are given when one has not. ``times`` (``volume_times(volumes)``)
     and ``ends`` (``chunk_ends(derived)``): where the caller has them already."""
+    times = volume_times(volumes) if times is None else times
+    near = near_forecast_rows(derived, rows, end, window_seconds, times, ends)
+    if near is None:  # no volume to forecast
+        return rows
     present = (
         still_present(epoch_seconds("last_seen"), end, F.col("gap_limit"))
         & F.col("last_fitted_t").isNotNull()
     )
     cut = F.col("last_fitted_t") - F.lit(window_seconds)
     cuts = volumes.filter(present).select(*VOLUME, cut.alias("cut"))
-    times = volume_times(volumes) if times is None else times
-    present_cuts = [v.last_fitted_t - window_seconds for v in times if _present(v, end)]  # type: ignore[operator]
-    if not present_cuts:  # no volume to forecast
-        return rows
-    gaps = [v.gap_limit for v in times if v.gap_limit is not None]
-    start = min(present_cuts) - max(_LEAD_SECONDS, _LEAD_GAPS * (max(gaps) if gaps else 0.0))
-    ends = chunk_ends(derived) if ends is None else ends
-    reaching = [chunk for chunk, last in ends.items() if last >= start]
-    near = rows.filter(F.col(CHUNK).isin(reaching)).filter(observed_seconds() >= F.lit(start))
     before_window = (
         near.filter(fitted_rows())
         .join(F.broadcast(cuts), list(VOLUME))
@@ -511,6 +506,34 @@ def forecast_rows(
         F.coalesce(F.col("n"), F.lit(0)) < F.lit(GAIN_CONTEXT)
     )
     return rows if not short.isEmpty() else near
+
+
+def near_forecast_rows(
+    derived: dict[str, DataFrame],
+    rows: DataFrame,
+    end: HistoryEnd,
+    window_seconds: float,
+    times: list[VolumeTimes],
+    ends: dict[str, float] | None = None,
+) -> DataFrame | None:
+    """``forecast_rows`` without its check (none when no volume is to be forecast): the rows
+    near the end, whose forecast is exact unless ``short_of_context`` says otherwise of it."""
+    present_cuts = [v.last_fitted_t - window_seconds for v in times if _present(v, end)]  # type: ignore[operator]
+    if not present_cuts:
+        return None
+    gaps = [v.gap_limit for v in times if v.gap_limit is not None]
+    start = min(present_cuts) - max(_LEAD_SECONDS, _LEAD_GAPS * (max(gaps) if gaps else 0.0))
+    ends = chunk_ends(derived) if ends is None else ends
+    reaching = [chunk for chunk, last in ends.items() if last >= start]
+    return rows.filter(F.col(CHUNK).isin(reaching)).filter(observed_seconds() >= F.lit(start))
+
+
+def short_of_context(forecast: list[dict], times: list[VolumeTimes], end: HistoryEnd) -> bool:
+    """Whether a forecast made with ``context`` (its rows collected) of ``near_forecast_rows``
+    lacks a present volume or one of GAIN_CONTEXT observations before its window: the check of
+    ``forecast_rows``, then the forecast is made again of every row."""
+    context = {(row["broker_id"], row["log_dir"]): row[CONTEXT] for row in forecast}
+    return any(context.get(v.volume, 0) < GAIN_CONTEXT for v in times if _present(v, end))
 
 
 # How far before the earliest window the forecast's rows are read: enough for GAIN_CONTEXT

@@ -16,11 +16,18 @@ import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from app.decision.fill_rate import GAIN_CONTEXT
 from app.history.files import file_bytes
 from spark.analysis import partials
 from spark.analysis.brokers import volume_summary
-from spark.analysis.episodes import data_rows, metadata_rows, segment_episodes, violation_episodes, volume_rows
-from spark.analysis.forecast import fill_forecast
+from spark.analysis.episodes import (
+    data_rows,
+    metadata_rows,
+    segment_episodes,
+    violation_episodes,
+    volume_rows,
+)
+from spark.analysis.forecast import CONTEXT, fill_forecast
 from spark.analysis.gaps import HistoryEnd
 from spark.analysis.states import decisions
 from spark.reading.history import line_counts, read_history
@@ -185,6 +192,26 @@ def test_the_forecast_reads_only_the_last_files_of_regular_volumes_and_every_row
     rows = sparse_history.rows.transform(data_rows)
     near = partials.forecast_rows(sparse_history.derived, rows, partials.volume_summary(sparse_history.derived), sparse_end, WINDOW)
     assert near.count() == rows.count()
+
+
+def test_the_forecast_tells_itself_whether_the_rows_near_the_end_reached_far_enough_back(histories):
+    """The forecast of the rows near the end, made with its context column, says of a regular
+    history that they sufficed (and then it is the forecast of every row) and of a sparse one
+    that they did not (as ``forecast_rows``' own check says)."""
+    for name, sufficed in (("regular", True), ("sparse", False)):
+        history, end = histories[name]
+        rows = history.rows.transform(data_rows)
+        volumes = partials.volume_summary(history.derived)
+        times = partials.volume_times(volumes)
+        near = partials.near_forecast_rows(history.derived, rows, end, WINDOW, times)
+        assert near is not None
+        fitted = fill_forecast(near, volumes, end, WINDOW, context=True)
+        collected = [row.asDict() for row in fitted.collect()]
+        assert partials.short_of_context(collected, times, end) is not sufficed
+        if sufficed:
+            whole = fill_forecast(rows, volume_summary(rows), end, WINDOW).collect()
+            assert fitted.drop(CONTEXT).collect() == whole
+            assert all(row[CONTEXT] == GAIN_CONTEXT for row in collected)
 
 
 def test_no_metadata_rows_means_no_metadata_share(histories):
