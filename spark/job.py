@@ -22,6 +22,7 @@ from spark.analysis.gaps import HistoryEnd
 from spark.analysis.states import (
     Round,
     collected_rounds,
+    collected_time_in_states,
     held_rounds,
     rounds,
     time_in_states,
@@ -319,9 +320,15 @@ def run_report(
         fenced = fenced_time(
             partials.fenced_rounds(derived), held_rounds(round_rows, max_gap_seconds)
         )
+        # The rounds collected (a row per round): the time in states, the timeline and the
+        # unexplained rounds are worked out from them in the driver.
+        every_round = collected_rounds(round_rows)
         tables = {
             "episodes": episodes,
-            "time_in_states": keep(time_in_states(round_rows, max_gap_seconds)),
+            "time_in_states": spark.createDataFrame(
+                collected_time_in_states(every_round, max_gap_seconds),
+                time_in_states(round_rows, max_gap_seconds).schema,
+            ),
             "brokers": keep(broker_summary(volumes, data_episodes, forecast, end, fenced)),
             "forecast": forecast,
         }
@@ -354,7 +361,6 @@ def run_report(
             done(name, f"wrote {name}: {report.table_sizes[name]:,} rows")
 
         report.episode_counts = _episode_counts(collected["episodes"])
-        every_round = collected_rounds(round_rows)  # a row per round
         _check_every_limit_is_explained(report, every_round, progress)
         report.volumes = sum(broker["log_dirs"] for broker in collected["brokers"])
         report.series = closest_volume_series(

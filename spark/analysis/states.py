@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date, timedelta
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -15,6 +16,7 @@ from pyspark.sql import functions as F
 from spark.analysis.gaps import gap_limit
 from spark.reading.frames import in_order
 from spark.reading.history import epoch_seconds, valid
+from spark.report import GAP_INTERVALS
 
 SECONDS_PER_DAY = 86400.0
 STATES = ("OPEN", "THROTTLE", "PAUSE")
@@ -96,6 +98,7 @@ class Round:
     check_interval_seconds: float | None
     blamed_volumes: int | None
     breaching_volumes: int | None
+    round_complete: bool | None = None
 
     @property
     def t(self) -> float:
@@ -113,6 +116,7 @@ def collected_rounds(round_rows: DataFrame) -> list[Round]:
         "check_interval_seconds",
         "blamed_volumes",
         "breaching_volumes",
+        "round_complete",
     )
     return sorted(
         (Round(*row) for row in round_rows.select(*columns).collect()), key=lambda r: r.micros
@@ -218,3 +222,54 @@ def time_in_states(round_rows: DataFrame, max_gap_seconds: float | None = None) 
         .transform(_split_at_midnight)
         .transform(_per_day)
     )
+
+
+_MICROS_PER_DAY = 86_400_000_000
+
+
+def collected_time_in_states(
+    collected: Sequence[Round], max_gap_seconds: float | None = None
+) -> list[tuple]:
+    """``time_in_states`` of the rounds collected (``collected_rounds``, in time order), worked
+    out in the driver with Spark's arithmetic: doubles, each day's sums added in time order (as
+    Spark's aggregate adds them: the rounds come to it in one partition, sorted by the window
+    that finds each round's next). A row per day, in the table's column order."""
+    days: dict[int, dict] = {}
+    for r, following in zip(collected, [*collected[1:], None]):
+        t = r.t
+        gap = (
+            float(max_gap_seconds)
+            if max_gap_seconds is not None
+            else None
+            if r.check_interval_seconds is None
+            else r.check_interval_seconds * GAP_INTERVALS
+        )
+        next_t = None if following is None else following.t
+        held = next_t if next_t is not None and gap is not None and next_t - t <= gap else t
+        first_day = r.micros // _MICROS_PER_DAY
+        last_day = int(held * 1_000_000) // _MICROS_PER_DAY
+        for day in range(first_day, last_day + 1):
+            day_start = (day * _MICROS_PER_DAY) / 1_000_000.0
+            seconds = max(min(held, day_start + SECONDS_PER_DAY) - max(t, day_start), 0.0)
+            d = days.get(day)
+            if d is None:
+                d = days[day] = {"rounds": 0, "incomplete": 0, "covered": None, "by": {}}
+            if day == first_day:
+                d["rounds"] += 1
+                if r.round_complete is False:
+                    d["incomplete"] += 1
+            d["covered"] = (0.0 if d["covered"] is None else d["covered"]) + seconds
+            for key in (("state", r.state), ("source", r.source)):
+                d["by"][key] = d["by"].get(key, 0.0) + seconds
+    epoch = date(1970, 1, 1)
+    return [
+        (
+            epoch + timedelta(days=day),
+            d["rounds"],
+            d["incomplete"],
+            d["covered"],
+            *[d["by"].get(("state", state), 0.0) for state in STATES],
+            *[d["by"].get(("source", source), 0.0) for source in SOURCES],
+        )
+        for day, d in sorted(days.items())
+    ]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import csv
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -30,14 +30,21 @@ from app.history.files import HistoryFiles, Retention
 from app.history.rows import round_lines
 from app.observation.model import ObservationRound, VolumeObservation
 from app.server.api.schemas.decision import decision_response
-from spark.job import run_report
-from spark.page.html_report import render_page
-from spark.reading.history import read_history
 from spark.analysis.chart_data import CHART_BUCKETS, _bucket, timeline
 from spark.analysis.gaps import gap_limit
-from spark.analysis.states import collected_rounds, decisions, round_blame, rounds, unexplained_rounds
+from spark.analysis.states import (
+    collected_rounds,
+    collected_time_in_states,
+    decisions,
+    round_blame,
+    rounds,
+    time_in_states,
+    unexplained_rounds,
+)
 from spark.analysis.states import unexplained as unexplained_of
-from spark.reading.history import epoch_seconds
+from spark.job import run_report
+from spark.page.html_report import render_page
+from spark.reading.history import epoch_seconds, read_history
 
 from .synthetic import HARD, SOFT, TOTAL, MiB, at
 
@@ -221,3 +228,35 @@ def test_the_page_names_unexplained_rounds_only_when_there_are_some(run):
     label = "rounds in THROTTLE or PAUSE that no episode explains"
     assert label not in render_page(report)
     assert f"<b>2</b><span>{label}</span>" in render_page(replace(report, unexplained_rounds=2))
+
+
+@pytest.mark.parametrize("max_gap", [None, 30.0])
+def test_the_time_in_states_from_the_rounds_collected_is_spark_s(run, spark, tmp_path, max_gap):
+    """The time in states, worked out in the driver from the rounds collected, is the table
+    Spark's aggregate of the same rounds gives, value for value."""
+    _, history, _, _, _ = run
+    round_rows = rounds(decisions(read_history(spark, str(history), str(tmp_path / "parsed")).lines))
+    in_spark = [tuple(row) for row in time_in_states(round_rows, max_gap).collect()]
+    assert collected_time_in_states(collected_rounds(round_rows), max_gap) == in_spark
+    assert in_spark and (max_gap is not None or any(row[5] for row in in_spark))  # time in THROTTLE
+
+
+@pytest.mark.parametrize("max_gap", [None, 90.0, 3600.0])
+def test_the_time_in_states_from_the_rounds_collected_across_midnights_and_gaps_is_spark_s(spark, max_gap):
+    """Rounds crossing midnight, a gap of days, a round without a check interval, incomplete
+    rounds and times to the microsecond: the driver's table is Spark's."""
+    start = datetime(2026, 3, 1, 23, 58, 30, 123457, tzinfo=UTC)
+    times = [start + timedelta(seconds=37.000013 * i) for i in range(8)]
+    times += [times[-1] + timedelta(days=2, seconds=11.5), times[-1] + timedelta(days=2, seconds=71.25)]
+    times += [times[-1] + timedelta(seconds=60 * i + 0.000001) for i in range(1, 4)]
+    states = ["OPEN", "THROTTLE", "PAUSE"]
+    sources = ["observed", "last-valid", "fallback", "initial"]
+    data = [
+        (t, states[i % 3], sources[i % 4], None if i == 5 else 30.0 + i, i % 4 != 1, i, i % 2)
+        for i, t in enumerate(times)
+    ]
+    schema = "time timestamp, state string, source string, check_interval_seconds double, round_complete boolean, blamed_volumes long, breaching_volumes long"
+    round_rows = spark.createDataFrame(data, schema)
+    in_spark = [tuple(row) for row in time_in_states(round_rows, max_gap).collect()]
+    assert collected_time_in_states(collected_rounds(round_rows), max_gap) == in_spark
+    assert len(in_spark) >= 3 and any(row[2] for row in in_spark)
