@@ -38,12 +38,12 @@ def head(raw: bytes, node: int, body: bytes, extra: bytes = b"", version: bytes 
     ) + body + raw
 
 
-async def serving(app, lane: bool, scenario, body_timeout: float = 5.0, idle_timeout: float = 5.0):
+async def serving(app, lane: bool, scenario, body_timeout: float = 5.0, idle_timeout: float = 5.0, guard: ConnectionGuard | None = None):
     """Run ``scenario(port)`` against ``app`` served by uvicorn with the edge protocol, with or
     without the report lane."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
-    guard = ConnectionGuard(64, 5.0, tokens=[NODE.encode()], body_timeout_seconds=body_timeout)
+    guard = guard or ConnectionGuard(64, 5.0, tokens=[NODE.encode()], body_timeout_seconds=body_timeout)
     protocol = functools.partial(EdgeHttpToolsProtocol, guard=guard, lane=app.state.report_lane if lane else None)
     server = uvicorn.Server(
         uvicorn.Config(app, http=protocol, ws="none", log_level="warning", access_log=False, timeout_keep_alive=idle_timeout)
@@ -390,3 +390,81 @@ def test_the_body_deadline_counts_from_each_head_with_one_timer_per_connection(t
     assert all(answer.startswith(b"HTTP/1.1 204 ") for answer in answers), answers
     assert rest.startswith(b"HTTP/1.1 408 ") and b"not complete within 0.5s" in rest, rest
     assert 0.45 <= refused_after <= 1.2, refused_after
+
+
+def test_a_report_answered_in_the_piece_that_brought_it_leaves_the_guard_as_a_reservation_would_and_one_whose_body_waits_is_reserved(tmp_path):
+    """A plain report whose body came with its head is answered before anything else runs: its
+    connection is not reserved for it, only made the newest of those not reserved, as reserving
+    and releasing it did; one whose body is still to come holds its reservation meanwhile."""
+    app = make_app(tmp_path, ManualClock())
+    guard = ConnectionGuard(64, 5.0, tokens=[NODE.encode()])
+    head = f"PUT /nodes/1/volumes HTTP/1.1\r\nHost: t\r\nAuthorization: {NODE_AUTH['Authorization']}\r\nContent-Type: application/json\r\nContent-Length: {len(PLAIN)}\r\n\r\n".encode()
+
+    async def scenario(port):
+        connections = []
+        for _ in range(3):
+            connections.append(await asyncio.open_connection("127.0.0.1", port))
+            while len(guard._unreserved) < len(connections):
+                await asyncio.sleep(0.005)
+        order = list(guard._unreserved)
+        seen = []  # the guard's connections not reserved (oldest first) and reserved
+
+        async def answered(n):
+            reader = connections[n][0]
+            status = (await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)).split(b" ")[1]
+            return status
+
+        connections[0][1].write(head + PLAIN)
+        assert await answered(0) == b"204"
+        seen.append((list(guard._unreserved), dict(guard._reserved)))
+        connections[1][1].write(head)
+        await asyncio.sleep(0.1)
+        seen.append((list(guard._unreserved), dict(guard._reserved)))
+        connections[1][1].write(PLAIN)
+        assert await answered(1) == b"204"
+        await asyncio.sleep(0.02)
+        seen.append((list(guard._unreserved), dict(guard._reserved)))
+        for _, writer in connections:
+            writer.close()
+        return order, seen
+
+    order, seen = asyncio.run(serving(app, True, scenario, guard=guard))
+    a, b, c = order
+    assert seen[0] == ([b, c, a], {})
+    assert seen[1][0] == [c, a] and list(seen[1][1]) == [b]  # reserved while its body is awaited
+    assert seen[2] == ([c, a, b], {})
+    assert app.state.report_lane.answered == 2
+
+
+def test_renewing_a_connection_is_what_reserving_then_releasing_it_does():
+    """ConnectionGuard.renew: for a connection not reserved, reserved, or whose client holds its
+    share, the guard ends as reserve then unreserve leave it (before the connection's own
+    unreserve after its answer, which both then do)."""
+
+    class Connection:
+        def evict(self):
+            pass
+
+    def guard_with(state):
+        guard = ConnectionGuard(10, 1.0, reserved_per_client=2)
+        connections = [Connection() for _ in range(4)]
+        for connection in connections:
+            guard.admit(connection)
+        for index, client in state:
+            guard.reserve(connections[index], client)
+        return guard, connections
+
+    def snapshot(guard, connections):
+        return ([connections.index(c) for c in guard._unreserved], {connections.index(c): k for c, k in guard._reserved.items()}, dict(guard._reserved_by_client))
+
+    states = [(), ((2, "x"),), ((0, "x"), (2, "x")), ((1, "y"),), ((0, "x"), (1, "x"))]
+    for state in states:
+        for index in range(4):
+            for client in ("x", "y"):
+                one, ones = guard_with(state)
+                reserved = one.reserve(ones[index], client)
+                if reserved and ones[index] not in dict(state and [(ones[i], c) for i, c in state]):
+                    one.unreserve(ones[index])
+                other, others = guard_with(state)
+                other.renew(others[index], client)
+                assert snapshot(one, ones) == snapshot(other, others), (state, index, client)

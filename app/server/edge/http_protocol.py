@@ -208,6 +208,19 @@ class ConnectionGuard(Collector):
         self._unreserved.pop(connection, None)
         return True
 
+    def renew(self, connection: Evictable, client: str) -> None:
+        """What ``reserve`` then ``unreserve`` do to ``connection`` when nothing happens in
+        between (a request answered within the call that read its head): it becomes the newest
+        of the connections not reserved, unless its client holds its share of reservations
+        already; one reserved stays so (its own ``unreserve`` comes after its answer)."""
+        if connection in self._reserved:
+            return
+        if self._reserved_by_client.get(client, 0) >= self.reserved_per_client:
+            return
+        unreserved = self._unreserved
+        unreserved.pop(connection, None)
+        unreserved[connection] = None
+
     def unreserve(self, connection: Evictable, renew: bool = True) -> None:
         """The request is answered: the connection may be closed at the cap again (counted as
         the newest when ``renew``)."""
@@ -313,6 +326,10 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         # A node report the lane answers: its node, its body's pieces, when its head was complete.
         self.lane_request: tuple[int, list[bytes], float] | None = None
         self.lane_closing = False  # the server stops: the report in the lane is the last
+        # A report in the lane whose head reserves the connection: reserved only if its body is
+        # still to come when the piece that brought its head has been read (a report answered
+        # within that call cannot be evicted meanwhile: the guard only renews its place).
+        self.lane_reserve_due = False
         self.max_head_bytes = guard.max_head_bytes
         self.admitted = False
         self.head_deadline: asyncio.TimerHandle | None = None
@@ -407,6 +424,9 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
         if self.admitted:
             self._unset_keepalive_if_required()
             self._feed(data)
+            if self.lane_reserve_due and self.lane_request is not None:
+                self.lane_reserve_due = False  # its body is still to come: reserved meanwhile
+                self.guard.reserve(self, self._client_host())
             if self.body_open and self.body_since is None and not self.transport.is_closing():
                 self._arm_body_deadline()  # counted from now: the end of the head's last piece
 
@@ -586,7 +606,10 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
             self.upgrade_body = framing
         self.body_open = framing is not None
         in_lane = self.lane is not None and self._in_lane()
-        if (in_lane and self.lane_reserves) or self.guard.reserves(self.url, self.headers):
+        if in_lane and self.lane_reserves:
+            self.lane_reserve_due = True  # reserved, or renewed, when known which is needed
+            return
+        if self.guard.reserves(self.url, self.headers):
             self.guard.reserve(self, self._client_host())
         if in_lane:
             return
@@ -636,7 +659,10 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
             taken = self.lane.take(node_id, body)
         except Exception:  # noqa: BLE001 - the app answers it, as it answers its own failures
             taken = False
+        reserve_due, self.lane_reserve_due = self.lane_reserve_due, False
         if not taken:
+            if reserve_due:  # reserved while the app answers it, as any token holder's request
+                self.guard.reserve(self, self._client_host())
             # To the app as it came: the request's cycle and task, its body, its end.
             self._begin_scope()
             super().on_headers_complete()
@@ -650,6 +676,8 @@ class EdgeHttpToolsProtocol(HttpToolsProtocol):
             self.lane.answer(self.server_state.default_headers, close=self.lane_closing)
         )
         self.lane.count(default_timer() - started)
+        if reserve_due:  # answered within the call that read its head: as reserved and released
+            self.guard.renew(self, self._client_host())
         if self.lane_closing:
             self.transport.close()
         self.on_response_complete()
