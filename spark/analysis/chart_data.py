@@ -15,10 +15,11 @@ from pyspark.sql import functions as F
 
 from spark.analysis.brokers import judged
 from spark.analysis.episodes import VOLUME, volume_rows
+from spark.analysis.gaps import round_gap_limit
 from spark.analysis.states import Round, collected_rounds
 from spark.reading.frames import in_order
 from spark.reading.history import epoch_seconds
-from spark.report import GAP_INTERVALS, StateBucket, VolumeSeries
+from spark.report import StateBucket, VolumeSeries
 
 CHART_BUCKETS = 360
 CLOSEST_VOLUMES = 4
@@ -150,13 +151,7 @@ def timeline(
     for r in rounds:
         t = r.t
         bucket = min(math.floor((t - first) / width), CHART_BUCKETS - 1)
-        gap = (
-            float(max_gap_seconds)
-            if max_gap_seconds is not None
-            else None
-            if r.check_interval_seconds is None
-            else r.check_interval_seconds * GAP_INTERVALS
-        )
+        gap = round_gap_limit(r.check_interval_seconds, max_gap_seconds)
         rank = _STATE_RANK.get(r.state) if r.state is not None else None
         fallback = None if r.source is None else r.source in ("fallback", "last-valid")
         b = found.get(bucket)

@@ -20,6 +20,16 @@ def gap_limit(max_gap_seconds: float | None) -> Column:
     return F.col("check_interval_seconds") * F.lit(GAP_INTERVALS)
 
 
+def round_gap_limit(
+    check_interval_seconds: float | None, max_gap_seconds: float | None
+) -> float | None:
+    """``gap_limit`` of one round collected to the driver, the same double (None: a round
+    without a check interval, and no --max-gap)."""
+    if max_gap_seconds is not None:
+        return float(max_gap_seconds)
+    return None if check_interval_seconds is None else check_interval_seconds * GAP_INTERVALS
+
+
 @dataclass(frozen=True)
 class HistoryEnd:
     """Where the history ends (epoch seconds). A history made while the service cannot reach

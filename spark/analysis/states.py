@@ -13,10 +13,9 @@ from datetime import date, timedelta
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from spark.analysis.gaps import gap_limit
+from spark.analysis.gaps import gap_limit, round_gap_limit
 from spark.reading.frames import in_order
 from spark.reading.history import epoch_seconds, valid
-from spark.report import GAP_INTERVALS
 
 SECONDS_PER_DAY = 86400.0
 STATES = ("OPEN", "THROTTLE", "PAUSE")
@@ -237,13 +236,7 @@ def collected_time_in_states(
     days: dict[int, dict] = {}
     for r, following in zip(collected, [*collected[1:], None]):
         t = r.t
-        gap = (
-            float(max_gap_seconds)
-            if max_gap_seconds is not None
-            else None
-            if r.check_interval_seconds is None
-            else r.check_interval_seconds * GAP_INTERVALS
-        )
+        gap = round_gap_limit(r.check_interval_seconds, max_gap_seconds)
         next_t = None if following is None else following.t
         held = next_t if next_t is not None and gap is not None and next_t - t <= gap else t
         first_day = r.micros // _MICROS_PER_DAY
