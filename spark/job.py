@@ -171,7 +171,7 @@ def _plain_execution(spark: SparkSession) -> str | None:
     shuffle stage a job of its own, planned again after the one before, which costs a query
     more than its rows (from the cache: 49 Spark jobs instead of 26, the same tables). On a
     cluster, where the shuffle partitions are not the cores', it stays as configured."""
-    if not spark.sparkContext.master.startswith("local"):
+    if not (spark.sparkContext.master or "").startswith("local"):
         return None
     before = spark.conf.get(_ADAPTIVE, "true") or "true"
     spark.conf.set(_ADAPTIVE, "false")

@@ -174,18 +174,18 @@ def timeline(
     buckets = [found[bucket] for bucket in sorted(found)]
     names = {value: name for name, value in _STATE_RANK.items()}
     states = []
-    for bucket, following in zip(buckets, [*buckets[1:], None]):
-        start = first + bucket["bucket"] * width
-        end = max(start + width, bucket["last_t"]) if following is None else start + width
-        if following is not None and following["first_t"] - bucket["last_t"] <= bucket["gap_limit"]:
+    for entry, following in zip(buckets, [*buckets[1:], None]):
+        start = first + entry["bucket"] * width
+        end = max(start + width, entry["last_t"]) if following is None else start + width
+        if following is not None and following["first_t"] - entry["last_t"] <= entry["gap_limit"]:
             end = first + following["bucket"] * width
         states.append(
             StateBucket(
                 start,
                 min(end, last),
-                names[bucket["rank"]],
-                bool(bucket["fallback"]),
-                bucket["rounds"],
+                names[entry["rank"]],
+                bool(entry["fallback"]),
+                entry["rounds"],
             )
         )
     return states
