@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from spark.analysis.brokers import judged
 from spark.analysis.episodes import VOLUME, volume_rows
 from spark.analysis.gaps import round_gap_limit
-from spark.analysis.states import Round, collected_rounds
+from spark.analysis.states import Round
 from spark.reading.frames import in_order
 from spark.reading.history import epoch_seconds
 from spark.report import StateBucket, VolumeSeries
@@ -130,13 +130,6 @@ def closest_volume_series(
             )
         )
     return series
-
-
-def state_timeline(
-    round_rows: DataFrame, first: float, last: float, max_gap_seconds: float | None = None
-) -> list[StateBucket]:
-    """``timeline`` of the rounds (``rounds(decisions(lines))``)."""
-    return timeline(collected_rounds(round_rows), first, last, max_gap_seconds)
 
 
 def timeline(
