@@ -301,10 +301,14 @@ def wait_until_agreed(services: list[RunningService], timeout: float) -> tuple[s
         time.sleep(0.05)
 
 
-def report_metadata_volume(service: RunningService, node_id: int, free_ratio: float) -> httpx.Response:
+def metadata_report(free_ratio: float) -> dict:
+    """A node's report of one 64 MiB metadata volume with ``free_ratio`` of it usable."""
     total = 64 * 1024 * 1024
-    body = {"roles": ["broker", "controller"], "volumes": [{"log_dir": "/kafka/meta", "total_bytes": total, "usable_bytes": int(total * free_ratio), "holds": ["metadata"]}]}
-    return service.client.put(f"/nodes/{node_id}/volumes", json=body, headers={"Authorization": f"Bearer {NODE_TOKEN}"})
+    return {"roles": ["broker", "controller"], "volumes": [{"log_dir": "/kafka/meta", "total_bytes": total, "usable_bytes": int(total * free_ratio), "holds": ["metadata"]}]}
+
+
+def report_metadata_volume(service: RunningService, node_id: int, free_ratio: float) -> httpx.Response:
+    return service.client.put(f"/nodes/{node_id}/volumes", json=metadata_report(free_ratio), headers={"Authorization": f"Bearer {NODE_TOKEN}"})
 
 
 def test_replicas_elect_one_decider_serve_its_decision_share_node_reports_and_survive_its_kill(replicas, start_service, kafka_cluster):
