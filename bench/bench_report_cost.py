@@ -75,16 +75,17 @@ sc.setJobGroup("report", "the report")
 steps = []
 
 def progress(message):
-    steps.append((message.split(" (")[0][:60], len(sc.statusTracker().getJobIdsForGroup("report"))))
+    steps.append((message.split(" (")[0][:60], len(sc.statusTracker().getJobIdsForGroup("report")), time.perf_counter()))
 
+report_started = time.perf_counter()
 report = run_report(spark, history, output, cache=cache or None, progress=progress)
 jobs = len(sc.statusTracker().getJobIdsForGroup("report"))
 spark.stop()
-per_step, before = [], 0
-for message, count in steps:
-    per_step.append([message, count - before])
-    before = count
-print(json.dumps({"seconds": time.perf_counter() - started, "job_seconds": report.seconds["total"], "jobs": jobs,
+per_step, before, since = [], 0, report_started
+for message, count, at in steps:
+    per_step.append([message, count - before, at - since])
+    before, since = count, at
+print(json.dumps({"seconds": time.perf_counter() - started, "session_seconds": report_started - started, "job_seconds": report.seconds["total"], "jobs": jobs,
                   "rows": report.rows, "skipped": report.skipped_lines, "steps": per_step}))
 """
 
@@ -92,6 +93,13 @@ print(json.dumps({"seconds": time.perf_counter() - started, "job_seconds": repor
 def _python(code: str, *arguments: object) -> dict:
     finished = run_command([sys.executable, "-c", textwrap.dedent(code), *map(str, arguments)], 7200, check=True, cwd=Path(__file__).resolve().parents[1])
     return json.loads(finished.stdout.strip().splitlines()[-1])
+
+
+def _print_steps(run: dict) -> None:
+    """Each step's Spark jobs and seconds (a step's seconds end with its message)."""
+    print(f"    {0:4d} jobs {run['session_seconds']:7.1f} s  Python and Spark started, the session made")
+    for step, jobs, seconds in run["steps"]:
+        print(f"    {jobs:4d} jobs {seconds:7.1f} s  {step}")
 
 
 class _Month(Cluster):
@@ -268,13 +276,11 @@ def main() -> None:
         cache = work / "cache"
         cold = _python(_REPORT, history, work / "report-cold", cache, args.master)
         print(f"cold (empty cache): {cold['seconds']:.1f} s ({cold['seconds'] / floor:.2f}x the floor), {cold['jobs']} Spark jobs, {cold['rows']:,} rows, {cold['skipped']} skipped", flush=True)
-        for step, jobs in cold["steps"]:
-            print(f"    {jobs:4d} jobs  {step}")
+        _print_steps(cold)
         for run in range(args.warm_runs):
             warm = _python(_REPORT, history, work / "report-warm", cache, args.master)
             print(f"warm {run + 1} (full cache): {warm['seconds']:.1f} s ({warm['seconds'] / floor:.2f}x the floor), {warm['jobs']} Spark jobs", flush=True)
-        for step, jobs in warm["steps"]:
-            print(f"    {jobs:4d} jobs  {step}")
+        _print_steps(warm)
         floor_after = _python(_FLOOR, args.master)["seconds"]
         print(f"floor again: {floor_after:.1f} s; warm against the mean floor {warm['seconds'] / ((floor + floor_after) / 2):.2f}x", flush=True)
         try:
