@@ -148,8 +148,9 @@ class NodeReporter:
         from .test_replicas import NODE_TOKEN, metadata_report
 
         self.answers: list[str] = []
-        self._put = lambda: self._client.put(f"/nodes/{node_id}/volumes", json=metadata_report(free_ratio), headers={"Authorization": f"Bearer {NODE_TOKEN}"})
-        self._client = httpx.Client(base_url=base_url, timeout=5)
+        self._path = f"/nodes/{node_id}/volumes"
+        self._body = metadata_report(free_ratio)
+        self._client = httpx.Client(base_url=base_url, timeout=5, headers={"Authorization": f"Bearer {NODE_TOKEN}"})
         self._interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -162,7 +163,7 @@ class NodeReporter:
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             try:
-                self.answers.append(str(self._put().status_code))
+                self.answers.append(str(self._client.put(self._path, json=self._body).status_code))
             except httpx.HTTPError as exc:
                 self.answers.append(repr(exc))
 

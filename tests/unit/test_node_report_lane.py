@@ -462,8 +462,8 @@ def test_renewing_a_connection_is_what_reserving_then_releasing_it_does():
         for index in range(4):
             for client in ("x", "y"):
                 one, ones = guard_with(state)
-                reserved = one.reserve(ones[index], client)
-                if reserved and ones[index] not in dict(state and [(ones[i], c) for i, c in state]):
+                reserved_before = index in {i for i, _ in state}
+                if one.reserve(ones[index], client) and not reserved_before:
                     one.unreserve(ones[index])
                 other, others = guard_with(state)
                 other.renew(others[index], client)
