@@ -107,7 +107,7 @@ def _json(spark: SparkSession, files: list[str]) -> DataFrame:
     return parsed.select("line.*", _FILE_PATH)
 
 
-_CARRIED, _ROUND_ONLY = "carried__", "round_only__"
+_ROUND_ONLY = "round_only__"
 _BUCKET, _AT, _INDEX, _SEGMENT, _SEGMENT_END, _SHARED = (
     "bucket__",
     "at__",
@@ -185,13 +185,20 @@ def expanded_lines(raw: DataFrame) -> DataFrame:
         .filter(kind == VOLUME)
     )
 
-    def full_row(time: Column, age: Column, carried: bool) -> list[Column]:
+    metadata = F.coalesce(F.col("holds").contains("metadata"), F.lit(False))
+    usable, total = F.col("usable_bytes"), F.col("total_bytes")
+    # left out of format 2's volume rows: usable / total, as the service computes it
+    ratio = F.when(
+        (usable >= 0) & (total >= 0),
+        F.when(total > 0, usable.cast("double") / total.cast("double")).otherwise(F.lit(0.0)),
+    )
+    filled_ratio = F.coalesce(F.col("available_ratio"), ratio)
+
+    def full_row(time: Column, age: Column) -> list[Column]:
         """A volume row with its round's fields: READ_SCHEMA's columns."""
-        metadata = F.coalesce(F.col("holds").contains("metadata"), F.lit(False))
         columns = {
             "time": time,
             "observation_age_seconds": age,
-            _CARRIED: F.lit(carried),
             _ROUND_ONLY: F.lit(False),
             _FILE_PATH: F.col(_FILE_PATH),
         }
@@ -204,46 +211,14 @@ def expanded_lines(raw: DataFrame) -> DataFrame:
         columns |= {name: F.col(f"{_SHARED}.{name}") for name in SHARED_FIELDS}
         columns |= {
             name: F.when(metadata, F.col(name)).otherwise(F.col(f"{_SHARED}.{name}"))
-            for name in ("limit_kind", "hard_limit", "soft_limit")
+            for name in _LIMITS
         }
         columns |= {name: F.col(name) for name in VOLUME_ROW_FIELDS if name not in columns}
-        usable, total = F.col("usable_bytes"), F.col("total_bytes")
-        # left out of format 2's volume rows: usable / total, as the service computes it
-        ratio = F.when(
-            (usable >= 0) & (total >= 0),
-            F.when(total > 0, usable.cast("double") / total.cast("double")).otherwise(F.lit(0.0)),
-        )
-        columns["available_ratio"] = F.coalesce(F.col("available_ratio"), ratio)
+        columns["available_ratio"] = filled_ratio
         return [columns[name].alias(name) for name in _OUTPUT_COLUMNS]
 
-    own_rows = own.select(*full_row(F.col("time"), F.col("observation_age_seconds"), False))
-    stands_until = F.least(
-        F.coalesce(F.col("next__") - 1, F.col(_SEGMENT_END)), F.col(_SEGMENT_END)
-    )
-    spans = own.filter(F.col(_INDEX).isNotNull() & (stands_until > F.col(_INDEX))).select(
-        *[F.col(name) for name in VOLUME_ROW_FIELDS if name != "time"],
-        "limit_kind",
-        "hard_limit",
-        "soft_limit",
-        _FILE_PATH,
-        _BUCKET,
-        F.explode(F.sequence(F.col(_INDEX) + 1, stands_until)).alias(_INDEX),
-    )
-    carried = spans.join(
-        round_side.drop(_SEGMENT, _SEGMENT_END).withColumnRenamed(f"r__{_BUCKET}", _BUCKET),
-        [_BUCKET, _INDEX],
-    )
-    observed = F.col("observed_at").try_cast("timestamp")
-    aged = F.round(
-        F.greatest(
-            F.lit(0.0),
-            (F.unix_micros(F.col(f"r__{_AT}")) - F.unix_micros(observed)) / F.lit(1_000_000.0),
-        ),
-        3,
-    )
-    carried_rows = carried.select(
-        *full_row(F.col("r__time"), F.coalesce(aged, F.col("observation_age_seconds")), True)
-    )
+    own_rows = own.select(*full_row(F.col("time"), F.col("observation_age_seconds")))
+    carried_rows = _carried_rows(own, rounds, metadata, filled_ratio)
 
     round_rows = placed.select(
         *[
@@ -265,33 +240,144 @@ def expanded_lines(raw: DataFrame) -> DataFrame:
                 else F.lit(None).cast(_RAW_TYPES[name])
             ).alias(name)
             for name in _OUTPUT_COLUMNS
-            if name not in (_CARRIED, _ROUND_ONLY)
+            if name != _ROUND_ONLY
         ],
-        F.lit(False).alias(_CARRIED),
         F.coalesce(F.col("volumes") != 0, F.lit(False)).alias(_ROUND_ONLY),
     )
     # A round row whose time does not read: checked as it is (it is skipped).
     unplaced = lines.filter((kind == ROUND) & F.col(_AT).isNull()).select(
-        *[F.col(name) for name in _OUTPUT_COLUMNS if name not in (_CARRIED, _ROUND_ONLY)],
-        F.lit(False).alias(_CARRIED),
+        *[F.col(name) for name in _OUTPUT_COLUMNS if name != _ROUND_ONLY],
         F.lit(False).alias(_ROUND_ONLY),
     )
-    everything = (
-        plain.withColumns({_CARRIED: F.lit(False), _ROUND_ONLY: F.lit(False)})
+    written = (
+        plain.withColumn(_ROUND_ONLY, F.lit(False))
         .select(*_OUTPUT_COLUMNS)
         .unionByName(own_rows)
-        .unionByName(carried_rows)
         .unionByName(round_rows)
         .unionByName(unplaced)
     )
-    checked = checked_lines(everything, keep=(_FILE_PATH, _CARRIED, _ROUND_ONLY))
-    reason = F.col(SKIP_REASON)
-    counted = ~((F.col(_CARRIED) & reason.isNotNull()) | (F.col(_ROUND_ONLY) & reason.isNull()))
-    return checked.filter(counted).drop(_CARRIED, _ROUND_ONLY)
+    checked = checked_lines(written, keep=(_FILE_PATH, _ROUND_ONLY))
+    # A round row stands for itself only when its view was empty (it has no volume row).
+    counted = ~(F.col(_ROUND_ONLY) & F.col(SKIP_REASON).isNull())
+    return checked.filter(counted).drop(_ROUND_ONLY).unionByName(carried_rows)
+
+
+_LIMITS = ("limit_kind", "hard_limit", "soft_limit")
+# The fields a carried row (a round a volume row stands in) takes from that volume row, checked
+# and typed once per volume row (the time and the age are the round's); the others are its
+# round's (ROUND_FIELDS and the time) and the shared values in force then, checked and typed
+# once per round. A metadata volume's row gives its own limits.
+_VOLUME_SIDE = tuple(
+    name
+    for name in HISTORY_SCHEMA.fieldNames()
+    if name not in (*ROUND_FIELDS, *SHARED_FIELDS, "time", "observation_age_seconds")
+)
+_ROUND_SIDE = ("time", *ROUND_FIELDS)
+_SHARED_ALWAYS = tuple(name for name in SHARED_FIELDS if name not in _LIMITS)
+_VOLUME_BAD, _ROUND_BAD, _SHARED_BAD, _LIMITS_BAD, _METADATA = (
+    "volume_bad__",
+    "round_bad__",
+    "shared_bad__",
+    "limits_bad__",
+    "metadata__",
+)
+
+
+def _failing(names: tuple[str, ...]) -> Column:
+    """Whether any of the fields fails its check (``_problem``)."""
+    return F.coalesce(*[_problem(name) for name in names]).isNotNull()
+
+
+def _carried_rows(own: DataFrame, rounds: DataFrame, metadata: Column, ratio: Column) -> DataFrame:
+    """The rows format 1 would have written for the later rounds each volume row of ``own``
+    stands in, as ``checked_lines`` gives them, the valid ones only (a carried row that fails a
+    check is not a line of the history: nothing counts it). Checking and typing happen before
+    the rows are multiplied: the volume row's fields once per volume row, the round's once per
+    round; a carried row fails a check exactly when one of its values does, so it is kept when
+    neither side fails (and its age, the one value made per carried row, is in range)."""
+    stands_until = F.least(
+        F.coalesce(F.col("next__") - 1, F.col(_SEGMENT_END)), F.col(_SEGMENT_END)
+    )
+    broker, log_dir = (
+        F.col(name).isNotNull()
+        & (~F.is_variant_null(F.col(name)) if free_text(name) else F.lit(True))
+        for name in VOLUME_FIELDS
+    )
+    volume_values = [
+        name
+        for name in REPORT_SCHEMA.fieldNames()
+        if name in _VOLUME_SIDE or name in _LIMITS or name == "observation_age_seconds"
+    ]
+    volumes = (
+        own.filter(F.col(_INDEX).isNotNull() & (stands_until > F.col(_INDEX)))
+        .withColumn("available_ratio", ratio)
+        .select(
+            *[_report_value(name).alias(f"v__{name}") for name in volume_values],
+            metadata.alias(_METADATA),
+            (_failing(_VOLUME_SIDE) | (metadata & _failing(_LIMITS)) | (broker != log_dir)).alias(
+                _VOLUME_BAD
+            ),
+            _FILE_PATH,
+            _BUCKET,
+            F.col(_INDEX).alias("from__"),
+            stands_until.alias("until__"),
+        )
+    )
+    spans = volumes.select(
+        *[name for name in volumes.columns if name not in ("from__", "until__")],
+        F.explode(F.sequence(F.col("from__") + 1, F.col("until__"))).alias(_INDEX),
+    )
+    round_values = [
+        name for name in REPORT_SCHEMA.fieldNames() if name in (*_ROUND_SIDE, *SHARED_FIELDS)
+    ]
+    in_force = rounds.withColumns({name: F.col(f"{_SHARED}.{name}") for name in SHARED_FIELDS})
+    round_side = in_force.select(
+        _BUCKET,
+        _INDEX,
+        F.col(_AT).alias("r__at"),
+        *[_report_value(name).alias(f"r__{name}") for name in round_values],
+        _failing(_ROUND_SIDE).alias(_ROUND_BAD),
+        _failing(_SHARED_ALWAYS).alias(_SHARED_BAD),
+        _failing(_LIMITS).alias(_LIMITS_BAD),
+    )
+    aged = F.round(
+        F.greatest(
+            F.lit(0.0),
+            (F.unix_micros(F.col("r__at")) - F.unix_micros(F.col("v__observed_at")))
+            / F.lit(1_000_000.0),
+        ),
+        3,
+    )
+    carried = (
+        spans.join(F.broadcast(round_side), [_BUCKET, _INDEX])
+        .withColumn(
+            "observation_age_seconds", F.coalesce(aged, F.col("v__observation_age_seconds"))
+        )
+        .filter(
+            ~F.col(_VOLUME_BAD)
+            & ~F.col(_ROUND_BAD)
+            & ~F.col(_SHARED_BAD)
+            & (F.col(_METADATA) | ~F.col(_LIMITS_BAD))
+            & ~_failing(("observation_age_seconds",))
+        )
+    )
+
+    def value(name: str) -> Column:
+        if name == "observation_age_seconds":
+            return F.col(name)
+        if name in _LIMITS:
+            return F.when(F.col(_METADATA), F.col(f"v__{name}")).otherwise(F.col(f"r__{name}"))
+        return F.col(f"r__{name}" if name in round_values else f"v__{name}")
+
+    return carried.select(
+        *[value(name).alias(name) for name in REPORT_SCHEMA.fieldNames()],
+        F.lit(None).cast("string").alias(SKIP_REASON),
+        _FILE_PATH,
+    )
 
 
 _RAW_TYPES = {f.name: f.dataType for f in READ_SCHEMA.fields}
-_OUTPUT_COLUMNS = (*READ_SCHEMA.fieldNames(), _FILE_PATH, _CARRIED, _ROUND_ONLY)
+_OUTPUT_COLUMNS = (*READ_SCHEMA.fieldNames(), _FILE_PATH, _ROUND_ONLY)
 
 
 def read_history(
@@ -371,6 +457,11 @@ def _observed_by() -> Column:
     metadata = F.coalesce(F.col("holds").contains("metadata"), F.lit(False))
     default = F.when(metadata, F.lit("node-report")).otherwise(F.lit("admin-api"))
     return F.when(F.col("broker_id").isNotNull(), F.coalesce(F.col(OBSERVED_BY), default))
+
+
+def _report_value(name: str) -> Column:
+    """A field's value in the lines the report reads (``checked_lines``), of its raw column."""
+    return _observed_by() if name == OBSERVED_BY else _typed(name)
 
 
 def _typed_column(name: str) -> str:
@@ -469,9 +560,7 @@ def checked_lines(raw: DataFrame, keep: tuple[str, ...] = ()) -> DataFrame:
     kept = F.col(SKIP_REASON).isNull()
 
     def value(name: str) -> Column:
-        if name == OBSERVED_BY:
-            return _observed_by()
-        return F.col(_typed_column(name)) if name in TIMESTAMP_FIELDS else _typed(name)
+        return F.col(_typed_column(name)) if name in TIMESTAMP_FIELDS else _report_value(name)
 
     columns = [
         (F.when(kept, value(name)) if name == "time" else value(name)).alias(name)

@@ -273,6 +273,30 @@ def test_format_2_lines_of_an_unknown_kind_or_count_are_skipped_and_a_bad_volume
     assert sorted((r["broker_id"], r["time"].minute, r["available_ratio"]) for r in rows.collect()) == [(2, 0, 0.5), (2, 1, 0.5), (2, 2, 0.5)]
 
 
+def test_a_format_2_round_that_fails_a_check_gets_no_rows_and_a_metadata_volume_keeps_its_own_limits(spark, tmp_path):
+    # A volume row stands in for the rounds after it: each of them gets its row only when every
+    # value that row would hold passes its check, the round's and the shared values' included.
+    first = {"time": "2026-06-01T10:00:00.000Z", "row": "round", "volumes": 2, "state": "OPEN", "source": "observed",
+             "check_interval_seconds": 60.0, "keyframe": True, "shared": True, "limit_kind": "min-available-bytes", "hard_limit": 1.0}  # fmt: skip
+    data = {"time": first["time"], "row": "volume", "broker_id": 1, "log_dir": "/a", "total_bytes": 100, "usable_bytes": 50, "holds": "data"}
+    log = {**data, "log_dir": "/meta", "holds": "metadata", "limit_kind": "min-available-bytes", "hard_limit": 5.0}
+    later = {**first, "keyframe": None, "shared": None}
+    lines = [
+        first,
+        data,
+        log,
+        {**later, "time": "2026-06-01T10:01:00.000Z", "state": "BROKEN"},  # the round fails
+        {**later, "time": "2026-06-01T10:02:00.000Z", "shared": True, "hard_limit": -1.0},  # the shared limit fails
+        {**later, "time": "2026-06-01T10:03:00.000Z"},  # the failing shared limit still in force
+    ]
+    _, skipped = spark_read(spark, tmp_path, "".join(json.dumps(line) + "\n" for line in lines))
+    assert skipped == Counter({"state: not allowed": 1, "hard_limit: out of range": 2})
+    rows = read_history(spark, str(tmp_path / "history"), str(tmp_path / "parsed2")).rows
+    found = sorted((r["log_dir"], r["time"].minute, r["hard_limit"], r["observation_age_seconds"]) for r in rows.collect())
+    # the data volume: its own round only; the metadata volume: every round but the failing one, with its own limit
+    assert found == [("/a", 0, 1.0, None), ("/meta", 0, 5.0, None), ("/meta", 2, 5.0, 0.0), ("/meta", 3, 5.0, 0.0)]
+
+
 def test_every_skip_reason_the_reader_can_give_is_in_the_documented_list():
     docs = (Path(__file__).parents[2] / "docs" / "history-and-report.md").read_text()
     listed = docs[docs.index("A line is **skipped whole**") : docs.index("The first failing field")]
