@@ -276,7 +276,7 @@ def run_report(
         round_rows = keep(rounds(partials.round_decisions(derived)))  # one row per round
         # The volume summaries (a row per volume), collected once: the end of the history, the
         # forecast's reach, the volumes with episodes and those read whole come from the rows.
-        summaries = partials.collected_volumes(derived, max_gap_seconds)
+        summaries = partials.collected_volumes(derived, max_gap_seconds, files.interleave)
         volumes, times = summaries.data, summaries.data_times
         end = _history_end(times, read.last_time)
         # The episodes' segments: of the volumes with a row in breach only (the others have none).

@@ -30,7 +30,7 @@ from spark.analysis.episodes import (
 from spark.analysis.forecast import CONTEXT, fill_forecast
 from spark.analysis.gaps import HistoryEnd
 from spark.analysis.states import decisions
-from spark.reading.history import line_counts, read_history
+from spark.reading.history import LineCounts, line_counts, read_history
 
 from .synthetic import MiB, at, instant, write_rounds
 
@@ -170,6 +170,31 @@ def test_volumes_whose_files_interleave_are_read_whole(histories):
     assert (kept.count(), kept.agg(F.sum("observations")).first()[0]) == (every_row, every_row)  # a segment per row
     regular_history, _ = histories["regular"]
     assert partials._interleaved(regular_history.derived, partials.DATA) == []
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_files_spans_tell_whether_volumes_may_interleave_and_the_summary_skips_the_sort_when_none_can(histories, name):
+    history, _ = histories[name]
+    files = partials.file_lines(history.derived)
+    assert files.interleave == (name == "interleaved")
+    interleaved = {partials.DATA: partials._interleaved(history.derived, partials.DATA), partials.METADATA: []}
+    assert (interleaved[partials.DATA] != []) == files.interleave
+    summaries = partials.collected_volumes(history.derived, files_interleave=files.interleave)
+    sorted_per_volume = partials.collected_volumes(history.derived, files_interleave=True)
+    assert summaries.interleaved == sorted_per_volume.interleaved == interleaved
+    assert sorted(summaries.data_times, key=repr) == sorted(sorted_per_volume.data_times, key=repr)
+    assert _sorted(summaries.data) == _sorted(sorted_per_volume.data)
+
+
+def test_file_spans_interleave_when_one_starts_at_or_before_an_earlier_one_s_last_line():
+    def lines(*spans):
+        return partials.FileLines(LineCounts(1, 0, None, None), {}, {f"k{n}": span for n, span in enumerate(spans)})
+
+    assert not lines().interleave and not lines((5, 9)).interleave
+    assert not lines((10, 19), (0, 9), (20, 20)).interleave  # in any order
+    assert lines((0, 10), (10, 20)).interleave  # a shared instant
+    assert lines((0, 100), (10, 20), (30, 40)).interleave  # inside an earlier one
+    assert lines((30, 40), (0, 100)).interleave
 
 
 @pytest.mark.parametrize("name", NAMES)
