@@ -1,12 +1,16 @@
 """The strict reader's CPU: ``checked_lines`` (the JSON parse and every field's checks) into
 Parquet, as the cache writes a file's lines, against the same step at an earlier commit.
+With ``--step expand``: the step after the JSON parse instead, ``expanded_lines`` (format 2's
+rows expanded into a row per volume per round, every line checked) from the parsed raw lines,
+as ``parse_lines`` runs it (the raw lines read from the Parquet copy it writes first).
 
 In one Spark session on local[2], in turns (the first alternating between rounds):
 
 - ``baseline``: ``checked_lines`` of ``spark/reading/history.py`` at ``--baseline`` (a git ref of
   this repository), over the same raw lines (this tree's ``_json``);
 - ``current``: this tree's ``checked_lines``;
-- ``parse only``: the raw lines as the JSON source gives them (READ_SCHEMA), no checks: the
+- ``parse only`` (``raw only`` with ``--step expand``: read from the copy): the raw lines as
+  the JSON source gives them (READ_SCHEMA), no checks: the
   floor the checks add to (with ``--sink noop``: Parquet writes the raw variants and the
   unparsed text at a cost of its own).
 
@@ -19,6 +23,7 @@ the 10M-row history of ``bench_report.py --incremental --history DIR`` (read onl
 
     .venv/bin/python bench/bench_parse.py --history /var/tmp/h10m                  # 12 files (1.7M rows), 4 rounds
     .venv/bin/python bench/bench_parse.py --history /var/tmp/h10m --files 6 --repeat 6
+    .venv/bin/python bench/bench_parse.py --history /var/tmp/h1000x12-1d --step expand --files 6 --baseline c5bc357~2
 """
 
 from __future__ import annotations
@@ -83,6 +88,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=4, help="rounds (default 4)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--sink", choices=("parquet", "noop"), default="parquet", help="write Parquet (as the cache does), or only compute every row (noop)")
+    parser.add_argument("--step", choices=("check", "expand"), default="check", help="checked_lines of the JSON lines, or expanded_lines of the parsed raw lines")
     args = parser.parse_args()
 
     from pyspark.sql import functions as F
@@ -90,7 +96,7 @@ def main() -> None:
     from spark.reading import history
     from spark.session import report_session
 
-    files = sorted(str(f) for f in Path(args.history).glob("*/*.jsonl"))[: args.files]
+    files = sorted(str(f) for f in Path(args.history).glob("*/*.jsonl*"))[: args.files]
     work = Path(tempfile.mkdtemp(prefix="throttle-parse-bench-"))
     events = work / "events"
     events.mkdir()
@@ -101,13 +107,23 @@ def main() -> None:
         jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
         task_cpu = TaskCpu(spark, events)
         keep = (history._FILE_PATH,)
-        ways = {
-            "baseline": lambda: baseline.checked_lines(history._json(spark, files), keep=keep),
-            "current": lambda: history.checked_lines(history._json(spark, files), keep=keep),
-            "parse only": lambda: history._json(spark, files),
-        }
+        if args.step == "expand":
+            raw_copy = str(work / "raw")
+            history._json(spark, files).write.parquet(raw_copy)
+            raw = spark.read.parquet(raw_copy)
+            ways = {
+                "baseline": lambda: baseline.expanded_lines(raw),
+                "current": lambda: history.expanded_lines(raw),
+                "raw only": lambda: raw,
+            }
+        else:
+            ways = {
+                "baseline": lambda: baseline.checked_lines(history._json(spark, files), keep=keep),
+                "current": lambda: history.checked_lines(history._json(spark, files), keep=keep),
+                "parse only": lambda: history._json(spark, files),
+            }
         rows = spark.read.text(files).count()
-        print(f"{len(files)} files, {rows:,} lines; baseline {args.baseline}; sink {args.sink}; load average at the start {load()}", flush=True)
+        print(f"{len(files)} files, {rows:,} lines; step {args.step}; baseline {args.baseline}; sink {args.sink}; load average at the start {load()}", flush=True)
         results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in ways}
         for name, way in ways.items():  # a round not counted: the JIT compiles each way's code
             way().write.format("noop").mode("overwrite").save()
