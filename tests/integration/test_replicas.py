@@ -331,7 +331,7 @@ def test_replicas_elect_one_decider_serve_its_decision_share_node_reports_and_su
         assert time.monotonic() - started < 1.0, [s.decision()["metadata"] for s in (one, other)]
         time.sleep(0.02)
     seen_in = time.monotonic() - started
-    tag, decision = wait_until_agreed([one, other], 2.0)
+    _, decision = wait_until_agreed([one, other], 2.0)
     assert decision["mutation_factor"] == 0.0
 
     # A round-robin client while the decider is killed: the survivor takes over from the last
