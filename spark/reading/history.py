@@ -340,13 +340,18 @@ def _carried_rows(own: DataFrame, rounds: DataFrame, metadata: Column, ratio: Co
         _failing(_SHARED_ALWAYS).alias(_SHARED_BAD),
         _failing(_LIMITS).alias(_LIMITS_BAD),
     )
-    aged = F.round(
-        F.greatest(
-            F.lit(0.0),
-            (F.unix_micros(F.col("r__at")) - F.unix_micros(F.col("v__observed_at")))
-            / F.lit(1_000_000.0),
+    # The observation aged by the round (without an observed_at, the row's own age stands, as
+    # the reference reader gives it: Spark's greatest would take the 0 for a missing difference).
+    observed = F.col("v__observed_at")
+    aged = F.when(
+        observed.isNotNull(),
+        F.round(
+            F.greatest(
+                F.lit(0.0),
+                (F.unix_micros(F.col("r__at")) - F.unix_micros(observed)) / F.lit(1_000_000.0),
+            ),
+            3,
         ),
-        3,
     )
     carried = (
         spans.join(F.broadcast(round_side), [_BUCKET, _INDEX])

@@ -22,6 +22,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from app.history.compact import expand
 from app.history.schema import FIELD_NAMES, HISTORY_FIELDS
 from spark.reading.history import SKIP_REASON, read_history, skipped_by_reason
 from spark.reading.schema import INSTANT_PATTERN, RULES, UNUSED_FIELDS, Rule, skip_reasons
@@ -293,8 +294,10 @@ def test_a_format_2_round_that_fails_a_check_gets_no_rows_and_a_metadata_volume_
     assert skipped == Counter({"state: not allowed": 1, "hard_limit: out of range": 2})
     rows = read_history(spark, str(tmp_path / "history"), str(tmp_path / "parsed2")).rows
     found = sorted((r["log_dir"], r["time"].minute, r["hard_limit"], r["observation_age_seconds"]) for r in rows.collect())
-    # the data volume: its own round only; the metadata volume: every round but the failing one, with its own limit
-    assert found == [("/a", 0, 1.0, None), ("/meta", 0, 5.0, None), ("/meta", 2, 5.0, 0.0), ("/meta", 3, 5.0, 0.0)]
+    # the data volume: its own round only; the metadata volume: every round but the failing one,
+    # with its own limit (and, without an observed_at, its own age, as the reference reader gives it)
+    assert found == [("/a", 0, 1.0, None), ("/meta", 0, 5.0, None), ("/meta", 2, 5.0, None), ("/meta", 3, 5.0, None)]
+    assert {row["observation_age_seconds"] for row in expand(lines) if row.get("log_dir") == "/meta"} == {None}
 
 
 def test_every_skip_reason_the_reader_can_give_is_in_the_documented_list():
