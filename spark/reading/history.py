@@ -298,11 +298,6 @@ def _carried_rows(own: DataFrame, rounds: DataFrame, metadata: Column, ratio: Co
     stands_until = F.least(
         F.coalesce(F.col("next__") - 1, F.col(_SEGMENT_END)), F.col(_SEGMENT_END)
     )
-    broker, log_dir = (
-        F.col(name).isNotNull()
-        & (~F.is_variant_null(F.col(name)) if free_text(name) else F.lit(True))
-        for name in VOLUME_FIELDS
-    )
     volume_values = [
         name
         for name in REPORT_SCHEMA.fieldNames()
@@ -314,7 +309,7 @@ def _carried_rows(own: DataFrame, rounds: DataFrame, metadata: Column, ratio: Co
         .select(
             *[_report_value(name).alias(f"v__{name}") for name in volume_values],
             metadata.alias(_METADATA),
-            (_failing(_VOLUME_SIDE) | (metadata & _failing(_LIMITS)) | (broker != log_dir)).alias(
+            (_failing(_VOLUME_SIDE) | (metadata & _failing(_LIMITS)) | _volume_incomplete()).alias(
                 _VOLUME_BAD
             ),
             _FILE_PATH,
@@ -519,6 +514,16 @@ def _problem(name: str, typed: Column | None = None) -> Column:
     )
 
 
+def _volume_incomplete() -> Column:
+    """Whether a line gives one of broker_id and log_dir without the other (VOLUME_INCOMPLETE)."""
+    broker, log_dir = (
+        F.col(name).isNotNull()
+        & (~F.is_variant_null(F.col(name)) if free_text(name) else F.lit(True))
+        for name in VOLUME_FIELDS
+    )
+    return broker != log_dir
+
+
 def skip_reason(raw: DataFrame) -> Column:
     """Why a line of ``raw`` (read with READ_SCHEMA) is skipped, or null when it is kept. A
     timestamp field's check reads its cast from ``raw`` where ``raw`` has it (``checked_lines``)."""
@@ -527,11 +532,6 @@ def skip_reason(raw: DataFrame) -> Column:
         for name in TIMESTAMP_FIELDS
         if _typed_column(name) in raw.columns
     }
-    broker, log_dir = (
-        F.col(name).isNotNull()
-        & (~F.is_variant_null(F.col(name)) if free_text(name) else F.lit(True))
-        for name in VOLUME_FIELDS
-    )
     compact = []
     if ROW_KIND in raw.columns:  # format 2's own fields
         kind, count = F.col(ROW_KIND), F.col("volumes")
@@ -548,7 +548,7 @@ def skip_reason(raw: DataFrame) -> Column:
             for name in HISTORY_SCHEMA.fieldNames()
             if name in raw.columns
         ],
-        F.when(broker != log_dir, F.lit(VOLUME_INCOMPLETE)),
+        F.when(_volume_incomplete(), F.lit(VOLUME_INCOMPLETE)),
     )
 
 
