@@ -26,7 +26,7 @@ instead, a segment per row (``episode_segments``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -312,9 +312,13 @@ class FileLines:
     seconds; of the files with a valid line), from one pass over the files' ``decisions``."""
 
     read: LineCounts
-    ends: dict[str, float]
     # Each file's first and last valid line (microseconds since the epoch), by CHUNK.
-    spans: dict[str, tuple[int, int]] = field(default_factory=dict)
+    spans: dict[str, tuple[int, int]]
+
+    @property
+    def ends(self) -> dict[str, float]:
+        """Each file's last valid line, in epoch seconds."""
+        return {chunk: last / 1_000_000.0 for chunk, (_, last) in self.spans.items()}
 
     @property
     def interleave(self) -> bool:
@@ -346,18 +350,17 @@ def file_lines(derived: dict[str, DataFrame]) -> FileLines:
         )
         .collect()
     )
-    firsts = [row["first"] for row in per_file if row["first"] is not None]
-    lasts = {row[CHUNK]: row["last"] for row in per_file if row["last"] is not None}
-    read = LineCounts(
-        sum(row["valid"] or 0 for row in per_file),
-        sum(row["skipped"] or 0 for row in per_file),
-        min(firsts) / 1_000_000.0 if firsts else None,
-        max(lasts.values()) / 1_000_000.0 if lasts else None,
-    )
+    # a file's first and last valid lines are both there or both not
     spans = {
         row[CHUNK]: (row["first"], row["last"]) for row in per_file if row["first"] is not None
     }
-    return FileLines(read, {chunk: last / 1_000_000.0 for chunk, last in lasts.items()}, spans)
+    read = LineCounts(
+        sum(row["valid"] or 0 for row in per_file),
+        sum(row["skipped"] or 0 for row in per_file),
+        min(first for first, _ in spans.values()) / 1_000_000.0 if spans else None,
+        max(last for _, last in spans.values()) / 1_000_000.0 if spans else None,
+    )
+    return FileLines(read, spans)
 
 
 def chunk_ends(derived: dict[str, DataFrame]) -> dict[str, float]:

@@ -188,7 +188,7 @@ def test_the_files_spans_tell_whether_volumes_may_interleave_and_the_summary_ski
 
 def test_file_spans_interleave_when_one_starts_at_or_before_an_earlier_one_s_last_line():
     def lines(*spans):
-        return partials.FileLines(LineCounts(1, 0, None, None), {}, {f"k{n}": span for n, span in enumerate(spans)})
+        return partials.FileLines(LineCounts(1, 0, None, None), {f"k{n}": span for n, span in enumerate(spans)})
 
     assert not lines().interleave and not lines((5, 9)).interleave
     assert not lines((10, 19), (0, 9), (20, 20)).interleave  # in any order
