@@ -28,6 +28,11 @@ EDGE = {**SETTINGS, "http_head_timeout": "PT1S", "http_idle_timeout": "PT1S", "h
 HEAD_LIMIT = 16 * 1024
 NODE_TOKEN = "edge-capacity-node-token"
 SHIM = {"Authorization": f"Bearer {NODE_TOKEN}"}  # as every shim polls with the node token
+# A probe kept out by an attacker waits for one of the attacker's connections to end: a second at
+# least (the shortest deadline of these tests). Served at once is a typical answer in
+# milliseconds and a tail well under that second, however loaded the host (a loaded CI host gave
+# single probes of 104-142 ms beside a median of 2-6 ms).
+AT_ONCE_MEDIAN, AT_ONCE_TAIL = 0.1, 0.5
 
 
 @pytest.fixture(scope="module")
@@ -210,7 +215,7 @@ def test_slowloris_connections_are_closed_by_the_head_deadline_while_a_probe_is_
     latencies.sort()
     print(f"\n200 dripping heads closed within {closed_after:.1f}s; probe p50 {latencies[len(latencies) // 2] * 1000:.0f} ms, max {latencies[-1] * 1000:.0f} ms")
     assert closed_after < 5
-    assert latencies[int(len(latencies) * 0.9)] < 0.1, latencies
+    assert latencies[len(latencies) // 2] < AT_ONCE_MEDIAN and latencies[int(len(latencies) * 0.9)] < AT_ONCE_TAIL, latencies
     metrics = service.client.get("/metrics").text
     assert re.search(r'http_edge_refusals_total\{reason="head_timeout"\} [1-9]', metrics)
 
@@ -444,7 +449,7 @@ def assert_every_probe_answered_at_once(results: list[tuple[str, float, int | st
     p99 = latencies[int(len(latencies) * 0.99)]
     print(f"\n{what}: {len(results)} probes, p50 {latencies[len(latencies) // 2] * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, max {latencies[-1] * 1000:.1f} ms")
     assert len(results) >= 40 and not failed, failed[:10]
-    assert p99 < 0.1, f"p99 {p99 * 1000:.0f} ms"
+    assert latencies[len(latencies) // 2] < AT_ONCE_MEDIAN and p99 < AT_ONCE_TAIL, f"p50 {latencies[len(latencies) // 2] * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms"
     evicted = re.search(r'http_edge_refusals_total\{reason="evicted"\} ([0-9.]+)', metrics)
     assert evicted and float(evicted.group(1)) >= FLOOD - 4096, "the flood filled the cap"
 
