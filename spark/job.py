@@ -384,7 +384,7 @@ def run_report(
         _check_every_limit_is_explained(report, every_round, progress)
         report.volumes = sum(broker["log_dirs"] for broker in collected["brokers"])
         report.series = closest_volume_series(
-            rows, volumes, forecast, read.first_time, read.last_time
+            rows, derived[partials.CHART], volumes, forecast, read.first_time, read.last_time
         )
         report.timeline = timeline(every_round, read.first_time, read.last_time, max_gap_seconds)
         done("charts", "reduced the chart series")

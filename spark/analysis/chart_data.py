@@ -1,13 +1,22 @@
 """The few numbers the HTML charts need, reduced in Spark and collected to the driver.
 
 Series are reduced to at most CHART_BUCKETS points per volume (the lowest usable bytes of
-each time bucket, so a dip is never smoothed away) whatever the size of the history."""
+each time bucket, so a dip is never smoothed away) whatever the size of the history.
+
+A history of more than CHART_BUCKETS cells (CELL_SECONDS each, from the epoch) is charted from
+each file's cells (``partials.derive``: per volume and cell, the same minima, maxima, first and
+last values a bucket takes of its rows), in buckets of whole cells: the buckets start on a cell
+and are as many cells wide as it takes to cover the history in at most CHART_BUCKETS of them.
+Such a bucket's figures are those of its rows, and the chart reads a few rows per volume and
+cell instead of every row. A shorter history is charted from its rows, in CHART_BUCKETS buckets
+from its first row to its last."""
 
 from __future__ import annotations
 
 import math
 import operator
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import reduce
 
 from pyspark.sql import DataFrame
@@ -23,6 +32,8 @@ from spark.report import StateBucket, VolumeSeries
 
 CHART_BUCKETS = 360
 CLOSEST_VOLUMES = 4
+CELL_SECONDS = 600
+CELL = "cell"  # a row's cell: floor(epoch seconds / CELL_SECONDS)
 _STATE_RANK = {"OPEN": 0, "THROTTLE": 1, "PAUSE": 2}
 
 
@@ -39,6 +50,78 @@ def _bucket(first: float, last: float) -> F.Column:
     )
 
 
+@dataclass(frozen=True)
+class CellBuckets:
+    """Buckets of whole cells: the first starts with cell ``first_cell``, each is ``cells``
+    cells wide."""
+
+    first_cell: int
+    cells: int
+
+    def of(self, cell: F.Column) -> F.Column:
+        """The bucket of the rows of a cell (an integer column)."""
+        return F.least(
+            F.floor((cell - F.lit(self.first_cell)) / F.lit(self.cells)), F.lit(CHART_BUCKETS - 1)
+        )
+
+
+def cell_buckets(first: float, last: float) -> CellBuckets | None:
+    """The buckets of whole cells of a history from ``first`` to ``last`` (epoch seconds), none
+    when it covers CHART_BUCKETS cells or fewer (its buckets would be narrower than a cell)."""
+    if (last - first) / CHART_BUCKETS < CELL_SECONDS:
+        return None
+    first_cell, last_cell = math.floor(first / CELL_SECONDS), math.floor(last / CELL_SECONDS)
+    return CellBuckets(first_cell, -(-(last_cell + 1 - first_cell) // CHART_BUCKETS))
+
+
+def cell_of() -> F.Column:
+    """A row's cell."""
+    return F.floor(epoch_seconds("time") / F.lit(CELL_SECONDS))
+
+
+_LEVELS = ("hard_limit", "soft_limit")
+
+
+def series_points(rows: DataFrame, *keep: str) -> DataFrame:
+    """Each judged data row as a part of a bucket (with its columns ``keep``): its time as the
+    part's first and last, its bytes, and its limits in bytes as the first and last in force."""
+    t = epoch_seconds("time")
+    return rows.select(
+        *keep,
+        *VOLUME,
+        F.col("time"),
+        t.alias("t"),
+        t.alias("t_last"),
+        F.col("usable_bytes").alias("usable"),
+        F.col("total_bytes").alias("total"),
+        *[_bytes_level(level).alias(f"{level}_first") for level in _LEVELS],
+        *[_bytes_level(level).alias(f"{level}_last") for level in _LEVELS],
+    )
+
+
+def combined_points(parts: DataFrame, *by: F.Column | str) -> DataFrame:
+    """Parts (``series_points``, or what this made of them) combined by ``by``: the first and
+    last time, the lowest usable bytes, the largest total, the limits of the first and last time."""
+    return parts.groupBy(*by).agg(
+        F.min("t").alias("t"),
+        F.max("t_last").alias("t_last"),
+        F.min("usable").alias("usable"),
+        F.max("total").alias("total"),
+        *[F.min_by(f"{level}_first", "t").alias(f"{level}_first") for level in _LEVELS],
+        *[F.max_by(f"{level}_last", "t_last").alias(f"{level}_last") for level in _LEVELS],
+    )
+
+
+def chart_cells(rows: DataFrame, *by: str) -> DataFrame:
+    """The cells of judged data rows (``rows``: a volume's rows, and ``by``), per volume."""
+    return combined_points(
+        series_points(rows.filter(judged()), *by).withColumn(CELL, cell_of()).drop("time"),
+        *by,
+        *VOLUME,
+        CELL,
+    )
+
+
 def _steps(buckets: list, level: str) -> list[tuple[float, float | None]]:
     """The level in force over time, from each bucket's first and last values: a step at
     every change (a change inside a bucket shows at that bucket's last observation)."""
@@ -52,6 +135,7 @@ def _steps(buckets: list, level: str) -> list[tuple[float, float | None]]:
 
 def closest_volume_series(
     rows: DataFrame,
+    cells: DataFrame,
     volumes: DataFrame,
     forecast: DataFrame,
     first: float,
@@ -60,8 +144,9 @@ def closest_volume_series(
 ) -> list[VolumeSeries]:
     """The volumes forecast to reach the hard limit soonest (``forecast``: ``fill_forecast``),
     then those whose available ratio came closest to (or furthest below) it (``volumes``:
-    ``volume_summary(rows)``, whose headroom says how close)."""
-    judged_rows = rows.transform(volume_rows).filter(judged())
+    ``volume_summary(rows)``, whose headroom says how close). Their series come from ``cells``
+    (``chart_cells`` of the same rows, per file) when the history is long enough for buckets of
+    whole cells (``cell_buckets``), from the rows otherwise."""
     soonest = forecast.select(
         *VOLUME,
         "seconds_to_hard_limit",
@@ -85,23 +170,14 @@ def closest_volume_series(
             for broker_id, log_dir in chosen
         ],
     )
-    selected = judged_rows.filter(one_of_chosen)
+    whole_cells = cell_buckets(first, last)
+    if whole_cells is not None:
+        parts, bucket = cells.filter(one_of_chosen), whole_cells.of(F.col(CELL))
+    else:
+        judged_rows = rows.transform(volume_rows).filter(one_of_chosen).filter(judged())
+        parts, bucket = judged_rows.transform(series_points), _bucket(first, last)
     buckets = (
-        selected.groupBy(*VOLUME, _bucket(first, last).alias("bucket"))
-        .agg(
-            F.min(epoch_seconds("time")).alias("t"),
-            F.max(epoch_seconds("time")).alias("t_last"),
-            F.min("usable_bytes").alias("usable"),
-            F.max("total_bytes").alias("total"),
-            *[
-                F.min_by(_bytes_level(level), "time").alias(f"{level}_first")
-                for level in ("hard_limit", "soft_limit")
-            ],
-            *[
-                F.max_by(_bytes_level(level), "time").alias(f"{level}_last")
-                for level in ("hard_limit", "soft_limit")
-            ],
-        )
+        combined_points(parts, *VOLUME, bucket.alias("bucket"))
         .transform(lambda buckets: in_order(buckets, *VOLUME, "bucket"))
         .collect()
     )

@@ -12,7 +12,8 @@ Per file (``derive``), each table with the file's CHUNK:
 - ``segments``: the episodes' segments (``episodes.segments``) of the rows they need of it:
   every row of a volume in a slice of the file (SLICE_SECONDS) where it was in breach of a
   limit, and of its other slices the first and last row;
-- ``fenced``: the rounds in which a fenced broker's observation was kept.
+- ``fenced``: the rounds in which a fenced broker's observation was kept;
+- ``chart``: the chart's cells of its data volumes' rows (``chart_data.chart_cells``).
 
 Why those rows give the episodes of every row: an episode is made of the rows in breach
 and looks at the row before and the row after each of them (``episodes._with_neighbours``).
@@ -34,6 +35,7 @@ from pyspark.sql import types as T
 
 from app.decision.fill_rate import GAIN_CONTEXT
 from spark.analysis.brokers import volume_aggregates
+from spark.analysis.chart_data import chart_cells
 from spark.analysis.episodes import (
     DATA,
     SEGMENT_FIELDS,
@@ -53,12 +55,13 @@ from spark.reading.history import SKIP_REASON, LineCounts, epoch_seconds, most_f
 
 HOLDS = "volume_holds"  # data / metadata: the episodes of each are apart
 METADATA = "metadata"
-DECISIONS, SKIPPED, VOLUMES, SEGMENTS, FENCED = (
+DECISIONS, SKIPPED, VOLUMES, SEGMENTS, FENCED, CHART = (
     "decisions",
     "skipped",
     "volumes",
     "segments",
     "fenced",
+    "chart",
 )
 _SLICE = "slice"
 
@@ -132,6 +135,7 @@ def derive(lines: DataFrame, persisted: list[DataFrame] | None = None) -> dict[s
         VOLUMES: volumes,
         SEGMENTS: segments(breach_rows, (CHUNK, HOLDS)),
         FENCED: fenced,
+        CHART: chart_cells(volume_lines.filter(F.col(HOLDS) == F.lit(DATA)), CHUNK),
     }
 
 

@@ -45,7 +45,7 @@ from app.history.schema import FIELD_NAMES, PARTITION_PREFIX
 from spark.reading.frames import release
 
 # What a cached file holds changed: every file is parsed again once.
-CACHE_VERSION = "8"
+CACHE_VERSION = "9"
 CHUNK = "chunk"  # the column naming the file a row came from (its key)
 LINES = "lines"
 _DONE = "done"

@@ -1,0 +1,107 @@
+"""The chart series of four volumes (``chart_data.closest_volume_series``'s query) from every
+expanded row (``baseline``: how every run read them before the chart's cells) and from the
+files' chart cells (``current``: ``partials.derive``'s ``chart`` table, a row per volume, file
+and cell of ``CELL_SECONDS``), in one Spark session on local[2], in turns, both in buckets of
+whole cells (the same buckets, so that both give the same series).
+
+The rows are the cached lines of a cache the report filled (``--cache``, such as one day of
+1,000 x 12 parsed by ``bench_report_cost.py``); the cells are written from them first, as the
+cache writes them on a cold run, and that write is timed beside the write of the files'
+``volumes`` table (a table every cold run writes) from the same lines. Prints each round's
+seconds, the medians, current / baseline, and whether both gave the same series.
+
+    .venv/bin/python bench/bench_chart_series.py --cache /var/tmp/cache1k
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import operator
+import shutil
+import statistics
+import tempfile
+import time
+from functools import reduce
+from pathlib import Path
+
+from bench_report import load
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cache", required=True, help="a report cache (--cache DIR of throttle-report), read only")
+    parser.add_argument("--repeat", type=int, default=4)
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args()
+
+    from pyspark.sql import functions as F
+
+    from spark.analysis import partials
+    from spark.analysis.brokers import judged
+    from spark.analysis.chart_data import CELL, CELL_SECONDS, CellBuckets, cell_of, combined_points, series_points
+    from spark.analysis.episodes import VOLUME, data_rows, volume_rows
+    from spark.reading.cache import CHUNK, LINES
+    from spark.reading.frames import in_order
+    from spark.reading.history import epoch_seconds, valid
+    from spark.session import report_session
+
+    work = Path(tempfile.mkdtemp(prefix="throttle-chart-bench-"))
+    try:
+        spark = report_session(args.master)
+        spark.conf.set("spark.sql.adaptive.enabled", "false")  # as the report runs it on a local master
+        lines = spark.read.parquet(str(Path(args.cache) / LINES))
+        files = lines.select(CHUNK).distinct().count()
+        print(f"{files} files of cached lines; load average at the start {load()}", flush=True)
+        writes = {}
+        for name in (partials.VOLUMES, partials.CHART):
+            started = time.perf_counter()
+            partials.derive(lines)[name].write.partitionBy(CHUNK).parquet(str(work / name))
+            writes[name] = time.perf_counter() - started
+        print(
+            f"written from the lines: the volumes' table {writes[partials.VOLUMES]:.1f} s, the chart's cells {writes[partials.CHART]:.1f} s "
+            f"({writes[partials.CHART] / writes[partials.VOLUMES]:.2f}x)",
+            flush=True,
+        )
+        cells = spark.read.parquet(str(work / partials.CHART))
+        rows = lines.filter(valid()).transform(data_rows)
+        span = rows.agg(F.min(epoch_seconds("time")).alias("first"), F.max(epoch_seconds("time")).alias("last")).first()
+        first_cell = math.floor(span["first"] / CELL_SECONDS)
+        buckets = CellBuckets(first_cell, 1)
+        chosen = [(r["broker_id"], r["log_dir"]) for r in cells.groupBy(*VOLUME).agg(F.min("usable").alias("u")).orderBy("u", *VOLUME).limit(4).collect()]
+        one_of_chosen = reduce(operator.or_, [(F.col("broker_id") == b) & (F.col("log_dir") == d) for b, d in chosen])
+
+        def from_rows():
+            parts = rows.transform(volume_rows).filter(one_of_chosen).filter(judged()).transform(series_points)
+            return combined_points(parts, *VOLUME, buckets.of(cell_of()).alias("bucket")).transform(lambda b: in_order(b, *VOLUME, "bucket")).collect()
+
+        def from_cells():
+            return combined_points(cells.filter(one_of_chosen), *VOLUME, buckets.of(F.col(CELL)).alias("bucket")).transform(lambda b: in_order(b, *VOLUME, "bucket")).collect()
+
+        ways = {"baseline": from_rows, "current": from_cells}
+        for way in ways.values():  # a round not counted: the JIT compiles each way's code
+            way()
+        seconds: dict[str, list[float]] = {name: [] for name in ways}
+        found = {}
+        for round_ in range(args.repeat):
+            for name in list(ways)[:: 1 if round_ % 2 == 0 else -1]:
+                started = time.perf_counter()
+                found[name] = [r.asDict() for r in ways[name]()]
+                seconds[name].append(time.perf_counter() - started)
+                print(f"  round {round_ + 1} {name:<8}: {seconds[name][-1]:5.2f} s", flush=True)
+        ratios = [c / b for c, b in zip(seconds["current"], seconds["baseline"], strict=True)]
+        print(
+            f"medians: baseline {statistics.median(seconds['baseline']):.2f} s, current {statistics.median(seconds['current']):.2f} s; "
+            f"current / baseline {statistics.median(ratios):.3f} (rounds: {', '.join(f'{r:.3f}' for r in ratios)}); load average at the end {load()}"
+        )
+        same = found["baseline"] == found["current"]
+        print(f"the same series ({len(found['current'])} buckets of {len(chosen)} volumes): {same}")
+        spark.stop()
+        if not same:
+            raise SystemExit("the series differ")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
