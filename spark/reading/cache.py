@@ -468,6 +468,25 @@ def _cached_tables(
     return tables
 
 
+# The stale files are parsed a day at a time (the files of a date partition, at most BATCH_FILES
+# of them; as many files outside the partitions): what a parse holds at once grows with its
+# files (the derived tables broadcast a row per volume and hour of them), so 30 days of 1,000 x
+# 12 volumes in one parse ran the driver out of memory, where a day at a time holds a day's.
+# Each day is in the cache once parsed: a run stopped half-way keeps the days it finished.
+BATCH_FILES = 24
+
+
+def _batches(stale: list[HistoryFile]) -> list[list[HistoryFile]]:
+    """The ``stale`` files in batches of one date partition and at most BATCH_FILES files each."""
+    batches: list[list[HistoryFile]] = []
+    for f in sorted(stale, key=lambda f: (f.date or "", f.path)):
+        if batches and len(batches[-1]) < BATCH_FILES and batches[-1][0].date == f.date:
+            batches[-1].append(f)
+        else:
+            batches.append([f])
+    return batches
+
+
 def read_cached(
     spark: SparkSession,
     files: list[HistoryFile],
@@ -478,8 +497,8 @@ def read_cached(
     prune: bool = True,
 ) -> Cached:
     """The history's ``files`` from the cache at ``cache``: the files not in it (or changed)
-    are parsed first, all in one Spark job, by ``parse``, and their tables derived by ``derive``
-    (always all of them: a file is in the cache with every table or not at all).
+    are parsed first, a day at a time (``_batches``), by ``parse``, and their tables derived by
+    ``derive`` (always all of them: a file is in the cache with every table or not at all).
     ``lines_schema``: what ``parse`` gives, with CHUNK. ``prune``: ``files`` is the whole
     history, so files no longer in it leave the cache."""
     cache = cache.rstrip("/")
@@ -489,8 +508,8 @@ def read_cached(
     stale = [f for f in files if f.key not in done]
     _clear_staging(fs, cache)
     schemas = _table_schemas(spark, fs, cache, derive, lines_schema)
-    if stale:
-        _cache_stale(spark, fs, cache, stale, parse, derive, lines_schema, list(schemas))
+    for batch in _batches(stale):
+        _cache_stale(spark, fs, cache, batch, parse, derive, lines_schema, list(schemas))
     spark.sparkContext.setJobDescription("read the cached history")
     tables = _cached_tables(spark, fs, cache, files, schemas, prune)
     if prune:

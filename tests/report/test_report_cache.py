@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from spark.analysis import partials
 from spark.job import run_report
+from spark.reading.history import read_history
 
 from .synthetic import MiB, at, write_rounds
 
@@ -103,6 +105,33 @@ def test_files_first_parsed_by_a_run_with_since_give_a_later_whole_run_every_tab
     run_report(spark, str(history), str(tmp_path / "uncached"))
     assert whole.parsed_days == ("2026-08-01",) and whole.reused_days == ("2026-08-02",)
     assert csvs(tmp_path / "whole") == csvs(tmp_path / "uncached")
+
+
+def test_a_cold_run_parses_a_day_at_a_time_and_a_run_stopped_half_way_keeps_the_days_it_finished(spark, tmp_path):
+    """What one parse holds grows with its files (30 days of 1,000 x 12 in one parse ran the
+    driver out of memory): each day is parsed, derived and put in the cache on its own. A run
+    stopped in the third day's parse (here its derive fails) leaves the first two days cached,
+    and the next run parses the third only."""
+    history, cache = tmp_path / "history", tmp_path / "cache"
+    for day in DAYS:
+        write_rounds(history, day, 5, volumes(), outage=set())
+    parses: list[set[str]] = []
+
+    def failing_on_the_third(lines, persisted):
+        if persisted is not None:  # a parse (the schemas are worked out without a list)
+            parses.append({row["time"].date().isoformat() for row in lines.select("time").distinct().collect()})
+            if len(parses) == 3:
+                raise RuntimeError("stopped")
+        return partials.derive(lines, persisted)
+
+    with pytest.raises(RuntimeError, match="stopped"):
+        read_history(spark, str(history), str(tmp_path / "scratch"), cache=str(cache), derive=failing_on_the_third)
+    assert parses == [{"2026-08-01"}, {"2026-08-02"}, {"2026-08-03"}]
+    assert len(list((cache / "done").iterdir())) == 2
+    again = run_report(spark, str(history), str(tmp_path / "again"), cache=str(cache))
+    assert again.parsed_days == ("2026-08-03",) and again.reused_days == ("2026-08-01", "2026-08-02")
+    run_report(spark, str(history), str(tmp_path / "uncached"))
+    assert csvs(tmp_path / "again") == csvs(tmp_path / "uncached")
 
 
 def test_a_report_leaves_nothing_persisted_in_the_session(spark, tmp_path):
