@@ -476,7 +476,7 @@ def _cached_tables(
 BATCH_FILES = 24
 
 
-def _batches(stale: list[HistoryFile]) -> list[list[HistoryFile]]:
+def batches(stale: list[HistoryFile]) -> list[list[HistoryFile]]:
     """The ``stale`` files in batches of one date partition and at most BATCH_FILES files each."""
     batches: list[list[HistoryFile]] = []
     for f in sorted(stale, key=lambda f: (f.date or "", f.path)):
@@ -497,7 +497,7 @@ def read_cached(
     prune: bool = True,
 ) -> Cached:
     """The history's ``files`` from the cache at ``cache``: the files not in it (or changed)
-    are parsed first, a day at a time (``_batches``), by ``parse``, and their tables derived by
+    are parsed first, a day at a time (``batches``), by ``parse``, and their tables derived by
     ``derive`` (always all of them: a file is in the cache with every table or not at all).
     ``lines_schema``: what ``parse`` gives, with CHUNK. ``prune``: ``files`` is the whole
     history, so files no longer in it leave the cache."""
@@ -508,7 +508,7 @@ def read_cached(
     stale = [f for f in files if f.key not in done]
     _clear_staging(fs, cache)
     schemas = _table_schemas(spark, fs, cache, derive, lines_schema)
-    for batch in _batches(stale):
+    for batch in batches(stale):
         _cache_stale(spark, fs, cache, batch, parse, derive, lines_schema, list(schemas))
     spark.sparkContext.setJobDescription("read the cached history")
     tables = _cached_tables(spark, fs, cache, files, schemas, prune)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -30,7 +31,15 @@ from app.history.schema import (
     VOLUME,
     VOLUME_ROW_FIELDS,
 )
-from spark.reading.cache import CHUNK, LINES, Derive, history_files, read_cached
+from spark.reading.cache import (
+    CHUNK,
+    LINES,
+    Derive,
+    HistoryFile,
+    batches,
+    history_files,
+    read_cached,
+)
 from spark.reading.schema import (
     HISTORY_SCHEMA,
     INSTANT_PATTERN,
@@ -412,7 +421,7 @@ def read_history(
     lines = cached.tables[LINES]
     if not whole:
         lines = _within(lines, since, until)
-        derived = derive(lines, None)
+        derived = _derived_by_day(lines, cached.files, derive)
     counts = (
         (len(cached.parsed), len(cached.files) - len(cached.parsed))
         if cache is not None
@@ -420,6 +429,21 @@ def read_history(
     )
     days = (cached.parsed_days, cached.reused_days) if cache is not None else ((), ())
     return History(lines.filter(valid()), lines, derived, *days, *counts)
+
+
+def _derived_by_day(
+    lines: DataFrame, files: tuple[HistoryFile, ...], derive: Derive
+) -> dict[str, DataFrame]:
+    """``derive`` of ``lines`` (of ``files``), a day's files at a time (``cache.batches``), each
+    table the union of the days': a derived table is per file, and what one derive holds grows
+    with its files, as in the cache's parse."""
+    days = [
+        derive(lines.filter(F.col(CHUNK).isin([f.key for f in batch])), None)
+        for batch in batches(list(files))
+    ]
+    if not days:
+        return derive(lines, None)
+    return {name: reduce(DataFrame.unionByName, [day[name] for day in days]) for name in days[0]}
 
 
 def _within(lines: DataFrame, since: datetime | None, until: datetime | None) -> DataFrame:

@@ -134,6 +134,28 @@ def test_a_cold_run_parses_a_day_at_a_time_and_a_run_stopped_half_way_keeps_the_
     assert csvs(tmp_path / "again") == csvs(tmp_path / "uncached")
 
 
+def test_a_run_with_since_derives_the_tables_of_the_rows_in_range_a_day_at_a_time(spark, tmp_path):
+    """With --since or --until the per-file tables are derived again from the rows in range:
+    a day's files at a time too (each table the union of the days'), equal to a run over the
+    same range without the cache."""
+    history, cache = tmp_path / "history", tmp_path / "cache"
+    for day in DAYS:
+        write_rounds(history, day, 5, volumes(), outage=set())
+    run_report(spark, str(history), str(tmp_path / "whole"), cache=str(cache))  # every day cached
+    derived: list[set[str]] = []
+
+    def recording(lines, persisted):
+        derived.append({row["time"].date().isoformat() for row in lines.select("time").distinct().collect() if row["time"]})
+        return partials.derive(lines, persisted)
+
+    since = DAYS[0].replace(minute=2)
+    read_history(spark, str(history), str(tmp_path / "scratch"), since=since, cache=str(cache), derive=recording)
+    assert derived == [{"2026-08-01"}, {"2026-08-02"}, {"2026-08-03"}]
+    ranged = run_report(spark, str(history), str(tmp_path / "ranged"), since=since, cache=str(cache))
+    run_report(spark, str(history), str(tmp_path / "ranged-uncached"), since=since)
+    assert ranged.parsed_days == () and csvs(tmp_path / "ranged") == csvs(tmp_path / "ranged-uncached")
+
+
 def test_a_report_leaves_nothing_persisted_in_the_session(spark, tmp_path):
     """A long-lived session (a notebook, a scheduler's driver, these tests) runs report after
     report: every frame a run persists is unpersisted at its end, also when the run fails."""
