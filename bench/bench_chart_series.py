@@ -15,31 +15,33 @@ seconds, the medians, current / baseline, and whether both gave the same series.
 
 from __future__ import annotations
 
-import argparse
 import math
 import operator
 import shutil
-import statistics
 import tempfile
 import time
 from functools import reduce
 from pathlib import Path
 
-from bench_report import load
+from bench_report import cache_bench_parser, in_turns, load
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cache", required=True, help="a report cache (--cache DIR of throttle-report), read only")
-    parser.add_argument("--repeat", type=int, default=4)
-    parser.add_argument("--master", default="local[2]")
+    parser = cache_bench_parser(__doc__)
     args = parser.parse_args()
 
     from pyspark.sql import functions as F
 
     from spark.analysis import partials
     from spark.analysis.brokers import judged
-    from spark.analysis.chart_data import CELL, CELL_SECONDS, CellBuckets, cell_of, combined_points, series_points
+    from spark.analysis.chart_data import (
+        CELL,
+        CELL_SECONDS,
+        CellBuckets,
+        cell_of,
+        combined_points,
+        series_points,
+    )
     from spark.analysis.episodes import VOLUME, data_rows, volume_rows
     from spark.reading.cache import CHUNK, LINES
     from spark.reading.frames import in_order
@@ -73,32 +75,15 @@ def main() -> None:
 
         def from_rows():
             parts = rows.transform(volume_rows).filter(one_of_chosen).filter(judged()).transform(series_points)
-            return combined_points(parts, *VOLUME, buckets.of(cell_of()).alias("bucket")).transform(lambda b: in_order(b, *VOLUME, "bucket")).collect()
+            return [r.asDict() for r in combined_points(parts, *VOLUME, buckets.of(cell_of()).alias("bucket")).transform(lambda b: in_order(b, *VOLUME, "bucket")).collect()]
 
         def from_cells():
-            return combined_points(cells.filter(one_of_chosen), *VOLUME, buckets.of(F.col(CELL)).alias("bucket")).transform(lambda b: in_order(b, *VOLUME, "bucket")).collect()
+            return [r.asDict() for r in combined_points(cells.filter(one_of_chosen), *VOLUME, buckets.of(F.col(CELL)).alias("bucket")).transform(lambda b: in_order(b, *VOLUME, "bucket")).collect()]
 
-        ways = {"baseline": from_rows, "current": from_cells}
-        for way in ways.values():  # a round not counted: the JIT compiles each way's code
-            way()
-        seconds: dict[str, list[float]] = {name: [] for name in ways}
-        found = {}
-        for round_ in range(args.repeat):
-            for name in list(ways)[:: 1 if round_ % 2 == 0 else -1]:
-                started = time.perf_counter()
-                found[name] = [r.asDict() for r in ways[name]()]
-                seconds[name].append(time.perf_counter() - started)
-                print(f"  round {round_ + 1} {name:<8}: {seconds[name][-1]:5.2f} s", flush=True)
-        ratios = [c / b for c, b in zip(seconds["current"], seconds["baseline"], strict=True)]
-        print(
-            f"medians: baseline {statistics.median(seconds['baseline']):.2f} s, current {statistics.median(seconds['current']):.2f} s; "
-            f"current / baseline {statistics.median(ratios):.3f} (rounds: {', '.join(f'{r:.3f}' for r in ratios)}); load average at the end {load()}"
-        )
-        same = found["baseline"] == found["current"]
-        print(f"the same series ({len(found['current'])} buckets of {len(chosen)} volumes): {same}")
-        spark.stop()
-        if not same:
-            raise SystemExit("the series differ")
+        try:
+            in_turns({"baseline": from_rows, "current": from_cells}, args.repeat, f"series (buckets of {len(chosen)} volumes)")
+        finally:
+            spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -49,6 +49,7 @@ import math
 import os
 import re
 import shutil
+import statistics
 import sys
 import tempfile
 import textwrap
@@ -237,6 +238,41 @@ def wait_for_load(limit: float | None, wait: float) -> None:
 
 def load() -> str:
     return "/".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def cache_bench_parser(description: str) -> argparse.ArgumentParser:
+    """The arguments of a bench over a report cache's tables: --cache, --repeat, --master."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cache", required=True, help="a report cache (--cache DIR of throttle-report), read only")
+    parser.add_argument("--repeat", type=int, default=4)
+    parser.add_argument("--master", default="local[2]")
+    return parser
+
+
+def in_turns(ways: dict, repeat: int, what: str) -> None:
+    """Time two ways (``baseline`` and ``current``: a function each, giving a result) in turns,
+    in ``repeat`` rounds, the order reversed every other round, after a round not counted (the
+    JIT compiles each way's code); print each round, the medians and current / baseline, and
+    stop with an error when the two ways' last results differ (``what``: what they give)."""
+    for way in ways.values():
+        way()
+    seconds: dict[str, list[float]] = {name: [] for name in ways}
+    found = {}
+    for round_ in range(repeat):
+        for name in list(ways)[:: 1 if round_ % 2 == 0 else -1]:
+            started = time.perf_counter()
+            found[name] = ways[name]()
+            seconds[name].append(time.perf_counter() - started)
+            print(f"  round {round_ + 1} {name:<8}: {seconds[name][-1]:5.2f} s", flush=True)
+    ratios = [c / b for c, b in zip(seconds["current"], seconds["baseline"], strict=True)]
+    print(
+        f"medians: baseline {statistics.median(seconds['baseline']):.2f} s, current {statistics.median(seconds['current']):.2f} s; "
+        f"current / baseline {statistics.median(ratios):.3f} (rounds: {', '.join(f'{r:.3f}' for r in ratios)}); load average at the end {load()}"
+    )
+    same = found["baseline"] == found["current"]
+    print(f"the same {what}: {same}")
+    if not same:
+        raise SystemExit(f"the {what} differ")
 
 
 def _timed(action) -> tuple[float, str, object]:

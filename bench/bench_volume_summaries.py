@@ -15,22 +15,16 @@ summaries.
 
 from __future__ import annotations
 
-import argparse
 import shutil
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
-from bench_report import load
+from bench_report import cache_bench_parser, in_turns, load
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cache", required=True, help="a report cache (--cache DIR of throttle-report), read only")
+    parser = cache_bench_parser(__doc__)
     parser.add_argument("--days", type=int, default=7)
-    parser.add_argument("--repeat", type=int, default=4)
-    parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
 
     from pyspark.sql import functions as F
@@ -66,24 +60,15 @@ def main() -> None:
         count = derived[partials.VOLUMES].count()
         print(f"{count:,} shares ({args.days} days); load average at the start {load()}", flush=True)
         ways = {"baseline": True, "current": False}  # files_interleave
-        for interleave in ways.values():  # a round not counted: the JIT compiles each way's code
-            partials.collected_volumes(derived, files_interleave=interleave)
-        seconds: dict[str, list[float]] = {name: [] for name in ways}
-        found = {}
-        for round_ in range(args.repeat):
-            for name in list(ways)[:: 1 if round_ % 2 == 0 else -1]:
-                started = time.perf_counter()
-                summaries = partials.collected_volumes(derived, files_interleave=ways[name])
-                seconds[name].append(time.perf_counter() - started)
-                found[name] = (sorted(summaries.data_times, key=repr), summaries.interleaved)
-                print(f"  round {round_ + 1} {name:<8}: {seconds[name][-1]:5.2f} s", flush=True)
-        ratios = [c / b for c, b in zip(seconds["current"], seconds["baseline"], strict=True)]
-        print(f"medians: baseline {statistics.median(seconds['baseline']):.2f} s, current {statistics.median(seconds['current']):.2f} s; current / baseline {statistics.median(ratios):.3f} (rounds: {', '.join(f'{r:.3f}' for r in ratios)}); load average at the end {load()}")
-        same = found["baseline"] == found["current"]
-        print(f"the same summaries: {same}")
-        spark.stop()
-        if not same:
-            raise SystemExit("the summaries differ")
+
+        def summaries(interleave: bool):
+            found = partials.collected_volumes(derived, files_interleave=interleave)
+            return sorted(found.data_times, key=repr), found.interleaved
+
+        try:
+            in_turns({name: lambda interleave=interleave: summaries(interleave) for name, interleave in ways.items()}, args.repeat, "summaries")
+        finally:
+            spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
