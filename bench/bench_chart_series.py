@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import math
 import operator
-import shutil
-import tempfile
 import time
 from functools import reduce
 from pathlib import Path
 
-from bench_report import cache_bench_parser, in_turns, load
+from bench_report import cache_bench_parser, cache_bench_session, in_turns, load
 
 
 def main() -> None:
@@ -46,12 +44,8 @@ def main() -> None:
     from spark.reading.cache import CHUNK, LINES
     from spark.reading.frames import in_order
     from spark.reading.history import epoch_seconds, valid
-    from spark.session import report_session
 
-    work = Path(tempfile.mkdtemp(prefix="throttle-chart-bench-"))
-    try:
-        spark = report_session(args.master)
-        spark.conf.set("spark.sql.adaptive.enabled", "false")  # as the report runs it on a local master
+    with cache_bench_session(args.master, "throttle-chart-bench-") as (spark, work):
         lines = spark.read.parquet(str(Path(args.cache) / LINES))
         files = lines.select(CHUNK).distinct().count()
         print(f"{files} files of cached lines; load average at the start {load()}", flush=True)
@@ -80,12 +74,7 @@ def main() -> None:
         def from_cells():
             return [r.asDict() for r in combined_points(cells.filter(one_of_chosen), *VOLUME, buckets.of(F.col(CELL)).alias("bucket")).transform(lambda b: in_order(b, *VOLUME, "bucket")).collect()]
 
-        try:
-            in_turns({"baseline": from_rows, "current": from_cells}, args.repeat, f"series (buckets of {len(chosen)} volumes)")
-        finally:
-            spark.stop()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        in_turns({"baseline": from_rows, "current": from_cells}, args.repeat, f"series (buckets of {len(chosen)} volumes)")
 
 
 if __name__ == "__main__":

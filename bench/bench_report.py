@@ -43,6 +43,7 @@ every 30 s) for the 1-minute load average to drop below 1.5 before each run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import math
@@ -54,9 +55,11 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from app.history.schema import FIELD_NAMES, HISTORY_FIELDS
 from devtools.commands import run_command
@@ -247,6 +250,24 @@ def cache_bench_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--repeat", type=int, default=4)
     parser.add_argument("--master", default="local[2]")
     return parser
+
+
+@contextlib.contextmanager
+def cache_bench_session(master: str, prefix: str) -> Iterator[tuple[Any, Path]]:
+    """A report session with adaptive execution off (as the report runs its queries on a local
+    master) and a work folder: the session stopped and the folder removed at the end."""
+    from spark.session import report_session
+
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    spark = None
+    try:
+        spark = report_session(master)
+        spark.conf.set("spark.sql.adaptive.enabled", "false")
+        yield spark, work
+    finally:
+        if spark is not None:
+            spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def in_turns(ways: dict, repeat: int, what: str) -> None:

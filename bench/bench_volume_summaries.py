@@ -15,11 +15,9 @@ summaries.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 
-from bench_report import cache_bench_parser, in_turns, load
+from bench_report import cache_bench_parser, cache_bench_session, in_turns, load
 
 
 def main() -> None:
@@ -31,12 +29,8 @@ def main() -> None:
 
     from spark.analysis import partials
     from spark.reading.cache import CHUNK
-    from spark.session import report_session
 
-    work = Path(tempfile.mkdtemp(prefix="throttle-summaries-bench-"))
-    try:
-        spark = report_session(args.master)
-        spark.conf.set("spark.sql.adaptive.enabled", "false")  # as the report runs it on a local master
+    with cache_bench_session(args.master, "throttle-summaries-bench-") as (spark, work):
         shares = spark.read.parquet(str(Path(args.cache) / partials.VOLUMES))
         copies = []
         for day in range(args.days):
@@ -65,12 +59,7 @@ def main() -> None:
             found = partials.collected_volumes(derived, files_interleave=interleave)
             return sorted(found.data_times, key=repr), found.interleaved
 
-        try:
-            in_turns({name: lambda interleave=interleave: summaries(interleave) for name, interleave in ways.items()}, args.repeat, "summaries")
-        finally:
-            spark.stop()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        in_turns({name: lambda interleave=interleave: summaries(interleave) for name, interleave in ways.items()}, args.repeat, "summaries")
 
 
 if __name__ == "__main__":
