@@ -76,6 +76,7 @@ class HistoryFile:
     uri: str  # as Spark's ``_metadata.file_path`` names it (escaped)
     date: str | None  # YYYY-MM-DD of its date partition; None for a file outside one
     key: str  # over its place in the history, size and modification time
+    size: int = 0  # bytes
 
 
 @dataclass(frozen=True)
@@ -308,7 +309,11 @@ def history_files(
         path = (
             status.getPath().toString()
         )  # the reader is given this text, and names the file by its URI
-        files.append(HistoryFile(path, fs.uri(path), date, "k" + digest.hexdigest()[:32]))
+        files.append(
+            HistoryFile(
+                path, fs.uri(path), date, "k" + digest.hexdigest()[:32], int(status.getLen())
+            )
+        )
     return files
 
 
@@ -468,23 +473,29 @@ def _cached_tables(
     return tables
 
 
-# The stale files are parsed a day at a time (the files of a date partition, at most BATCH_FILES
-# of them; as many files outside the partitions): what a parse holds at once grows with its
-# files (the derived tables broadcast a row per volume and hour of them), so 30 days of 1,000 x
-# 12 volumes in one parse ran the driver out of memory, where a day at a time holds a day's.
-# Each day is in the cache once parsed: a run stopped half-way keeps the days it finished.
-BATCH_FILES = 24
+# The stale files are parsed in batches of consecutive files, at most BATCH_FILES files (a week
+# of the service's hourly files) and BATCH_BYTES of them (a file more only when the batch is
+# empty). What a parse holds grows with its files: the derived tables broadcast a row per volume
+# and hour of them, so 30 days of 1,000 x 12 in one parse (8.6M such rows) ran the driver out of
+# memory. A history's bytes grow with its volumes and hours (format 2 writes every volume at
+# least each keyframe): 96 MiB of bzip2 hours of 1,000 x 12 is 3.5 days, about 1M of those rows.
+# Each batch is in the cache once parsed: a run stopped half-way keeps the batches it finished.
+BATCH_FILES = 168
+BATCH_BYTES = 96 * 1024 * 1024
 
 
 def batches(stale: list[HistoryFile]) -> list[list[HistoryFile]]:
-    """The ``stale`` files in batches of one date partition and at most BATCH_FILES files each."""
-    batches: list[list[HistoryFile]] = []
+    """The ``stale`` files in batches (in the history's order: by day, then path) of at most
+    BATCH_FILES files and BATCH_BYTES bytes, each file in one."""
+    found: list[list[HistoryFile]] = []
+    held = 0
     for f in sorted(stale, key=lambda f: (f.date or "", f.path)):
-        if batches and len(batches[-1]) < BATCH_FILES and batches[-1][0].date == f.date:
-            batches[-1].append(f)
-        else:
-            batches.append([f])
-    return batches
+        if not found or len(found[-1]) >= BATCH_FILES or held + f.size > BATCH_BYTES:
+            found.append([])
+            held = 0
+        found[-1].append(f)
+        held += f.size
+    return found
 
 
 def read_cached(
@@ -497,7 +508,7 @@ def read_cached(
     prune: bool = True,
 ) -> Cached:
     """The history's ``files`` from the cache at ``cache``: the files not in it (or changed)
-    are parsed first, a day at a time (``batches``), by ``parse``, and their tables derived by
+    are parsed first, in batches (``batches``), by ``parse``, and their tables derived by
     ``derive`` (always all of them: a file is in the cache with every table or not at all).
     ``lines_schema``: what ``parse`` gives, with CHUNK. ``prune``: ``files`` is the whole
     history, so files no longer in it leave the cache."""

@@ -421,7 +421,7 @@ def read_history(
     lines = cached.tables[LINES]
     if not whole:
         lines = _within(lines, since, until)
-        derived = _derived_by_day(lines, cached.files, derive)
+        derived = _derived_in_batches(lines, cached.files, derive)
     counts = (
         (len(cached.parsed), len(cached.files) - len(cached.parsed))
         if cache is not None
@@ -431,19 +431,21 @@ def read_history(
     return History(lines.filter(valid()), lines, derived, *days, *counts)
 
 
-def _derived_by_day(
+def _derived_in_batches(
     lines: DataFrame, files: tuple[HistoryFile, ...], derive: Derive
 ) -> dict[str, DataFrame]:
-    """``derive`` of ``lines`` (of ``files``), a day's files at a time (``cache.batches``), each
-    table the union of the days': a derived table is per file, and what one derive holds grows
-    with its files, as in the cache's parse."""
-    days = [
+    """``derive`` of ``lines`` (of ``files``) a batch of files at a time (``cache.batches``),
+    each table the union of the batches': a derived table is per file, and what one derive
+    holds grows with its files, as in the cache's parse."""
+    parts = [
         derive(lines.filter(F.col(CHUNK).isin([f.key for f in batch])), None)
         for batch in batches(list(files))
     ]
-    if not days:
+    if not parts:
         return derive(lines, None)
-    return {name: reduce(DataFrame.unionByName, [day[name] for day in days]) for name in days[0]}
+    return {
+        name: reduce(DataFrame.unionByName, [part[name] for part in parts]) for name in parts[0]
+    }
 
 
 def _within(lines: DataFrame, since: datetime | None, until: datetime | None) -> DataFrame:

@@ -9,6 +9,8 @@ import pytest
 
 from spark.analysis import partials
 from spark.job import run_report
+from spark.reading import cache as cache_module
+from spark.reading.cache import BATCH_BYTES, BATCH_FILES, HistoryFile, batches
 from spark.reading.history import read_history
 
 from .synthetic import MiB, at, write_rounds
@@ -107,11 +109,30 @@ def test_files_first_parsed_by_a_run_with_since_give_a_later_whole_run_every_tab
     assert csvs(tmp_path / "whole") == csvs(tmp_path / "uncached")
 
 
-def test_a_cold_run_parses_a_day_at_a_time_and_a_run_stopped_half_way_keeps_the_days_it_finished(spark, tmp_path):
+def test_batches_hold_at_most_batch_files_files_and_batch_bytes_bytes_in_the_historys_order():
+    def file(date: str | None, name: str, size: int) -> HistoryFile:
+        return HistoryFile(f"/h/{date}/{name}", f"file:/h/{date}/{name}", date, f"k{date}{name}", size)
+
+    week = [file(f"2026-08-0{d}", f"hour-{h:02d}.jsonl", 1000) for d in range(1, 9) for h in range(24)]
+    found = batches(list(reversed(week)))
+    assert [len(b) for b in found] == [BATCH_FILES, 8 * 24 - BATCH_FILES] and [f for b in found for f in b] == week
+    big = BATCH_BYTES // 3 + 1
+    heavy = [file("2026-08-01", f"hour-{h:02d}.jsonl", big) for h in range(5)] + [file("2026-08-02", "huge.jsonl", 2 * BATCH_BYTES)]
+    assert [[f.path.rsplit("/", 1)[1] for f in b] for b in batches(heavy)] == [
+        ["hour-00.jsonl", "hour-01.jsonl"],
+        ["hour-02.jsonl", "hour-03.jsonl"],
+        ["hour-04.jsonl"],
+        ["huge.jsonl"],  # over BATCH_BYTES alone: a batch of its own
+    ]
+    assert batches([]) == []
+
+
+def test_a_cold_run_parses_in_batches_and_a_run_stopped_half_way_keeps_the_batches_it_finished(spark, tmp_path, monkeypatch):
     """What one parse holds grows with its files (30 days of 1,000 x 12 in one parse ran the
-    driver out of memory): each day is parsed, derived and put in the cache on its own. A run
-    stopped in the third day's parse (here its derive fails) leaves the first two days cached,
-    and the next run parses the third only."""
+    driver out of memory): the files are parsed, derived and put in the cache a batch at a time
+    (here a file, a day, each). A run stopped in the third batch's parse (here its derive fails)
+    leaves the first two days cached, and the next run parses the third only."""
+    monkeypatch.setattr(cache_module, "BATCH_FILES", 1)
     history, cache = tmp_path / "history", tmp_path / "cache"
     for day in DAYS:
         write_rounds(history, day, 5, volumes(), outage=set())
@@ -134,10 +155,11 @@ def test_a_cold_run_parses_a_day_at_a_time_and_a_run_stopped_half_way_keeps_the_
     assert csvs(tmp_path / "again") == csvs(tmp_path / "uncached")
 
 
-def test_a_run_with_since_derives_the_tables_of_the_rows_in_range_a_day_at_a_time(spark, tmp_path):
+def test_a_run_with_since_derives_the_tables_of_the_rows_in_range_in_batches(spark, tmp_path, monkeypatch):
     """With --since or --until the per-file tables are derived again from the rows in range:
-    a day's files at a time too (each table the union of the days'), equal to a run over the
-    same range without the cache."""
+    in the same batches (here a file, a day, each), each table the union of the batches', equal
+    to a run over the same range without the cache."""
+    monkeypatch.setattr(cache_module, "BATCH_FILES", 1)
     history, cache = tmp_path / "history", tmp_path / "cache"
     for day in DAYS:
         write_rounds(history, day, 5, volumes(), outage=set())
