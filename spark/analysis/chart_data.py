@@ -113,7 +113,7 @@ def combined_points(parts: DataFrame, *by: F.Column | str) -> DataFrame:
 
 
 def chart_cells(rows: DataFrame, *by: str) -> DataFrame:
-    """The cells of judged data rows (``rows``: a volume's rows, and ``by``), per volume."""
+    """The cells of the judged ones of ``rows`` (a volume's rows), per ``by`` and volume."""
     return combined_points(
         series_points(rows.filter(judged()), *by).withColumn(CELL, cell_of()).drop("time"),
         *by,

@@ -135,7 +135,7 @@ def derive(lines: DataFrame, persisted: list[DataFrame] | None = None) -> dict[s
         VOLUMES: volumes,
         SEGMENTS: segments(breach_rows, (CHUNK, HOLDS)),
         FENCED: fenced,
-        CHART: chart_cells(volume_lines.filter(F.col(HOLDS) == F.lit(DATA)), CHUNK),
+        CHART: chart_cells(volume_lines.transform(_of(DATA)), CHUNK),
     }
 
 

@@ -76,7 +76,7 @@ class HistoryFile:
     uri: str  # as Spark's ``_metadata.file_path`` names it (escaped)
     date: str | None  # YYYY-MM-DD of its date partition; None for a file outside one
     key: str  # over its place in the history, size and modification time
-    size: int = 0  # bytes
+    size: int  # bytes
 
 
 @dataclass(frozen=True)
