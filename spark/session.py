@@ -75,8 +75,9 @@ def _local_settings(master: str) -> dict[str, str]:
 
 
 def _use_this_python_in_workers() -> None:
-    """A local master's Python workers (the forecast's fit runs in them) run this Python, which
-    has the report's packages, unless PYSPARK_PYTHON names another. PySpark's default is the
+    """A local master's Python workers (the report's own queries start none; a user's settings
+    or a later query may) run this Python, which has the report's packages, unless
+    PYSPARK_PYTHON names another. PySpark's default is the
     ``python3`` first on the PATH, which need not have them: the workers then imported the
     report's modules only when started from the project's folder. (PySpark reads the variable,
     not ``spark.pyspark.python``, when the driver is this process.)"""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -33,6 +33,7 @@ FORECAST_WINDOW_SECONDS = 3600.0
 # did not reach far enough back (``partials.short_of_context``).
 CONTEXT = "context_observations"
 _OBSERVED = ("t", "usable_bytes", "total_bytes")  # an observation, as the fit reads it
+_T, _USABLE, _TOTAL = (f"_{name}" for name in _OBSERVED)  # ``fill_inputs``' arrays of them
 _TREND = T.StructType(
     [
         T.StructField("fill_rate", T.DoubleType()),
@@ -78,22 +79,14 @@ def _in_window(volumes: DataFrame, end: HistoryEnd, window_seconds: float):
     return step
 
 
-def _trend_fit(window_seconds: float):
-    """The service's estimator on one volume's observations (a Python function: the same code
-    as the live decision, not a second implementation in Spark's functions)."""
-
-    def fit(
-        times, usable, total, usable_bytes, hard_bytes
-    ):  # no hints: Spark would read them as a pandas UDF's
-        trend = replay(zip(times, usable, total, strict=True), window_seconds)
-        return (
-            trend.fill_rate,
-            trend.start,
-            trend.observations,
-            seconds_to_limit(usable_bytes, hard_bytes, trend.fill_rate),
-        )
-
-    return F.udf(fit, _TREND, useArrow=False)
+def _trend(window_seconds: float, group) -> tuple:
+    """The service's estimator on one volume's observations (in the driver: the same code as the
+    live decision, not a second implementation in Spark's functions), as _TREND's fields."""
+    trend = replay(zip(group[_T], group[_USABLE], group[_TOTAL], strict=True), window_seconds)
+    seconds = seconds_to_limit(
+        group["latest"]["usable_bytes"], group["hard_bytes"], trend.fill_rate
+    )
+    return (trend.fill_rate, trend.start, trend.observations, seconds)
 
 
 def _field(name: str) -> Callable[[Column], Column]:
@@ -101,33 +94,44 @@ def _field(name: str) -> Callable[[Column], Column]:
     return lambda element: element[name]
 
 
-def _fitted(window_seconds: float):
-    def step(rows: DataFrame) -> DataFrame:
-        latest = F.max_by(
-            F.struct("t", "usable_bytes", "total_bytes", "limit_kind", "hard_limit"), "t"
-        )
-        grouped = rows.groupBy(*VOLUME).agg(
-            F.sort_array(F.collect_list(F.struct(*_OBSERVED))).alias("observations"),
-            latest.alias("latest"),
-            F.count(F.when(F.col("t") < F.col("cut"), 1)).alias(CONTEXT),
-        )
-        last = F.col("latest")
-        hard_bytes = F.when(
-            last["limit_kind"] == "min-available-ratio", last["hard_limit"] * last["total_bytes"]
-        ).otherwise(last["hard_limit"])
-        # The observations go to the fit as three arrays of numbers (in the sorted structs'
-        # order), which Python reads several times faster than an array of rows.
-        observations = F.col("observations")
-        return grouped.withColumn("hard_bytes", hard_bytes).withColumn(
-            "trend",
-            _trend_fit(window_seconds)(
-                *[F.transform(observations, _field(name)) for name in _OBSERVED],
-                last["usable_bytes"],
-                "hard_bytes",
-            ),
-        )
+def _grouped(rows: DataFrame) -> DataFrame:
+    """A row per volume: its observations as three arrays of numbers (in time order), its latest
+    observation, the hard limit in bytes then, and how many of its observations are context."""
+    latest = F.max_by(F.struct("t", "usable_bytes", "total_bytes", "limit_kind", "hard_limit"), "t")
+    grouped = rows.groupBy(*VOLUME).agg(
+        F.sort_array(F.collect_list(F.struct(*_OBSERVED))).alias("observations"),
+        latest.alias("latest"),
+        F.count(F.when(F.col("t") < F.col("cut"), 1)).alias(CONTEXT),
+    )
+    last = F.col("latest")
+    hard_bytes = F.when(
+        last["limit_kind"] == "min-available-ratio", last["hard_limit"] * last["total_bytes"]
+    ).otherwise(last["hard_limit"])
+    # Three arrays of numbers, which Python reads several times faster than an array of rows.
+    observations = F.col("observations")
+    return grouped.select(
+        *VOLUME,
+        *[F.transform(observations, _field(name)).alias(f"_{name}") for name in _OBSERVED],
+        "latest",
+        hard_bytes.alias("hard_bytes"),
+        CONTEXT,
+    )
 
-    return step
+
+def _fitted(spark: SparkSession, inputs: DataFrame, window_seconds: float) -> DataFrame:
+    """``inputs`` (``fill_inputs``) collected, each volume's trend fitted in the driver, and
+    made a table again, with the trend a struct (_TREND) in place of the observations. The fit
+    runs in the driver, not in a Python worker: a worker's start cost a run more than the fit
+    of every volume (a few thousand numbers each)."""
+    schema = T.StructType(
+        [f for f in inputs.schema.fields if f.name not in (_T, _USABLE, _TOTAL)]
+        + [T.StructField("trend", _TREND)]
+    )
+    fitted = [
+        (*(group[f.name] for f in schema.fields[:-1]), _trend(window_seconds, group))
+        for group in inputs.collect()
+    ]
+    return spark.createDataFrame(fitted, schema)
 
 
 def _instant(seconds: Column) -> Column:
@@ -157,6 +161,21 @@ def _projection(rows: DataFrame, context: bool) -> DataFrame:
     )
 
 
+def fill_inputs(
+    rows: DataFrame, volumes: DataFrame, end: HistoryEnd, window_seconds: float
+) -> DataFrame:
+    """What the fit reads of ``rows``: a row per volume still present, with its window's
+    observations (``_grouped``). ``volumes``: ``brokers.volume_summary(rows)``, whose
+    ``last_fitted`` (the last row each volume's fit may use) places the windows, so that the
+    rows are read once here."""
+    return (
+        rows.transform(volume_rows)
+        .filter(fitted_rows())
+        .transform(_in_window(volumes, end, window_seconds))
+        .transform(_grouped)
+    )
+
+
 def fill_forecast(
     rows: DataFrame,
     volumes: DataFrame,
@@ -164,19 +183,14 @@ def fill_forecast(
     window_seconds: float = FORECAST_WINDOW_SECONDS,
     context: bool = False,
 ) -> DataFrame:
-    """``volumes``: ``brokers.volume_summary(rows)``, whose ``last_fitted`` (the last row each
-    volume's fit may use) places the windows, so that the rows are read once here. With
+    """The forecast table (``fill_inputs`` collected and fitted now, in the driver). With
     ``context``, the column CONTEXT last: whether ``rows`` reached far enough back is then
     known from the forecast itself, without a query of its own."""
-    return (
-        rows.transform(volume_rows)
-        .filter(fitted_rows())
-        .transform(_in_window(volumes, end, window_seconds))
-        .transform(_fitted(window_seconds))
-        .transform(_projected(context))
-        .transform(
-            lambda forecast: in_order(
-                forecast, F.col("seconds_to_hard_limit").asc_nulls_last(), *VOLUME
-            )
+    fitted = _fitted(
+        rows.sparkSession, fill_inputs(rows, volumes, end, window_seconds), window_seconds
+    )
+    return fitted.transform(_projected(context)).transform(
+        lambda forecast: in_order(
+            forecast, F.col("seconds_to_hard_limit").asc_nulls_last(), *VOLUME
         )
     )

@@ -11,7 +11,7 @@ import pytest
 
 from spark.analysis.brokers import volume_summary
 from spark.analysis.episodes import violation_episodes
-from spark.analysis.forecast import fill_forecast
+from spark.analysis.forecast import fill_inputs
 from spark.analysis.gaps import HistoryEnd
 from spark.reading.history import read_history
 
@@ -58,6 +58,6 @@ def test_every_row_goes_through_the_episode_sort_once_and_the_episodes_are_not_r
 def test_the_forecast_reads_the_rows_once(history):
     volumes = volume_summary(history.rows).persist()
     volumes.count()
-    plan = physical_plan(fill_forecast(history.rows, volumes, END))
+    plan = physical_plan(fill_inputs(history.rows, volumes, END, 3600.0))
     assert plan.count("FileScan parquet") == 1  # the windows' ends come from the cached volume summary
     volumes.unpersist()
