@@ -123,6 +123,17 @@ class _FileSystem:
             return []
         return sorted(self._fs.listStatus(folder), key=lambda status: status.getPath().getName())
 
+    def names(self, path: str) -> tuple[str, ...]:
+        """The names in a folder, sorted; none when it is not there. A local folder's come from the
+        operating system's listing: through the JVM gateway, each name costs round trips (the
+        cache's folders hold a name per history file and table, 720 each for 30 days)."""
+        if not self.local:
+            return tuple(status.getPath().getName() for status in self.list(path))
+        try:
+            return tuple(sorted(os.listdir(self.path(path).toUri().getPath())))
+        except (FileNotFoundError, NotADirectoryError):
+            return ()
+
     def uri(self, path: str) -> str:
         return str(self._Path(path).toUri().toString())
 
@@ -361,9 +372,9 @@ def empty(spark: SparkSession, schema: T.StructType) -> DataFrame:
 
 def _clear_staging(fs: _FileSystem, cache: str) -> None:
     """Remove the staging folders a run that was stopped left in the cache."""
-    for leftover in fs.list(cache):
-        if leftover.getPath().getName().startswith(_STAGING):
-            fs.delete(leftover.getPath().toString())
+    for leftover in fs.names(cache):
+        if leftover.startswith(_STAGING):
+            fs.delete(f"{cache}/{leftover}")
 
 
 def _code_key(lines_schema: T.StructType) -> str:
@@ -404,8 +415,7 @@ def _table_schemas(
             table: frame.schema for table, frame in derive(empty(spark, lines_schema), None).items()
         },
     }
-    for status in fs.list(cache):
-        other = status.getPath().getName()
+    for other in fs.names(cache):
         if other.startswith(_SCHEMAS):  # other code's, or this key's unreadable
             fs.delete(f"{cache}/{other}")
     text = json.dumps({table: schema.jsonValue() for table, schema in schemas.items()})
@@ -456,7 +466,7 @@ def _cached_tables(
         for status in fs.list(cache)
         if status.isDirectory() and status.getPath().getName() != _DONE
     ):
-        chunks = {status.getPath().getName() for status in fs.list(f"{cache}/{table}")}
+        chunks = set(fs.names(f"{cache}/{table}"))
         if prune:
             for gone in chunks - current:
                 fs.delete(f"{cache}/{table}/{gone}")
@@ -515,7 +525,7 @@ def read_cached(
     cache = cache.rstrip("/")
     fs = _FileSystem(spark, cache)
     fs.mkdirs(f"{cache}/{_DONE}")
-    done = {status.getPath().getName() for status in fs.list(f"{cache}/{_DONE}")}
+    done = set(fs.names(f"{cache}/{_DONE}"))
     stale = [f for f in files if f.key not in done]
     _clear_staging(fs, cache)
     schemas = _table_schemas(spark, fs, cache, derive, lines_schema)
@@ -527,5 +537,11 @@ def read_cached(
         for key in done - {f.key for f in files}:
             fs.delete(f"{cache}/{_DONE}/{key}")
     # A table no file has a row of is empty.
-    tables = {name: tables.get(name, empty(spark, schema)) for name, schema in schemas.items()}
-    return Cached(tables, tuple(files), tuple(stale))
+    return Cached(
+        {
+            name: tables[name] if name in tables else empty(spark, schema)
+            for name, schema in schemas.items()
+        },
+        tuple(files),
+        tuple(stale),
+    )
