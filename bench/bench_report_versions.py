@@ -25,15 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-_FLOOR = """
-import json, time
-started = time.perf_counter()
-from spark.session import report_session
-spark = report_session("local[2]")
-spark.range(1).count()
-spark.stop()
-print(json.dumps({"seconds": time.perf_counter() - started}))
-"""
+from bench_report_cost import _FLOOR  # Spark started, one job, stopped: the master is its argument
+
 _WARM = """
 import json, sys, time
 started = time.perf_counter()
@@ -76,7 +69,7 @@ def main() -> None:
             _run(_WARM, tree, args.history, output, cache)
         seconds: dict[str, list[float]] = {"floor": [], **{str(tree): [] for tree, _, _ in runs}}
         for turn in range(args.turns):
-            seconds["floor"].append(_run(_FLOOR, runs[-1][0])["seconds"])
+            seconds["floor"].append(_run(_FLOOR, runs[-1][0], "local[2]")["seconds"])
             print(f"turn {turn + 1}: floor {seconds['floor'][-1]:.1f} s", flush=True)
             for tree, cache, output in runs:
                 warm = _run(_WARM, tree, args.history, output, cache)

@@ -111,7 +111,10 @@ def _grouped(rows: DataFrame) -> DataFrame:
     observations = F.col("observations")
     return grouped.select(
         *VOLUME,
-        *[F.transform(observations, _field(name)).alias(f"_{name}") for name in _OBSERVED],
+        *[
+            F.transform(observations, _field(name)).alias(array)
+            for name, array in zip(_OBSERVED, (_T, _USABLE, _TOTAL), strict=True)
+        ],
         "latest",
         hard_bytes.alias("hard_bytes"),
         CONTEXT,
