@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from pyspark import inheritable_thread_target
@@ -32,9 +33,10 @@ from spark.analysis.states import (
 )
 from spark.output import ReportOutput
 from spark.page.html_report import render_page
-from spark.reading.cache import check_folders, lock, make_folder
+from spark.reading.cache import HistoryFile, check_folders, history_files, lock, make_folder
 from spark.reading.frames import kept, release
 from spark.reading.history import read_history
+from spark.reading.reuse import copy_kept_tables, keep_report, kept_report, report_key
 from spark.reading.topic import TopicInput, copy_topic
 from spark.report import PAGE_ROWS, Report
 
@@ -186,6 +188,49 @@ def _plain_execution(spark: SparkSession) -> str | None:
     return before
 
 
+def _options(
+    since: datetime | None,
+    until: datetime | None,
+    max_gap_seconds: float | None,
+    forecast_window_seconds: float,
+    limit_sets: Sequence[LimitSet],
+) -> list[str]:
+    """The options that decide a report's tables, as text (``reuse.report_key``)."""
+    return [
+        f"since {since.isoformat() if since else '-'}",
+        f"until {until.isoformat() if until else '-'}",
+        f"max gap {max_gap_seconds!r}",
+        f"forecast window {forecast_window_seconds!r}",
+        *[f"limits {limit_set!r}" for limit_set in limit_sets],
+    ]
+
+
+def _reused(
+    spark: SparkSession,
+    kept_one: Report,
+    cache: str,
+    key: str,
+    output: ReportOutput,
+    location: str,
+    files: list[HistoryFile],
+) -> Report:
+    """The report kept in the cache under ``key``, its tables copied into ``output`` and its page
+    written there, as a run over ``files`` at ``location``."""
+    names = list(kept_one.table_sizes)
+    copy_kept_tables(spark, cache, key, names, output.directory)
+    output.remove_tables([name for name in (*TABLES, *BACKTEST_TABLES) if name not in names])
+    report = replace(
+        kept_one,
+        input=location,
+        output=output.directory,
+        parsed_days=(),
+        reused_days=tuple(sorted({f.date for f in files if f.date is not None})),
+        seconds={},
+    )
+    output.write_text("report.html", render_page(report))
+    return report
+
+
 def run_report(
     spark: SparkSession,
     input_path: str | TopicInput,
@@ -200,7 +245,9 @@ def run_report(
 ) -> Report:
     """The report of the history at ``input_path`` (a folder or file, or a topic), written to
     ``output_path``. With ``cache`` (a folder), each day of the history is parsed once and kept
-    there (``reading.cache``); a topic's records are copied into the output and read from there."""
+    there (``reading.cache``), and so is the last report: a run over the same files with the same
+    options hands it back (``reading.reuse``). A topic's records are copied into the output and
+    read from there."""
     started = time.perf_counter()
     step_started = started
 
@@ -239,8 +286,24 @@ def run_report(
         if topic is not None:
             history_path = output.path(TOPIC_COPY)
             copy_topic(spark, topic, history_path, since, until)
+        listed = history_files(spark, history_path, since, until)
+        key = None
+        if cache is not None:
+            key = report_key(
+                listed,
+                _options(since, until, max_gap_seconds, forecast_window_seconds, limit_sets),
+            )
+            kept_one = kept_report(spark, cache, key)
+            if kept_one is not None:
+                report = _reused(spark, kept_one, cache, key, output, location, listed)
+                report.seconds["total"] = time.perf_counter() - started
+                progress(
+                    f"the history's {len(listed):,} files, the options and the code are those of the "
+                    f"last report from the cache: its tables and page reused ({report.seconds['total']:.1f} s)"
+                )
+                return report
         history = read_history(
-            spark, history_path, output.path(PARSED), since, until, cache, partials.derive
+            spark, history_path, output.path(PARSED), since, until, cache, partials.derive, listed
         )
         adaptive = _plain_execution(spark)
         if cache is not None:
@@ -411,6 +474,9 @@ def run_report(
         )  # an earlier run's, in the same output
         output.write_text("report.html", render_page(report))
         done("html", f"wrote {output.path('report.html')}")
+        if key is not None and cache is not None:
+            keep_report(spark, cache, key, report, output.directory)
+            done("kept", f"kept the report in {cache} for a run over the same files")
         report.seconds["total"] = time.perf_counter() - started
     finally:
         if adaptive is not None:

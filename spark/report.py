@@ -4,7 +4,9 @@ page (which draws it) both import it and neither imports the other."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import date
 
 # Rows of each table shown on the HTML page (the files hold them all).
 PAGE_ROWS = 200
@@ -80,3 +82,43 @@ class Report:
     )  # "unreadable" or "<field>: <problem>", most first
     parsed_days: tuple[str, ...] = ()  # with a cache: the days parsed in this run
     reused_days: tuple[str, ...] = ()  # and those read from the cache
+
+
+# A Report as JSON, for the cache to keep (``reading.reuse``): the dates of the tables' rows
+# (days) tagged, so that they come back as dates.
+_DATE = "$date"
+
+
+def report_json(report: Report) -> str:
+    def tagged(value: object) -> object:
+        if isinstance(value, date):
+            return {_DATE: value.isoformat()}
+        raise TypeError(f"{type(value).__name__} is not kept in a report's JSON")
+
+    return json.dumps(asdict(report), default=tagged)
+
+
+def report_from_json(text: str) -> Report:
+    """The Report ``report_json`` wrote."""
+
+    def untagged(value: dict) -> object:
+        return date.fromisoformat(value[_DATE]) if set(value) == {_DATE} else value
+
+    fields = json.loads(text, object_hook=untagged)
+    steps = lambda levels: [tuple(step) for step in levels]  # noqa: E731
+    fields["series"] = [
+        VolumeSeries(
+            **{
+                **series,
+                "hard": steps(series["hard"]),
+                "soft": steps(series["soft"]),
+                "points": steps(series["points"]),
+                "projected": tuple(series["projected"]) if series["projected"] else None,
+            }
+        )
+        for series in fields["series"]
+    ]
+    fields["timeline"] = [StateBucket(**bucket) for bucket in fields["timeline"]]
+    for name in ("parsed_days", "reused_days"):
+        fields[name] = tuple(fields[name])
+    return Report(**fields)

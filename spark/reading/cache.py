@@ -49,6 +49,7 @@ CACHE_VERSION = "9"
 CHUNK = "chunk"  # the column naming the file a row came from (its key)
 LINES = "lines"
 _DONE = "done"
+REPORTS = "reports"  # the last report made from the cache (``reading.reuse``)
 _LOCK = "lock"
 _STAGING = "staging-"
 _SCHEMAS = "schemas-"
@@ -99,7 +100,7 @@ class Cached:
         return tuple(sorted({f.date for f in self.files if f.date is not None} - parsed))
 
 
-class _FileSystem:
+class FileSystem:
     """Hadoop's FileSystem, the one Spark reads and writes with: the history and the cache may
     be local folders or shared storage (hdfs://, s3a://, ...) alike."""
 
@@ -110,7 +111,9 @@ class _FileSystem:
         if jvm is None or jsc is None:
             raise RuntimeError("the Spark session has stopped")
         self._Path = jvm.org.apache.hadoop.fs.Path
-        self._fs = self._Path(path).getFileSystem(jsc.hadoopConfiguration())
+        self._jvm = jvm
+        self._conf = jsc.hadoopConfiguration()
+        self._fs = self._Path(path).getFileSystem(self._conf)
         self.local = self._fs.getUri().getScheme() == "file"
 
     def path(self, path: str):
@@ -153,6 +156,37 @@ class _FileSystem:
     def delete(self, path: str) -> None:
         self._fs.delete(self.path(path), True)
 
+    def copy(self, source: str, target: str) -> None:
+        """Copy a file or a folder (with what it holds) to ``target`` (on this store or another),
+        replacing what is there."""
+        to = self._Path(target).getFileSystem(self._conf)
+        where = to.makeQualified(self._Path(target))
+        to.delete(where, True)
+        copied = self._jvm.org.apache.hadoop.fs.FileUtil.copy(
+            self._fs, self.path(source), to, where, False, self._conf
+        )
+        if not copied:
+            raise OSError(f"could not copy {source} to {target}")
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Write a file holding ``data`` (replacing one that is there)."""
+        stream = self._fs.create(self.path(path), True)
+        try:
+            stream.write(bytearray(data))
+        finally:
+            stream.close()
+
+    def read_bytes(self, path: str) -> bytes | None:
+        """What a file holds; None when it is not there."""
+        try:
+            stream = self._fs.open(self.path(path))
+        except Py4JJavaError:
+            return None
+        try:
+            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+        finally:
+            stream.close()
+
     def touch(self, path: str) -> None:
         self._fs.create(self.path(path), True).close()
 
@@ -194,7 +228,7 @@ class _FileSystem:
 def make_folder(spark: SparkSession, path: str, what: str) -> None:
     """Make sure ``path`` is a folder the report can write in (made when missing), or raise
     UnusablePath naming ``what`` it is for."""
-    fs = _FileSystem(spark, path)
+    fs = FileSystem(spark, path)
     status = fs.status(path)
     if status is not None and not status.isDirectory():
         raise UnusablePath(f"{what} {path} is a file, not a folder")
@@ -232,7 +266,7 @@ def lock(spark: SparkSession, folder: str, what: str) -> Callable[[], None]:
     raise UnusablePath when another run holds it: a second run would delete the first one's
     staged files, or the cached files it is still reading. A lock left by a run on this machine
     whose process has ended is taken over. Returns the release."""
-    fs = _FileSystem(spark, folder)
+    fs = FileSystem(spark, folder)
     path = f"{folder.rstrip('/')}/{_LOCK}"
     owner = (
         f"{socket.gethostname()} {os.getpid()} {datetime.now(UTC).isoformat(timespec='seconds')}"
@@ -255,7 +289,7 @@ def check_folders(spark: SparkSession, history: str, output: str, cache: str | N
     """The output and the cache are folders of their own: in the history's folder their files
     would be read as history files by the next run, and a cache in the output's folder would
     take the report's tables for files gone from the history."""
-    fs = _FileSystem(spark, history)
+    fs = FileSystem(spark, history)
     if fs.same(history, output):
         raise UnusablePath(
             f"the output {output} is the history's folder: give the report a folder of its own"
@@ -277,7 +311,7 @@ def _in_range(date: str, since: datetime | None, until: datetime | None) -> bool
     )
 
 
-def _modified(fs: _FileSystem, status) -> int:
+def _modified(fs: FileSystem, status) -> int:
     """The file's modification time: to the nanosecond on a local disk, else as the store keeps it."""
     if fs.local:
         return os.stat(status.getPath().toUri().getPath()).st_mtime_ns
@@ -289,7 +323,7 @@ def history_files(
 ) -> list[HistoryFile]:
     """The files of the history at ``path`` (one file, or a folder of files and of
     date=YYYY-MM-DD partitions), in order; only the partitions within [since, until] by day."""
-    fs = _FileSystem(spark, path)
+    fs = FileSystem(spark, path)
     found: list[tuple[Any, str, str | None]] = []  # Hadoop's FileStatus, through the JVM gateway
     top = fs.status(path)
     if top is None:
@@ -353,7 +387,7 @@ def _parse_into(
     parsed = parsed.withColumn(CHUNK, F.coalesce(F.col(CHUNK), unknown)).drop(_FILE_PATH)
     spark.sparkContext.setJobDescription(f"parse {len(stale)} history files")
     parsed.write.partitionBy(CHUNK).parquet(f"{staging}/{LINES}")
-    if not _FileSystem(spark, staging).exists(f"{staging}/{LINES}"):
+    if not FileSystem(spark, staging).exists(f"{staging}/{LINES}"):
         return
     persisted: list[DataFrame] = []
     try:
@@ -370,18 +404,23 @@ def empty(spark: SparkSession, schema: T.StructType) -> DataFrame:
     return spark.createDataFrame([], schema)
 
 
-def _clear_staging(fs: _FileSystem, cache: str) -> None:
+def staging_folder(cache: str) -> str:
+    """A new folder's path in the cache to stage files in before they are moved to their place
+    (a run stopped half-way leaves it, and the next run removes it)."""
+    return f"{cache}/{_STAGING}{uuid.uuid4().hex}"
+
+
+def _clear_staging(fs: FileSystem, cache: str) -> None:
     """Remove the staging folders a run that was stopped left in the cache."""
     for leftover in fs.names(cache):
         if leftover.startswith(_STAGING):
             fs.delete(f"{cache}/{leftover}")
 
 
-def _code_key(lines_schema: T.StructType) -> str:
-    """A key over what decides the derived tables' schemas: the cache's version, the lines'
-    schema and the source of the report's code (this package's and the history format's)."""
-    digest = hashlib.sha256(f"{CACHE_VERSION}\n{lines_schema.json()}".encode())
-    for package in ("spark", "app.history"):
+def source_digest(packages: tuple[str, ...], *texts: str) -> str:
+    """A key over ``texts`` and the source of the ``packages`` (every ``.py`` file under each)."""
+    digest = hashlib.sha256("\n".join(texts).encode())
+    for package in packages:
         folder = Path(importlib.import_module(package).__file__ or "").parent
         for source in sorted(folder.rglob("*.py")):
             digest.update(source.relative_to(folder).as_posix().encode() + b"\0")
@@ -389,9 +428,15 @@ def _code_key(lines_schema: T.StructType) -> str:
     return digest.hexdigest()[:32]
 
 
+def _code_key(lines_schema: T.StructType) -> str:
+    """A key over what decides the derived tables' schemas: the cache's version, the lines'
+    schema and the source of the report's code (this package's and the history format's)."""
+    return source_digest(("spark", "app.history"), CACHE_VERSION, lines_schema.json())
+
+
 def _table_schemas(
     spark: SparkSession,
-    fs: _FileSystem,
+    fs: FileSystem,
     cache: str,
     derive: Derive,
     lines_schema: T.StructType,
@@ -426,7 +471,7 @@ def _table_schemas(
 
 def _cache_stale(
     spark: SparkSession,
-    fs: _FileSystem,
+    fs: FileSystem,
     cache: str,
     stale: list[HistoryFile],
     parse: Parse,
@@ -436,23 +481,23 @@ def _cache_stale(
 ) -> None:
     """Parse the ``stale`` files and move each of their ``tables`` into the cache (a table a
     file has no row of leaves the cache), then mark each file done."""
-    staging = f"{cache}/{_STAGING}{uuid.uuid4().hex}"
-    _parse_into(spark, staging, stale, parse, derive, lines_schema)
+    staged = staging_folder(cache)
+    _parse_into(spark, staged, stale, parse, derive, lines_schema)
     for name in tables:
         for f in stale:
-            written = _chunk_dir(staging, name, f.key)
+            written = _chunk_dir(staged, name, f.key)
             if fs.exists(written):
                 fs.move(written, _chunk_dir(cache, name, f.key))
             else:
                 fs.delete(_chunk_dir(cache, name, f.key))
     for f in stale:
         fs.touch(f"{cache}/{_DONE}/{f.key}")
-    fs.delete(staging)
+    fs.delete(staged)
 
 
 def _cached_tables(
     spark: SparkSession,
-    fs: _FileSystem,
+    fs: FileSystem,
     cache: str,
     files: list[HistoryFile],
     schemas: dict[str, T.StructType],
@@ -464,7 +509,7 @@ def _cached_tables(
     for table in (
         status.getPath().getName()
         for status in fs.list(cache)
-        if status.isDirectory() and status.getPath().getName() != _DONE
+        if status.isDirectory() and status.getPath().getName() not in (_DONE, REPORTS)
     ):
         chunks = set(fs.names(f"{cache}/{table}"))
         if prune:
@@ -523,7 +568,7 @@ def read_cached(
     ``lines_schema``: what ``parse`` gives, with CHUNK. ``prune``: ``files`` is the whole
     history, so files no longer in it leave the cache."""
     cache = cache.rstrip("/")
-    fs = _FileSystem(spark, cache)
+    fs = FileSystem(spark, cache)
     fs.mkdirs(f"{cache}/{_DONE}")
     done = set(fs.names(f"{cache}/{_DONE}"))
     stale = [f for f in files if f.key not in done]

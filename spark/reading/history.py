@@ -397,6 +397,7 @@ def read_history(
     until: datetime | None = None,
     cache: str | None = None,
     derive: Derive | None = None,
+    files: list[HistoryFile] | None = None,
 ) -> History:
     """Read ``path`` (the history: a folder of date=YYYY-MM-DD partitions or of JSON lines
     files, or one file).
@@ -410,9 +411,11 @@ def read_history(
 
     Only the rows with ``since <= time < until`` are kept; the date partitions outside that
     range are not read at all. With either bound, the derived tables are made again from the
-    rows kept (a file's cached tables hold all its rows)."""
+    rows kept (a file's cached tables hold all its rows). ``files``: ``history_files`` of
+    ``path``, ``since`` and ``until``, where the caller has listed them already."""
     derive = derive or (lambda lines, persisted: {})
-    files = history_files(spark, path, since, until)
+    if files is None:
+        files = history_files(spark, path, since, until)
     whole = since is None and until is None
     schema = T.StructType([*LINES_SCHEMA.fields, T.StructField(CHUNK, T.StringType())])
     parse = lambda paths, scratch: parse_lines(spark, paths, scratch)  # noqa: E731

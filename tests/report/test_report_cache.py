@@ -3,6 +3,8 @@ files change, and a report from the cache is the report from the files, to the b
 
 from __future__ import annotations
 
+import os
+import uuid
 from pathlib import Path
 
 import pytest
@@ -212,7 +214,7 @@ def test_the_tables_schemas_are_kept_in_the_cache_and_worked_out_again_when_unre
     from pyspark.sql import types as T
 
     from spark.analysis import partials
-    from spark.reading.cache import CHUNK, _FileSystem, _table_schemas, empty
+    from spark.reading.cache import CHUNK, FileSystem, _table_schemas, empty
     from spark.reading.history import LINES_SCHEMA
 
     lines = T.StructType([*LINES_SCHEMA.fields, T.StructField(CHUNK, T.StringType())])
@@ -220,7 +222,7 @@ def test_the_tables_schemas_are_kept_in_the_cache_and_worked_out_again_when_unre
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "schemas-0123.json").write_text("{}")  # an earlier version's
-    fs = _FileSystem(spark, str(cache))
+    fs = FileSystem(spark, str(cache))
     assert _table_schemas(spark, fs, str(cache), partials.derive, lines) == expected
     kept = list(cache.glob("schemas-*.json"))
     assert [p.name for p in kept] != ["schemas-0123.json"] and len(kept) == 1
@@ -232,3 +234,99 @@ def test_the_tables_schemas_are_kept_in_the_cache_and_worked_out_again_when_unre
     kept[0].write_bytes(kept[0].read_bytes()[:40])  # a file cut short
     assert _table_schemas(spark, fs, str(cache), partials.derive, lines) == expected
     assert _table_schemas(spark, fs, str(cache), derive_never, lines) == expected
+
+
+def _jobs(spark, run):
+    """What ``run()`` gives, and the Spark jobs it ran."""
+    context, group = spark.sparkContext, f"counted-{uuid.uuid4().hex}"
+    context.setJobGroup(group, "the jobs of one call")
+    try:
+        result = run()
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    return result, len(context.statusTracker().getJobIdsForGroup(group))
+
+
+def _shown(report):
+    """What the page and the terminal show of a report, beside where it ran and for how long."""
+    return {name: value for name, value in vars(report).items() if name not in ("output", "seconds", "parsed_days", "reused_days")}
+
+
+def _parquet(spark, output: Path, names) -> dict[str, list]:
+    return {name: sorted(map(tuple, spark.read.parquet(str(output / "parquet" / name)).collect()), key=repr) for name in names}
+
+
+def test_a_run_over_the_files_of_the_last_report_hands_it_back_without_a_spark_job(spark, tmp_path):
+    """The cache keeps the last report made from it: a run over the same files with the same
+    options (here a --limits set too) copies its tables and writes its page, with no Spark job,
+    and they equal the ones computed, byte for byte; so does what the run hands back."""
+    from app.decision.policy import LimitKind, StoragePolicy
+    from spark.analysis.backtest import LimitSet
+
+    history, cache = tmp_path / "history", tmp_path / "cache"
+    for day in DAYS[:2]:
+        write_rounds(history, day, 20, volumes(), outage=set())
+    tighter = [LimitSet("tighter", StoragePolicy(LimitKind.MIN_AVAILABLE_RATIO, 0.2, 0.4))]
+    first, computed = _jobs(spark, lambda: run_report(spark, str(history), str(tmp_path / "first"), cache=str(cache), limit_sets=tighter))
+    again, reused = _jobs(spark, lambda: run_report(spark, str(history), str(tmp_path / "again"), cache=str(cache), limit_sets=tighter))
+    assert computed > 10 and reused == 0
+    names = list(first.table_sizes)
+    assert "backtest" in names and len(names) > len(TABLES)
+    for name in names:
+        assert (tmp_path / "again" / f"{name}.csv").read_bytes() == (tmp_path / "first" / f"{name}.csv").read_bytes()
+    assert _parquet(spark, tmp_path / "again", names) == _parquet(spark, tmp_path / "first", names)
+    assert (tmp_path / "again" / "report.html").read_bytes() == (tmp_path / "first" / "report.html").read_bytes()
+    assert _shown(again) == _shown(first) and again.output == str(tmp_path / "again")
+    assert again.parsed_days == () and again.reused_days == ("2026-08-01", "2026-08-02")
+    # Without the limits the tables differ: made again, and the backtest's leave the output.
+    plain, jobs = _jobs(spark, lambda: run_report(spark, str(history), str(tmp_path / "again"), cache=str(cache)))
+    assert jobs > 0 and set(plain.table_sizes) == set(TABLES)
+    assert not (tmp_path / "again" / "backtest.csv").exists()
+    assert len(list((cache / "reports").iterdir())) == 1  # the last report only
+
+
+def test_a_changed_file_another_option_or_an_unreadable_kept_report_makes_the_report_again(spark, tmp_path):
+    history, cache = tmp_path / "history", tmp_path / "cache"
+    for day in DAYS[:2]:
+        write_rounds(history, day, 20, volumes(), outage=set())
+    options: dict = {}
+
+    def report(name: str, compare: bool = False) -> tuple:
+        result, jobs = _jobs(spark, lambda: run_report(spark, str(history), str(tmp_path / name), cache=str(cache), **options))
+        if compare:  # equal to the report made without the cache
+            uncached = run_report(spark, str(history), str(tmp_path / f"{name}-uncached"), **options)
+            assert csvs(tmp_path / name) == csvs(tmp_path / f"{name}-uncached") and _shown(result) == _shown(uncached)
+        return result, jobs
+
+    assert report("first")[1] > 0
+    for option, value in (("max_gap_seconds", 45.0), ("forecast_window_seconds", 1800.0), ("since", DAYS[0].replace(minute=5))):
+        options[option] = value
+        assert report(option)[1] > 0, option
+    assert report("again")[1] == 0
+    (last,) = history.glob("date=2026-08-02/*")
+    os.utime(last, ns=(last.stat().st_atime_ns, last.stat().st_mtime_ns + 1))  # the same bytes, touched
+    touched, jobs = report("touched", compare=True)
+    assert jobs > 0 and touched.parsed_days == ("2026-08-02",)
+    (kept,) = (cache / "reports").glob("*/report.json")
+    kept.write_bytes(kept.read_bytes()[:100])  # cut short
+    assert report("cut", compare=True)[1] > 0
+    assert report("after-cut")[1] == 0
+
+
+def test_a_report_kept_as_json_comes_back_as_it_was():
+    from datetime import date
+
+    from spark.report import Report, StateBucket, VolumeSeries, report_from_json, report_json
+
+    report = Report("in", "out", 10, 1, 1.5, 99.25, None, 3600.0, volumes=2, episode_counts={"hard": 1, "soft": 0, "ongoing": 1})
+    report.tables = {"time_in_states": [{"day": date(2026, 8, 1), "throttle_seconds": 0.1}], "episodes": [{"start": "2026-08-01 10:00:00Z", "ongoing": True, "peak": None}]}
+    report.table_sizes = {"time_in_states": 1, "episodes": 1}
+    report.series = [
+        VolumeSeries(1, "/data/a", 100, [(1.5, 10.0), (50.0, None)], [], [(1.5, 90), (99.25, 5)], (120.0, 10.0)),
+        VolumeSeries(2, "/data/b", 100, [(1.5, 10.0)], [(1.5, 20.0)], [(1.5, 50)], None),
+    ]
+    report.timeline = [StateBucket(1.5, 60.0, "THROTTLE", True, 3)]
+    report.skipped_by_reason = {"unreadable": 1}
+    report.reused_days = ("2026-08-01",)
+    report.seconds = {"total": 2.5}
+    assert report_from_json(report_json(report)) == report
