@@ -56,6 +56,7 @@ def main() -> None:
     parser.add_argument("--history", required=True)
     parser.add_argument("--cache", required=True, help="a full cache of the history (a cold run's --cache), copied per tree")
     parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--made-again", action="store_true", help="remove the cache's kept report before each run: every table computed from the cached shares")
     parser.add_argument("trees", nargs="+", type=Path, help="source trees, the first the baseline")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-report-versions-", dir=Path(args.cache).parent) as work:
@@ -72,6 +73,8 @@ def main() -> None:
             seconds["floor"].append(_run(_FLOOR, runs[-1][0], "local[2]")["seconds"])
             print(f"turn {turn + 1}: floor {seconds['floor'][-1]:.1f} s", flush=True)
             for tree, cache, output in runs:
+                if args.made_again:
+                    shutil.rmtree(cache / "reports", ignore_errors=True)
                 warm = _run(_WARM, tree, args.history, output, cache)
                 seconds[str(tree)].append(warm["seconds"])
                 print(f"  {tree}: {warm['seconds']:.1f} s, {warm['jobs']} jobs, {warm['steps']}", flush=True)

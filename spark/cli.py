@@ -84,7 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--cache",
         metavar="DIR",
-        help="keep each file of the history parsed in DIR, with what the report derives from it, and parse a file again only when it changes (a local or HDFS path)",
+        help="keep each file of the history parsed in DIR, with what the report derives from it, and parse a file again only when it changes; "
+        "the last report is kept there too, and a run over the same files with the same options copies it (a local or HDFS path)",
     )
     parser.add_argument(
         "--max-gap",
