@@ -52,14 +52,22 @@ def _copy_tables(fs: FileSystem, source: str, target: str, names: Sequence[str])
 
 
 def kept_report(spark: SparkSession, cache: str, key: str) -> Report | None:
-    """The report kept under ``key``; None when the cache holds none (or one it cannot read)."""
-    text = FileSystem(spark, cache).read_bytes(f"{_folder(cache, key)}/{_JSON}")
+    """The report kept under ``key``; None when the cache holds none, or one it cannot read or
+    whose tables are not all there (files removed by hand)."""
+    fs = FileSystem(spark, cache)
+    folder = _folder(cache, key)
+    text = fs.read_bytes(f"{folder}/{_JSON}")
     if text is None:
         return None
     try:
-        return report_from_json(text.decode())
+        report = report_from_json(text.decode())
     except (ValueError, KeyError, TypeError):
         return None
+    complete = all(
+        fs.exists(f"{folder}/parquet/{name}") and fs.exists(f"{folder}/{name}.csv")
+        for name in report.table_sizes
+    )
+    return report if complete else None
 
 
 def copy_kept_tables(

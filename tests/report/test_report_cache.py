@@ -311,6 +311,10 @@ def test_a_changed_file_another_option_or_an_unreadable_kept_report_makes_the_re
     kept.write_bytes(kept.read_bytes()[:100])  # cut short
     assert report("cut", compare=True)[1] > 0
     assert report("after-cut")[1] == 0
+    (kept_csv,) = (cache / "reports").glob("*/brokers.csv")
+    kept_csv.unlink()  # a table of the kept report removed by hand
+    assert report("table-removed", compare=True)[1] > 0
+    assert report("after-removed")[1] == 0
 
 
 def test_a_report_kept_as_json_comes_back_as_it_was():
