@@ -303,7 +303,15 @@ def run_report(
                 )
                 return report
         history = read_history(
-            spark, history_path, output.path(PARSED), since, until, cache, partials.derive, listed
+            spark,
+            history_path,
+            output.path(PARSED),
+            since,
+            until,
+            cache,
+            partials.derive,
+            listed,
+            partials.PACKING,
         )
         adaptive = _plain_execution(spark)
         if cache is not None:
@@ -339,6 +347,16 @@ def run_report(
             "read",
             f"read {read.rows:,} rows, skipped {read.skipped_lines:,} lines{_reasons(report.skipped_by_reason)}",
         )
+        # The closed days' packs stand for their files' shares where that is exact: without a
+        # --max-gap, and when no two files' times interleave, nor two days' (``partials.PACKING``).
+        if (
+            history.packed is not None
+            and history.units is not None
+            and max_gap_seconds is None
+            and not files.interleave
+            and not partials.units_interleave(files.spans, history.units)
+        ):
+            derived = {**derived, **history.packed}
         # The metadata log volumes' rows give episodes of their own; every other table is the
         # data volumes'. The episodes and the per-volume summary come from each file's share
         # (``partials``); the forecast, the charts and the backtest read the rows they need.

@@ -49,7 +49,7 @@ from spark.analysis.episodes import (
 from spark.analysis.forecast import CONTEXT, fitted_rows, observed_seconds
 from spark.analysis.gaps import HistoryEnd, gap_limit, still_present
 from spark.analysis.states import blames, decisions
-from spark.reading.cache import CHUNK
+from spark.reading.cache import CHUNK, PACK, Pack
 from spark.reading.frames import kept
 from spark.reading.history import SKIP_REASON, LineCounts, epoch_seconds, most_first, valid
 
@@ -137,6 +137,47 @@ def derive(lines: DataFrame, persisted: list[DataFrame] | None = None) -> dict[s
         FENCED: fenced,
         CHART: chart_cells(volume_lines.transform(_of(DATA)), CHUNK),
     }
+
+
+def _packed(tables: dict[str, DataFrame]) -> dict[str, DataFrame]:
+    """The volume summaries and the segments of a day's files (with PACK) as one share each:
+    - ``volumes``: rolled up per volume (CHUNK named after the pack). Exact for every use when
+      no two files' times interleave (the files' shares then only add up: ``_ROLL_UP``);
+    - ``segments``: of each volume, those in breach of either limit (ramping or breaching, the
+      widest), the segment before and after each of them, and the day's first and last. An
+      episode is made of the segments in breach and looks at the segment before and after each
+      (``episodes._with_neighbours``): when the days' times do not interleave, these are the
+      same segments as among every file's, and no other segment of the day is one of them. A
+      --max-gap may count a gap inside a segment left out (``episode_segments``): such a run
+      reads the files' own shares."""
+    volumes = _rolled_up(tables[VOLUMES], PACK, HOLDS, *VOLUME).withColumn(CHUNK, F.col(PACK))
+    in_order = Window.partitionBy(PACK, HOLDS, *VOLUME).orderBy("time_first")
+    breach = F.col("volume_status").isin("ramping", "breaching")
+    near = (
+        breach
+        | F.coalesce(F.lag(breach).over(in_order), F.lit(True))  # after a breach, or the first
+        | F.coalesce(F.lead(breach).over(in_order), F.lit(True))  # before one, or the last
+    )
+    segments = tables[SEGMENTS].withColumn("_near", near).filter(F.col("_near")).drop("_near")
+    return {VOLUMES: volumes, SEGMENTS: segments}
+
+
+# The tables packed per closed day in the cache (``reading.cache.Pack``).
+PACKING = Pack((VOLUMES, SEGMENTS), _packed)
+
+
+def units_interleave(spans: dict[str, tuple[int, int]], units: dict[str, str]) -> bool:
+    """Whether the times of two units interleave: a unit is a pack (``units``: each packed
+    file's pack, by CHUNK) or a file in none, its span from the first valid line of its files to
+    the last (``FileLines.spans``)."""
+    joined: dict[str, tuple[int, int]] = {}
+    for chunk, (first, last) in spans.items():
+        unit = units.get(chunk, chunk)
+        before = joined.get(unit)
+        joined[unit] = (
+            (first, last) if before is None else (min(before[0], first), max(before[1], last))
+        )
+    return _overlap(joined.values())
 
 
 def round_decisions(derived: dict[str, DataFrame]) -> DataFrame:
@@ -330,12 +371,18 @@ class FileLines:
         last of one that starts before it): then a volume's rows in them may, and else none
         can (a volume's rows in a file lie within the file's span). The files the service
         writes never do: one per hour, in time order."""
-        reached = None
-        for first, last in sorted(self.spans.values()):
-            if reached is not None and first <= reached:
-                return True
-            reached = last if reached is None else max(reached, last)
-        return False
+        return _overlap(self.spans.values())
+
+
+def _overlap(spans) -> bool:
+    """Whether two of the ``spans`` ((first, last) pairs) interleave: one's first at or before
+    the last of one that starts before it."""
+    reached = None
+    for first, last in sorted(spans):
+        if reached is not None and first <= reached:
+            return True
+        reached = last if reached is None else max(reached, last)
+    return False
 
 
 def file_lines(derived: dict[str, DataFrame]) -> FileLines:

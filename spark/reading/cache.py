@@ -50,6 +50,8 @@ CHUNK = "chunk"  # the column naming the file a row came from (its key)
 LINES = "lines"
 _DONE = "done"
 REPORTS = "reports"  # the last report made from the cache (``reading.reuse``)
+PACKS = "packs"  # a closed day's files' shares of some tables as one (``Pack``)
+PACK = "pack"  # the column (and folder) naming a pack
 _LOCK = "lock"
 _STAGING = "staging-"
 _SCHEMAS = "schemas-"
@@ -64,6 +66,17 @@ Parse = Callable[[list[str], str], DataFrame]
 # frames it persists to make them go to the list given, for the caller to unpersist (none are
 # persisted without a list).
 Derive = Callable[[DataFrame, list[DataFrame] | None], dict[str, DataFrame]]
+
+
+@dataclass(frozen=True)
+class Pack:
+    """Some derived ``tables`` of a closed day's files as one share: ``make`` takes each of them
+    over the files of some days, with PACK (the day's pack), and gives them per PACK, fewer rows
+    standing for the same (what makes them exact, and when, is the caller's:
+    ``analysis.partials.PACKING``)."""
+
+    tables: tuple[str, ...]
+    make: Callable[[dict[str, DataFrame]], dict[str, DataFrame]]
 
 
 class UnusablePath(Exception):
@@ -87,6 +100,10 @@ class Cached:
     ]  # LINES and each derived table, over every file, with CHUNK (empty when none has rows)
     files: tuple[HistoryFile, ...]
     parsed: tuple[HistoryFile, ...]  # the files parsed in this run (new or changed)
+    # The tables a ``Pack`` makes, each day packed as one share and the other files' per file;
+    # None when the run packs nothing (no ``Pack``, or a part of the history only).
+    packed: dict[str, DataFrame] | None = None
+    units: dict[str, str] | None = None  # each packed file's pack, by its key (CHUNK)
 
     @property
     def parsed_days(self) -> tuple[str, ...]:
@@ -509,7 +526,7 @@ def _cached_tables(
     for table in (
         status.getPath().getName()
         for status in fs.list(cache)
-        if status.isDirectory() and status.getPath().getName() not in (_DONE, REPORTS)
+        if status.isDirectory() and status.getPath().getName() not in (_DONE, REPORTS, PACKS)
     ):
         chunks = set(fs.names(f"{cache}/{table}"))
         if prune:
@@ -561,12 +578,15 @@ def read_cached(
     derive: Derive,
     lines_schema: T.StructType,
     prune: bool = True,
+    pack: Pack | None = None,
 ) -> Cached:
     """The history's ``files`` from the cache at ``cache``: the files not in it (or changed)
     are parsed first, in batches (``batches``), by ``parse``, and their tables derived by
     ``derive`` (always all of them: a file is in the cache with every table or not at all).
     ``lines_schema``: what ``parse`` gives, with CHUNK. ``prune``: ``files`` is the whole
-    history, so files no longer in it leave the cache."""
+    history, so files no longer in it leave the cache. ``pack`` (with ``prune``): the tables it
+    makes are also given with each closed day's files as one share (``Cached.packed``), kept in
+    ``DIR/packs/``."""
     cache = cache.rstrip("/")
     fs = FileSystem(spark, cache)
     fs.mkdirs(f"{cache}/{_DONE}")
@@ -582,11 +602,99 @@ def read_cached(
         for key in done - {f.key for f in files}:
             fs.delete(f"{cache}/{_DONE}/{key}")
     # A table no file has a row of is empty.
-    return Cached(
-        {
-            name: tables[name] if name in tables else empty(spark, schema)
-            for name, schema in schemas.items()
-        },
-        tuple(files),
-        tuple(stale),
-    )
+    whole = {
+        name: tables[name] if name in tables else empty(spark, schema)
+        for name, schema in schemas.items()
+    }
+    if pack is None or not prune:
+        return Cached(whole, tuple(files), tuple(stale))
+    packs = _day_packs(files, _code_key(lines_schema))
+    packed = _packed_tables(spark, fs, cache, files, whole, schemas, packs, pack)
+    units = {f.key: name for name, day in packs.items() for f in day}
+    return Cached(whole, tuple(files), tuple(stale), packed, units)
+
+
+def _day_packs(files: list[HistoryFile], code: str) -> dict[str, list[HistoryFile]]:
+    """The packs of the history's files: one per day but the first and the last (the service
+    appends to the last day's current hour, and retention deletes the first day's hours one at
+    a time: their packs would be made again every run), named after its day and a key over its
+    files' keys and the code."""
+    days: dict[str, list[HistoryFile]] = {}
+    for f in files:
+        if f.date is not None:
+            days.setdefault(f.date, []).append(f)
+    packs = {}
+    for day in sorted(days)[1:-1]:
+        key = hashlib.sha256("\n".join([code, *sorted(f.key for f in days[day])]).encode())
+        packs[f"{day}-{key.hexdigest()[:16]}"] = days[day]
+    return packs
+
+
+def _packed_tables(
+    spark: SparkSession,
+    fs: FileSystem,
+    cache: str,
+    files: list[HistoryFile],
+    whole: dict[str, DataFrame],
+    schemas: dict[str, T.StructType],
+    packs: dict[str, list[HistoryFile]],
+    pack: Pack,
+) -> dict[str, DataFrame]:
+    """The tables ``pack`` makes: each pack's as kept in the cache (made first when missing),
+    with the per-file shares of the files in no pack. The packs of days no longer in the history
+    (or of files since changed) leave the cache."""
+    folder = f"{cache}/{PACKS}"
+    done = set(fs.names(f"{folder}/{_DONE}"))
+    missing = [name for name in packs if name not in done]
+    names = pack.tables
+    if missing:
+        members = spark.createDataFrame(
+            [(f.key, name) for name in missing for f in packs[name]],
+            f"{CHUNK} string, {PACK} string",
+        )
+        of_missing = {name: whole[name].join(F.broadcast(members), CHUNK) for name in names}
+        staged = staging_folder(cache)
+        spark.sparkContext.setJobDescription(f"pack {len(missing)} days of the history")
+        for name, table in pack.make(of_missing).items():
+            table.write.partitionBy(PACK).parquet(f"{staged}/{name}")
+        for name in names:
+            for made in missing:
+                written = f"{staged}/{name}/{PACK}={made}"
+                if fs.exists(written):
+                    fs.move(written, f"{folder}/{name}/{PACK}={made}")
+        for made in missing:
+            fs.touch(f"{folder}/{_DONE}/{made}")
+        fs.delete(staged)
+    for gone in done - set(packs):
+        for name in names:
+            fs.delete(f"{folder}/{name}/{PACK}={gone}")
+        fs.delete(f"{folder}/{_DONE}/{gone}")
+    in_packs = {f.key for day in packs.values() for f in day}
+    loose = [f for f in files if f.key not in in_packs]
+    packed = {}
+    for name in names:
+        present = set(fs.names(f"{folder}/{name}"))
+        parts = [f"{folder}/{name}/{PACK}={made}" for made in packs if f"{PACK}={made}" in present]
+        chunks = set(fs.names(f"{cache}/{name}"))
+        own = [_chunk_dir(cache, name, f.key) for f in loose if f"{CHUNK}={f.key}" in chunks]
+        frames = []
+        if parts:
+            with_pack = T.StructType([*schemas[name].fields, T.StructField(PACK, T.StringType())])
+            frames.append(
+                spark.read.option("basePath", f"{folder}/{name}")
+                .schema(with_pack)
+                .parquet(*parts)
+                .drop(PACK)
+            )
+        if own:
+            frames.append(
+                spark.read.option("basePath", f"{cache}/{name}").schema(schemas[name]).parquet(*own)
+            )
+        packed[name] = (
+            frames[0].unionByName(frames[1])
+            if len(frames) == 2
+            else frames[0]
+            if frames
+            else empty(spark, schemas[name])
+        )
+    return packed

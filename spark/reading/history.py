@@ -36,6 +36,7 @@ from spark.reading.cache import (
     LINES,
     Derive,
     HistoryFile,
+    Pack,
     batches,
     history_files,
     read_cached,
@@ -85,6 +86,10 @@ class History:
     reused_days: tuple[str, ...] = ()  # and the days read whole from the cache
     parsed_files: int = 0  # with a cache: the files parsed in this run
     reused_files: int = 0  # and those read from the cache
+    # With a cache and a ``Pack``, over the whole history: its tables with each closed day's
+    # files packed as one share, and each packed file's pack by CHUNK (``cache.Cached``).
+    packed: dict[str, DataFrame] | None = None
+    units: dict[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -398,6 +403,7 @@ def read_history(
     cache: str | None = None,
     derive: Derive | None = None,
     files: list[HistoryFile] | None = None,
+    pack: Pack | None = None,
 ) -> History:
     """Read ``path`` (the history: a folder of date=YYYY-MM-DD partitions or of JSON lines
     files, or one file).
@@ -412,14 +418,25 @@ def read_history(
     Only the rows with ``since <= time < until`` are kept; the date partitions outside that
     range are not read at all. With either bound, the derived tables are made again from the
     rows kept (a file's cached tables hold all its rows). ``files``: ``history_files`` of
-    ``path``, ``since`` and ``until``, where the caller has listed them already."""
+    ``path``, ``since`` and ``until``, where the caller has listed them already. ``pack``:
+    with ``cache`` and neither bound, the tables it makes are also given packed per closed day
+    (``History.packed``)."""
     derive = derive or (lambda lines, persisted: {})
     if files is None:
         files = history_files(spark, path, since, until)
     whole = since is None and until is None
     schema = T.StructType([*LINES_SCHEMA.fields, T.StructField(CHUNK, T.StringType())])
     parse = lambda paths, scratch: parse_lines(spark, paths, scratch)  # noqa: E731
-    cached = read_cached(spark, files, cache or parsed, parse, derive, schema, prune=whole)
+    cached = read_cached(
+        spark,
+        files,
+        cache or parsed,
+        parse,
+        derive,
+        schema,
+        prune=whole,
+        pack=pack if cache is not None else None,
+    )
     derived = {name: table for name, table in cached.tables.items() if name != LINES}
     lines = cached.tables[LINES]
     if not whole:
@@ -431,7 +448,9 @@ def read_history(
         else (0, 0)
     )
     days = (cached.parsed_days, cached.reused_days) if cache is not None else ((), ())
-    return History(lines.filter(valid()), lines, derived, *days, *counts)
+    return History(
+        lines.filter(valid()), lines, derived, *days, *counts, cached.packed, cached.units
+    )
 
 
 def _derived_in_batches(

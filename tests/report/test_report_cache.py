@@ -4,6 +4,7 @@ files change, and a report from the cache is the report from the files, to the b
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 from pathlib import Path
 
@@ -334,3 +335,72 @@ def test_a_report_kept_as_json_comes_back_as_it_was():
     report.reused_days = ("2026-08-01",)
     report.seconds = {"total": 2.5}
     assert report_from_json(report_json(report)) == report
+
+
+def _midnights(history: Path) -> None:
+    """Five days: a burst of 80 rounds across each midnight from 1 to 5 August (23:20-00:39),
+    and one on the first morning. Days 2-4 are closed days (packed); their episodes cross
+    midnight, start at a day's first round or end at its last, swing between the soft and the
+    hard limit, and meet rounds that did not judge or see their volume."""
+
+    def burst(n: int):
+        return {
+            (1, "/data/a"): lambda i: 5 * MiB if n == 2 and 30 <= i <= 60 else 60 * MiB,
+            (2, "/data/b"): lambda i: (5 * MiB if i == 40 else 15 * MiB) if n == 3 and 35 <= i <= 45 else 50 * MiB,
+            (3, "/data/c"): lambda i: 5 * MiB if (n == 1 and i == 79) or (n == 2 and i < 3) else 70 * MiB,
+            (4, "/data/d"): lambda i: (-1 if i == 20 else 5 * MiB) if n == 3 and i < 25 else None if n == 3 and i < 28 else 40 * MiB,
+            (5, "/data/e"): lambda i: 80 * MiB - (i % 5) * MiB,
+        }
+
+    write_rounds(history, at(2026, 8, 1, 10, 0), 20, burst(0), outage=set())
+    for n in range(1, 5):
+        write_rounds(history, at(2026, 8, n, 23, 20), 80, burst(n), outage={10} if n == 2 else set())
+
+
+def test_closed_days_are_packed_and_stand_for_their_files_shares_exactly(spark, tmp_path):
+    """The cache packs each closed day (not the first, not the last) of the volume summaries and
+    the episodes' segments: a report from the packs equals one without the cache; with the
+    packed files' own shares removed, it still does (the packs carry them); a --max-gap run reads
+    the files' own shares, and equals one without the cache too."""
+    history, cache = tmp_path / "history", tmp_path / "cache"
+    _midnights(history)
+
+    def both(name: str, **options) -> dict:
+        cached = run_report(spark, str(history), str(tmp_path / name), cache=str(cache), **options)
+        uncached = run_report(spark, str(history), str(tmp_path / f"{name}-uncached"), **options)
+        assert csvs(tmp_path / name) == csvs(tmp_path / f"{name}-uncached"), name
+        assert _shown(cached) == _shown(uncached), name
+        return csvs(tmp_path / name)
+
+    tables = both("packed")
+    episodes = tables["episodes"].decode().splitlines()
+    assert len(episodes) > 5 and any(",gap," in line for line in episodes)
+    packs = sorted(p.name for p in (cache / "packs" / "done").iterdir())
+    assert [p[:10] for p in packs] == ["2026-08-02", "2026-08-03", "2026-08-04"]
+    both("gap", max_gap_seconds=90.0)
+    packed_files = [p for p in (history / "date=2026-08-03").iterdir()] + [p for p in (history / "date=2026-08-02").iterdir()]
+    assert packed_files
+    # The packed days' own shares of the packed tables removed: the packs stand for them.
+    keys = _keys(spark, history, packed_files)
+    removed = [chunk for table in ("volumes", "segments") for chunk in (cache / table).iterdir() if chunk.name.removeprefix("chunk=") in keys]
+    assert len(removed) == 2 * len(packed_files)
+    for chunk in removed:
+        shutil.rmtree(chunk)
+    assert both("from-packs", forecast_window_seconds=1800.0) != tables  # the other window's forecast
+
+
+def _keys(spark, history: Path, files: list[Path]) -> set[str]:
+    from spark.reading.cache import history_files
+
+    names = {f.name for f in files}
+    return {f.key for f in history_files(spark, str(history)) if f.path.rsplit("/", 1)[1] in names and f.date in ("2026-08-02", "2026-08-03")}
+
+
+def test_units_interleave_when_two_days_or_files_overlap_in_time():
+    from spark.analysis.partials import units_interleave
+
+    spans = {"a": (0, 10), "b": (20, 30), "c": (40, 50), "d": (60, 70)}
+    assert not units_interleave(spans, {})
+    assert not units_interleave(spans, {"b": "day1", "c": "day1"})
+    assert units_interleave(spans, {"a": "day1", "c": "day1", "b": "day2"})  # day2 inside day1
+    assert units_interleave({**spans, "e": (30, 35)}, {})  # a file starting where one ends
