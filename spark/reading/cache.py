@@ -665,9 +665,11 @@ def _packed_tables(
         for made in missing:
             fs.touch(f"{folder}/{_DONE}/{made}")
         fs.delete(staged)
+    current = {f"{PACK}={made}" for made in packs}
+    for name in names:  # of days gone or changed, and of a run stopped before its marker
+        for other in set(fs.names(f"{folder}/{name}")) - current:
+            fs.delete(f"{folder}/{name}/{other}")
     for gone in done - set(packs):
-        for name in names:
-            fs.delete(f"{folder}/{name}/{PACK}={gone}")
         fs.delete(f"{folder}/{_DONE}/{gone}")
     in_packs = {f.key for day in packs.values() for f in day}
     loose = [f for f in files if f.key not in in_packs]

@@ -378,6 +378,13 @@ def test_closed_days_are_packed_and_stand_for_their_files_shares_exactly(spark, 
     packs = sorted(p.name for p in (cache / "packs" / "done").iterdir())
     assert [p[:10] for p in packs] == ["2026-08-02", "2026-08-03", "2026-08-04"]
     both("gap", max_gap_seconds=90.0)
+    (cache / "packs" / "volumes" / "pack=left-by-a-stopped-run").mkdir()
+    touched = sorted((history / "date=2026-08-04").iterdir())[0]
+    os.utime(touched, ns=(touched.stat().st_atime_ns, touched.stat().st_mtime_ns + 1))
+    both("touched")  # its day packed again, under another key; the old pack leaves the cache
+    again = sorted(p.name for p in (cache / "packs" / "done").iterdir())
+    assert again[:2] == packs[:2] and again[2] != packs[2] and again[2][:10] == "2026-08-04"
+    assert sorted(p.name for p in (cache / "packs" / "volumes").iterdir()) == [f"pack={name}" for name in again]
     packed_files = [p for p in (history / "date=2026-08-03").iterdir()] + [p for p in (history / "date=2026-08-02").iterdir()]
     assert packed_files
     # The packed days' own shares of the packed tables removed: the packs stand for them.
