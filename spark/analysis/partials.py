@@ -35,7 +35,7 @@ from pyspark.sql import types as T
 
 from app.decision.fill_rate import GAIN_CONTEXT
 from spark.analysis.brokers import volume_aggregates
-from spark.analysis.chart_data import chart_cells
+from spark.analysis.chart_data import CELL, chart_cells
 from spark.analysis.episodes import (
     DATA,
     SEGMENT_FIELDS,
@@ -149,7 +149,10 @@ def _packed(tables: dict[str, DataFrame]) -> dict[str, DataFrame]:
       (``episodes._with_neighbours``): when the days' times do not interleave, these are the
       same segments as among every file's, and no other segment of the day is one of them. A
       --max-gap may count a gap inside a segment left out (``episode_segments``): such a run
-      reads the files' own shares."""
+      reads the files' own shares;
+    - ``chart``: the cells as they are, in the order of volume and cell. The chart reads the
+      cells of a few volumes (``chart_data.closest_volume_series``): in that order, the pack's
+      row groups (``cache.PACK_ROW_GROUP_BYTES``) tell by their bounds which to skip."""
     volumes = _rolled_up(tables[VOLUMES], PACK, HOLDS, *VOLUME).withColumn(CHUNK, F.col(PACK))
     in_order = Window.partitionBy(PACK, HOLDS, *VOLUME).orderBy("time_first")
     breach = F.col("volume_status").isin("ramping", "breaching")
@@ -159,11 +162,12 @@ def _packed(tables: dict[str, DataFrame]) -> dict[str, DataFrame]:
         | F.coalesce(F.lead(breach).over(in_order), F.lit(True))  # before one, or the last
     )
     segments = tables[SEGMENTS].withColumn("_near", near).filter(F.col("_near")).drop("_near")
-    return {VOLUMES: volumes, SEGMENTS: segments}
+    chart = tables[CHART].repartition(PACK).sortWithinPartitions(PACK, *VOLUME, CELL)
+    return {VOLUMES: volumes, SEGMENTS: segments, CHART: chart}
 
 
 # The tables packed per closed day in the cache (``reading.cache.Pack``).
-PACKING = Pack((VOLUMES, SEGMENTS), _packed)
+PACKING = Pack((VOLUMES, SEGMENTS, CHART), _packed)
 
 
 def units_interleave(spans: dict[str, tuple[int, int]], units: dict[str, str]) -> bool:

@@ -52,6 +52,9 @@ _DONE = "done"
 REPORTS = "reports"  # the last report made from the cache (``reading.reuse``)
 PACKS = "packs"  # a closed day's files' shares of some tables as one (``Pack``)
 PACK = "pack"  # the column (and folder) naming a pack
+# Parquet's row groups in a pack at most this big (its default: 128 MiB, a day's table in one):
+# a query of a few volumes skips the groups whose bounds leave them out.
+PACK_ROW_GROUP_BYTES = 256 * 1024
 _LOCK = "lock"
 _STAGING = "staging-"
 _SCHEMAS = "schemas-"
@@ -656,7 +659,9 @@ def _packed_tables(
         staged = staging_folder(cache)
         spark.sparkContext.setJobDescription(f"pack {len(missing)} days of the history")
         for name, table in pack.make(of_missing).items():
-            table.write.partitionBy(PACK).parquet(f"{staged}/{name}")
+            table.write.option("parquet.block.size", PACK_ROW_GROUP_BYTES).partitionBy(
+                PACK
+            ).parquet(f"{staged}/{name}")
         for name in names:
             for made in missing:
                 written = f"{staged}/{name}/{PACK}={made}"

@@ -358,8 +358,9 @@ def _midnights(history: Path) -> None:
 
 
 def test_closed_days_are_packed_and_stand_for_their_files_shares_exactly(spark, tmp_path):
-    """The cache packs each closed day (not the first, not the last) of the volume summaries and
-    the episodes' segments: a report from the packs equals one without the cache; with the
+    """The cache packs each closed day (not the first, not the last) of the volume summaries, the
+    episodes' segments and the chart's cells: a report from the packs equals one without the
+    cache (its chart drawn from cells: 86 hours); with the
     packed files' own shares removed, it still does (the packs carry them); a --max-gap run reads
     the files' own shares, and equals one without the cache too."""
     history, cache = tmp_path / "history", tmp_path / "cache"
@@ -389,8 +390,8 @@ def test_closed_days_are_packed_and_stand_for_their_files_shares_exactly(spark, 
     assert packed_files
     # The packed days' own shares of the packed tables removed: the packs stand for them.
     keys = _keys(spark, history, packed_files)
-    removed = [chunk for table in ("volumes", "segments") for chunk in (cache / table).iterdir() if chunk.name.removeprefix("chunk=") in keys]
-    assert len(removed) == 2 * len(packed_files)
+    removed = [chunk for table in ("volumes", "segments", "chart") for chunk in (cache / table).iterdir() if chunk.name.removeprefix("chunk=") in keys]
+    assert len(removed) == 3 * len(packed_files)
     for chunk in removed:
         shutil.rmtree(chunk)
     assert both("from-packs", forecast_window_seconds=1800.0) != tables  # the other window's forecast
