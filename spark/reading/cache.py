@@ -24,6 +24,7 @@ The history and the cache go through Hadoop's FileSystem, as Spark's own reads a
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import json
@@ -437,8 +438,11 @@ def _clear_staging(fs: FileSystem, cache: str) -> None:
             fs.delete(f"{cache}/{leftover}")
 
 
+@functools.lru_cache(maxsize=8)
 def source_digest(packages: tuple[str, ...], *texts: str) -> str:
-    """A key over ``texts`` and the source of the ``packages`` (every ``.py`` file under each)."""
+    """A key over ``texts`` and the source of the ``packages`` (every ``.py`` file under each).
+    Worked out once per process (a run asks for the code's key more than once): the code a
+    process runs is the code it imported, whatever its files become later."""
     digest = hashlib.sha256("\n".join(texts).encode())
     for package in packages:
         folder = Path(importlib.import_module(package).__file__ or "").parent
@@ -540,12 +544,21 @@ def _cached_tables(
             # Every file's chunk of the table is one of the history's (so after pruning): the
             # table's folder read whole, one listing instead of a path to check per file.
             whole = prune or chunks <= current
-            tables[table] = (
-                spark.read.option("basePath", f"{cache}/{table}")
-                .schema(schemas[table])
-                .parquet(*([f"{cache}/{table}"] if whole else present))
+            tables[table] = _read_parts(
+                spark,
+                f"{cache}/{table}",
+                schemas[table],
+                [f"{cache}/{table}"] if whole else present,
             )
     return tables
+
+
+def _read_parts(
+    spark: SparkSession, base: str, schema: T.StructType, paths: list[str]
+) -> DataFrame:
+    """The Parquet ``paths`` under ``base`` (whose partition folders give their columns), read
+    with ``schema``: Spark reads no footer to find it."""
+    return spark.read.option("basePath", base).schema(schema).parquet(*paths)
 
 
 # The stale files are parsed in batches of consecutive files, at most BATCH_FILES files (a week
@@ -670,37 +683,30 @@ def _packed_tables(
         for made in missing:
             fs.touch(f"{folder}/{_DONE}/{made}")
         fs.delete(staged)
-    current = {f"{PACK}={made}" for made in packs}
-    for name in names:  # of days gone or changed, and of a run stopped before its marker
-        for other in set(fs.names(f"{folder}/{name}")) - current:
-            fs.delete(f"{folder}/{name}/{other}")
     for gone in done - set(packs):
         fs.delete(f"{folder}/{_DONE}/{gone}")
+    current = {f"{PACK}={made}" for made in packs}
     in_packs = {f.key for day in packs.values() for f in day}
     loose = [f for f in files if f.key not in in_packs]
     packed = {}
     for name in names:
         present = set(fs.names(f"{folder}/{name}"))
+        for other in present - current:  # of days gone or changed, or of a run stopped early
+            fs.delete(f"{folder}/{name}/{other}")
         parts = [f"{folder}/{name}/{PACK}={made}" for made in packs if f"{PACK}={made}" in present]
         chunks = set(fs.names(f"{cache}/{name}"))
         own = [_chunk_dir(cache, name, f.key) for f in loose if f"{CHUNK}={f.key}" in chunks]
-        frames = []
-        if parts:
-            with_pack = T.StructType([*schemas[name].fields, T.StructField(PACK, T.StringType())])
-            frames.append(
-                spark.read.option("basePath", f"{folder}/{name}")
-                .schema(with_pack)
-                .parquet(*parts)
-                .drop(PACK)
-            )
-        if own:
-            frames.append(
-                spark.read.option("basePath", f"{cache}/{name}").schema(schemas[name]).parquet(*own)
-            )
+        with_pack = T.StructType([*schemas[name].fields, T.StructField(PACK, T.StringType())])
+        frames = [
+            *(
+                [_read_parts(spark, f"{folder}/{name}", with_pack, parts).drop(PACK)]
+                if parts
+                else []
+            ),
+            *([_read_parts(spark, f"{cache}/{name}", schemas[name], own)] if own else []),
+        ]
         packed[name] = (
-            frames[0].unionByName(frames[1])
-            if len(frames) == 2
-            else frames[0]
+            functools.reduce(DataFrame.unionByName, frames)
             if frames
             else empty(spark, schemas[name])
         )
